@@ -1,0 +1,480 @@
+"""``App``: the facade users touch. Registers task kinds, enqueues, runs workers, answers
+questions, and carries out the operator's actions — each through the one transition path."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from . import payloads, transition
+from .errors import IdempotencyConflict, IllegalTransition, TaskNotFound, UnknownKind
+from .kinds import DEFAULT_MAX_PAYLOAD, Classifier, KindSpec
+from .machine import TERMINAL, Reason, State
+from .models import CancelResult, Task, Transition
+from .store.base import Driver, Move, NewTask, Row, Tx, open_driver
+from .timeparse import parse_time
+
+log = logging.getLogger("jobtrail")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_ENQUEUE_KEYS = frozenset({"kind", "payload", "idempotency_key", "tenant", "queue", "priority",
+                           "run_at", "delay", "max_attempts", "parent"})
+
+
+class App:
+    """One jobtrail application: a store (``url``) and the task kinds registered on it.
+
+    ``url`` is ``sqlite:///path.db`` or ``postgresql://…``; else ``JOBTRAIL_DATABASE_URL``; else
+    ``sqlite:///jobtrail.db``. ``version`` is recorded on every claim so a dead letter shows
+    which code failed it (else ``JOBTRAIL_APP_VERSION``, else the handlers' package version).
+    """
+
+    def __init__(self, url: str | None = None, *, default_queue: str = "default",
+                 version: str | None = None, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
+                 **driver_options: Any) -> None:
+        _require_name(default_queue, "default_queue")
+        self.url = url or os.environ.get("JOBTRAIL_DATABASE_URL") or "sqlite:///jobtrail.db"
+        self.default_queue = default_queue
+        self._version = version or os.environ.get("JOBTRAIL_APP_VERSION")
+        self.max_payload_bytes = max_payload_bytes
+        self._kinds: dict[str, KindSpec] = {}
+        self._driver: Driver = open_driver(self.url, **driver_options)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def migrate(self) -> list[int]:
+        """Create or upgrade the schema (idempotent; safe when several processes run it)."""
+        return self._driver.migrate()
+
+    def close(self) -> None:
+        """Release pools and connections."""
+        self._driver.close()
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    @property
+    def version(self) -> str | None:
+        if self._version:
+            return self._version
+        for spec in self._kinds.values():
+            module = getattr(spec.handler, "__module__", "") or ""
+            top = module.split(".", 1)[0]
+            if top and top not in ("__main__", "jobtrail"):
+                try:
+                    return importlib.metadata.version(top)
+                except importlib.metadata.PackageNotFoundError:
+                    continue
+        return None
+
+    # -- registration ---------------------------------------------------------------------------
+    def task(self, kind: str | None = None, *, queue: str | None = None, reentrant: bool = True,
+             max_attempts: int = 5, lease_seconds: float = 30.0, backoff_base: float = 1.0,
+             backoff_cap: float = 300.0, max_elapsed: float | None = None,
+             retry_unclassified: bool = True, classify: Classifier | None = None,
+             reconcile: Callable[[str], Any] | None = None,
+             check_receipt: Callable[[str], Any] | None = None,
+             timeout: float | None = None) -> Callable[[F], F]:
+        """Register a handler ``fn(ctx, payload)`` (plain or ``async def``) for a task kind."""
+
+        def register(fn: F) -> F:
+            name = kind or fn.__name__
+            if queue is not None:
+                _require_name(queue, "queue")
+            spec = KindSpec(
+                name=name, handler=fn, queue=queue or self.default_queue, reentrant=reentrant,
+                max_attempts=max_attempts, lease_seconds=float(lease_seconds),
+                backoff_base=float(backoff_base), backoff_cap=float(backoff_cap),
+                max_elapsed=max_elapsed, retry_unclassified=retry_unclassified,
+                classify=classify, reconcile=reconcile, check_receipt=check_receipt,
+                timeout=timeout)
+            spec.validate()
+            if name in self._kinds:
+                raise ValueError(f"task kind {name!r} is already registered")
+            self._kinds[name] = spec
+            return fn
+
+        return register
+
+    @property
+    def kinds(self) -> list[str]:
+        return sorted(self._kinds)
+
+    # -- enqueue --------------------------------------------------------------------------------
+    def enqueue(self, kind: str, payload: Any = None, *, idempotency_key: str | None = None,
+                tenant: str = "", queue: str | None = None, priority: int = 0,
+                run_at: datetime | str | None = None, delay: float | None = None,
+                max_attempts: int | None = None, parent: str | None = None,
+                connection: Any = None) -> Task:
+        """Store one task (edge 1). With ``idempotency_key`` a repeat returns the existing task
+        (``created`` False); a changed payload raises ``IdempotencyConflict``. With
+        ``connection=`` the task is written in the caller's open transaction and exists if and
+        only if the caller commits."""
+        new = self._new_task(dict(kind=kind, payload=payload, idempotency_key=idempotency_key,
+                                  tenant=tenant, queue=queue, priority=priority, run_at=run_at,
+                                  delay=delay, max_attempts=max_attempts, parent=parent))
+        with self._driver.transaction(connection=connection) as tx:
+            task = self._insert(tx, new)
+        if connection is None and task.created:
+            self._driver.wake()
+        return task
+
+    def enqueue_many(self, items: Iterable[Mapping[str, Any]], *,
+                     connection: Any = None) -> list[Task]:
+        """Store several tasks in one transaction: all or nothing. Each item is a dict of
+        ``enqueue``'s keyword arguments (``{"kind": ..., "payload": ...}``)."""
+        news = []
+        for i, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise TypeError(f"enqueue_many item {i} is a {type(item).__name__}, not a dict")
+            unknown = set(item) - _ENQUEUE_KEYS
+            if unknown:
+                raise TypeError(f"enqueue_many item {i} has unknown keys: {sorted(unknown)}")
+            if "kind" not in item:
+                raise TypeError(f"enqueue_many item {i} has no 'kind'")
+            try:
+                news.append(self._new_task(dict(item)))
+            except (TypeError, ValueError, UnknownKind) as exc:
+                raise type(exc)(f"enqueue_many item {i}: {exc}") from exc
+        with self._driver.transaction(connection=connection) as tx:
+            tasks = [self._insert(tx, new) for new in news]
+        if connection is None and any(t.created for t in tasks):
+            self._driver.wake()
+        return tasks
+
+    def _new_task(self, args: dict[str, Any], *, label: bool = False) -> NewTask:
+        kind = args["kind"]
+        if not isinstance(kind, str) or not kind:
+            raise TypeError("kind must be a non-empty string")
+        spec = self._kinds.get(kind)
+        if spec is None and not label:
+            raise UnknownKind(kind, list(self._kinds))
+        payload_json, payload_hash = payloads.encode(args.get("payload"), self.max_payload_bytes)
+        key = args.get("idempotency_key")
+        if key is not None and (not isinstance(key, str) or not key or len(key) > 255):
+            raise ValueError("idempotency_key must be a non-empty string of at most 255 chars")
+        tenant = args.get("tenant") or ""
+        if not isinstance(tenant, str) or len(tenant) > 255:
+            raise TypeError("tenant must be a string of at most 255 characters")
+        queue = args.get("queue") or (spec.queue if spec else self.default_queue)
+        _require_name(queue, "queue")
+        priority = args.get("priority", 0) or 0
+        if not isinstance(priority, int) or isinstance(priority, bool) or abs(priority) > 2**31 - 1:
+            raise TypeError("priority must be an integer (higher runs first)")
+        run_at = args.get("run_at")
+        delay = args.get("delay")
+        if run_at is not None and delay is not None:
+            raise ValueError("give run_at or delay, not both")
+        if run_at is not None:
+            run_at = parse_time(run_at, "run_at")
+        if delay is not None:
+            if isinstance(delay, timedelta):
+                delay = delay.total_seconds()
+            if isinstance(delay, bool) or not isinstance(delay, int | float) or delay != delay \
+                    or delay < 0 or delay > 10 * 365 * 86400:
+                raise ValueError("delay must be a number of seconds between 0 and 10 years")
+            delay = float(delay)
+        max_attempts = args.get("max_attempts")
+        if max_attempts is None:
+            max_attempts = spec.max_attempts if spec else 1
+        if not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1:
+            raise ValueError("max_attempts must be a positive integer")
+        parent = args.get("parent")
+        parent_id = self._parse_id(parent) if parent is not None else None
+        return NewTask(
+            kind=kind, queue=queue, tenant=tenant, payload_json=payload_json,
+            payload_hash=payload_hash, idempotency_key=key, priority=priority,
+            max_attempts=max_attempts,
+            lease_seconds=spec.lease_seconds if spec else 30.0,
+            reentrant=spec.reentrant if spec else True, run_at=run_at, delay=delay,
+            parent_id=parent_id)
+
+    def _insert(self, tx: Tx, new: NewTask) -> Task:
+        row, created = transition.create(self._driver, tx, new)
+        if not created and row["payload_hash"] != new.payload_hash:
+            raise IdempotencyConflict(str(row["id"]), new.idempotency_key or "")
+        if created:
+            self._driver.notify_queued(tx, new.queue)
+        return self._task_from_row(row, created=created)
+
+    # -- reading --------------------------------------------------------------------------------
+    def get(self, task_id: str | int) -> Task:
+        """The task's current snapshot; ``TaskNotFound`` for an unknown id."""
+        with self._driver.transaction(write=False) as tx:
+            return self._task_from_row(self._row(tx, task_id))
+
+    def list(self, *, state: str | None = None, kind: str | None = None,
+             queue: str | None = None, tenant: str | None = None, limit: int = 100,
+             before: str | None = None) -> list[Task]:
+        """Tasks, newest first, filtered by state, kind, queue and tenant."""
+        if state is not None:
+            try:
+                State(state)
+            except ValueError:
+                raise ValueError(f"unknown state {state!r}; states are: "
+                                 f"{', '.join(s.value for s in State)}") from None
+        if not isinstance(limit, int) or not 1 <= limit <= 10_000:
+            raise ValueError("limit must be between 1 and 10000")
+        before_id = self._parse_id(before) if before is not None else None
+        with self._driver.transaction(write=False) as tx:
+            rows = self._driver.task_list(tx, state=state, kind=kind, queue=queue,
+                                          tenant=tenant, limit=limit, before_id=before_id)
+        return [self._task_from_row(r) for r in rows]
+
+    def transitions(self, task_id: str | int) -> list[Transition]:
+        """The task's transition log, in order."""
+        with self._driver.transaction(write=False) as tx:
+            self._row(tx, task_id)
+            rows = self._driver.transition_list(tx, self._parse_id(task_id))
+        return [_transition_from_row(r) for r in rows]
+
+    def explain(self, task_id: str | int, lang: str = "en") -> str:
+        """How the task got here, and why it is not running now (§11)."""
+        from . import explain
+
+        if lang not in explain.LANGUAGES:
+            raise ValueError(f"unknown language {lang!r}; use one of {', '.join(explain.LANGUAGES)}")
+        with self._driver.transaction(write=False) as tx:
+            row = self._row(tx, task_id)
+            rows = self._driver.transition_list(tx, row["id"])
+        return explain.render(self._task_from_row(row), [_transition_from_row(r) for r in rows],
+                              row["db_now"], lang=lang)
+
+    def _row(self, tx: Tx, task_id: str | int) -> Row:
+        row = self._driver.task_get(tx, self._parse_id(task_id))
+        if row is None:
+            raise TaskNotFound(str(task_id))
+        return row
+
+    @staticmethod
+    def _parse_id(task_id: str | int) -> int:
+        text = str(task_id).strip()
+        if not text.isdigit() or len(text) > 18:
+            raise TaskNotFound(str(task_id))
+        return int(text)
+
+    def _task_from_row(self, row: Row, *, created: bool = False) -> Task:
+        return Task(
+            id=str(row["id"]), kind=row["kind"], queue=row["queue"], tenant=row["tenant"],
+            state=State(row["state"]), payload=row["payload"], priority=row["priority"],
+            attempts=row["attempts"], max_attempts=row["max_attempts"], run_at=row["run_at"],
+            lease_owner=row["lease_owner"], lease_expires_at=row["lease_expires_at"],
+            last_reason=row["last_reason"], last_error_category=row["last_error_category"],
+            last_error=row["last_error"], replay_count=row["replay_count"],
+            receipt_id=row["receipt_id"],
+            parent_id=str(row["parent_id"]) if row["parent_id"] is not None else None,
+            created_at=row["created_at"], updated_at=row["updated_at"],
+            finished_at=row["finished_at"], idempotency_key=row["idempotency_key"],
+            receipt_deadline=row["receipt_deadline"], dismissed=row["dismissed_at"] is not None,
+            created=created)
+
+    # -- operator and caller actions ------------------------------------------------------------
+    def cancel(self, task_id: str | int, *, by: str, note: str | None = None) -> CancelResult:
+        """Two-phase cancel (§9): ``queued`` → ``cancelled``; ``leased`` → ``cancel_requested``
+        (the worker confirms at a boundary); repeats are idempotent and append nothing."""
+        _require_text(by, "by")
+        while True:
+            with self._driver.transaction() as tx:
+                row = self._row(tx, task_id)
+                state = State(row["state"])
+                if state in TERMINAL:
+                    return CancelResult(str(row["id"]), "already_terminal", state,
+                                        row["last_reason"])
+                if state is State.CANCEL_REQUESTED:
+                    return CancelResult(str(row["id"]), "cancel_requested", state,
+                                        row["last_reason"])
+                if state is State.QUEUED:
+                    target, reason, outcome = (State.CANCELLED, Reason.CANCELLED_BEFORE_START,
+                                               "cancelled")
+                elif state is State.LEASED:
+                    target, reason, outcome = (State.CANCEL_REQUESTED, Reason.CANCEL_REQUESTED,
+                                               "cancel_requested")
+                elif state is State.AWAITING_RECEIPT:
+                    target, reason, outcome = (state, Reason.CANCEL_REFUSED_SUBMITTED, "too_late")
+                else:
+                    raise IllegalTransition(str(row["id"]), state, "cancel")
+                moved = transition.apply(self._driver, tx, Move(
+                    task_id=row["id"], from_state=state, to_state=target, reason=reason,
+                    actor=by, note=note))
+                if moved is not None:
+                    return CancelResult(str(row["id"]), outcome, target,
+                                        reason if target != state else row["last_reason"])
+            # somebody moved the task first: read again and decide again
+
+    def replay(self, task_id: str | int, *, by: str, note: str) -> Task:
+        """``dead`` → ``queued`` (edge 19): attempts start again, ``replay_count`` += 1."""
+        _require_text(by, "by")
+        _require_text(note, "note")
+        with self._driver.transaction() as tx:
+            return self._replay(tx, task_id, by, note)
+
+    def _replay(self, tx: Tx, task_id: str | int, by: str, note: str) -> Task:
+        row = self._row(tx, task_id)
+        if row["state"] != State.DEAD:
+            raise IllegalTransition(str(row["id"]), row["state"], "replay (only dead tasks)")
+        moved = transition.apply(self._driver, tx, Move(
+            task_id=row["id"], from_state=State.DEAD, to_state=State.QUEUED,
+            reason=Reason.REPLAYED, actor=by, note=note, run_in=0.0, reset_attempts=True,
+            replay=True))
+        if moved is None:  # pragma: no cover - writes are serialised in this transaction
+            raise IllegalTransition(str(row["id"]), row["state"], "replay")
+        self._driver.notify_queued(tx, row["queue"])
+        return self._task_from_row(self._row(tx, task_id))
+
+    def replay_dead(self, *, reason: str | None = None, kind: str | None = None,
+                    since: datetime | str | None = None, until: datetime | str | None = None,
+                    by: str, note: str, limit: int | None = None,
+                    per_second: float | None = None) -> list[tuple[str, str]]:
+        """Batch replay as a formal migration: dead tasks by reason code and the time they
+        became dead (``since`` inclusive, ``until`` exclusive); each gets its own ``replayed``
+        transition, at most ``per_second`` a second. Returns ``(task id, new state)``."""
+        _require_text(by, "by")
+        _require_text(note, "note")
+        if reason is not None:
+            try:
+                Reason(reason)
+            except ValueError:
+                raise ValueError(f"unknown reason code {reason!r}") from None
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise ValueError("limit must be a positive integer")
+        if per_second is not None and not per_second > 0:
+            raise ValueError("per_second must be positive")
+        start = parse_time(since, "since") if since is not None else None
+        end = parse_time(until, "until") if until is not None else None
+        with self._driver.transaction(write=False) as tx:
+            ids = [r["id"] for r in self._driver.task_dead_select(
+                tx, reason=reason, kind=kind, since=start, until=end, limit=limit)]
+        out: list[tuple[str, str]] = []
+        pace = 1.0 / per_second if per_second else 0.0
+        next_at = time.monotonic()
+        for task_id in ids:
+            if pace:
+                wait = next_at - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+                next_at = max(next_at, time.monotonic()) + pace
+            try:
+                task = self.replay(task_id, by=by, note=note)
+                out.append((task.id, task.state.value))
+            except IllegalTransition as exc:  # replayed or moved by someone else meanwhile
+                out.append((str(task_id), exc.current_state.value))
+        return out
+
+    def force(self, task_id: str | int, to_state: State | str, *, by: str, note: str,
+              effects_checked: bool = False) -> Task:
+        """``manual_fix`` (edge 22): the only way to force a state, audited. Leaving ``leased``
+        or ``awaiting_receipt`` needs ``effects_checked=True`` (a person looked outside)."""
+        _require_text(by, "by")
+        _require_text(note, "note")
+        try:
+            target = State(to_state)
+        except ValueError:
+            raise ValueError(f"unknown state {to_state!r}") from None
+        if target in (State.LEASED, State.CANCEL_REQUESTED, State.AWAITING_RECEIPT):
+            raise ValueError(f"cannot force a task into {target.value}: only a worker takes a "
+                             "lease or submits; force it to queued to run it again")
+        with self._driver.transaction() as tx:
+            row = self._row(tx, task_id)
+            source = State(row["state"])
+            if source in (State.LEASED, State.CANCEL_REQUESTED, State.AWAITING_RECEIPT) \
+                    and not effects_checked:
+                raise ValueError(
+                    f"task {row['id']} is {source.value}: forcing it out needs "
+                    "effects_checked=True (--effects-checked) after checking the outside world")
+            moved = transition.apply(self._driver, tx, Move(
+                task_id=row["id"], from_state=source, to_state=target,
+                reason=Reason.MANUAL_FIX, actor=by, note=note,
+                run_in=0.0 if target is State.QUEUED else None,
+                data={"effects_checked": effects_checked}))
+            if moved is None:  # pragma: no cover - writes are serialised in this transaction
+                raise IllegalTransition(str(row["id"]), source, f"force to {target.value}")
+            if target is State.QUEUED:
+                self._driver.notify_queued(tx, row["queue"])
+            return self._task_from_row(self._row(tx, task_id))
+
+    def annotate(self, task_id: str | int, *, by: str, note: str,
+                 corrects: int | None = None) -> None:
+        """Append a ``correction`` to the timeline (the log is never edited in place)."""
+        _require_text(by, "by")
+        _require_text(note, "note")
+        with self._driver.transaction() as tx:
+            row = self._row(tx, task_id)
+            if corrects is not None and not (isinstance(corrects, int) and 1 <= corrects <= row["seq"]):
+                raise ValueError(f"corrects must name a transition seq of task {row['id']} "
+                                 f"(1..{row['seq']})")
+            self._annotate(tx, row, Reason.CORRECTION, by, note, corrects)
+
+    def dismiss(self, task_id: str | int, *, by: str, note: str) -> None:
+        """Close a ``dead`` task that will not be replayed: it stays dead with its history and
+        leaves the needs-attention counts (``dismissed``)."""
+        _require_text(by, "by")
+        _require_text(note, "note")
+        with self._driver.transaction() as tx:
+            row = self._row(tx, task_id)
+            if row["state"] != State.DEAD:
+                raise IllegalTransition(str(row["id"]), row["state"], "dismiss (only dead tasks)")
+            self._annotate(tx, row, Reason.DISMISSED, by, note, None)
+
+    def _annotate(self, tx: Tx, row: Row, reason: Reason, by: str, note: str | None,
+                  corrects: int | None) -> None:
+        state = State(row["state"])
+        moved = transition.apply(self._driver, tx, Move(
+            task_id=row["id"], from_state=state, to_state=state, reason=reason, actor=by,
+            note=note, corrects=corrects))
+        if moved is None:  # pragma: no cover - writes are serialised in this transaction
+            raise IllegalTransition(str(row["id"]), state, reason.value)
+
+    # -- moving parts ---------------------------------------------------------------------------
+    def sweep(self) -> dict[str, int]:
+        """Move expired leases now (edges 7, 8, 18); returns counts by reason code."""
+        from .sweeper import sweep
+
+        return sweep(self._driver)
+
+    def run_worker(self, *, queues: list[str] | None = None, concurrency: int = 4,
+                   burst: bool = False, poll_interval: float = 1.0,
+                   sweep_interval: float = 1.0, grace: float = 30.0) -> int:
+        """Run a worker in this thread until SIGTERM/SIGINT (or, with ``burst``, until nothing
+        is due and nothing it holds is running). Returns the number of attempts it finished."""
+        from .worker import Worker, WorkerOptions
+
+        chosen = queues or sorted({spec.queue for spec in self._kinds.values()}
+                                  | {self.default_queue})
+        for q in chosen:
+            _require_name(q, "queue")
+        worker = Worker(self, WorkerOptions(
+            queues=list(chosen), concurrency=concurrency, burst=burst,
+            poll_interval=poll_interval, sweep_interval=sweep_interval, grace=grace))
+        return worker.run()
+
+    def check(self) -> list[dict[str, Any]]:
+        """Tasks whose state is not the projection of their log (should always be empty)."""
+        with self._driver.transaction(write=False) as tx:
+            return self._driver.invariant_violations(tx)
+
+
+def _transition_from_row(row: Row) -> Transition:
+    return Transition(
+        seq=row["seq"], from_state=State(row["from_state"]) if row["from_state"] else None,
+        to_state=State(row["to_state"]), reason=row["reason"],
+        error_category=row["error_category"], error=row["error"], actor=row["actor"],
+        attempt=row["attempt"], at=row["at"], note=row["note"], corrects=row["corrects"],
+        data=row["data"] or {})
+
+
+def _require_text(value: Any, name: str) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name} is required (who did it / why) and must be non-empty text")
+
+
+def _require_name(value: Any, name: str) -> None:
+    if not isinstance(value, str) or not value or len(value) > 128 or value != value.strip():
+        raise ValueError(f"{name} must be a non-empty name of at most 128 characters")

@@ -1,0 +1,298 @@
+"""The driver seam: what every backend must do, named subject + verb, taking small dataclasses.
+
+Dialect gaps (no ``SKIP LOCKED`` or ``LISTEN/NOTIFY`` in SQLite, no data-modifying CTEs) are
+absorbed inside the drivers. Both drivers run the same conformance suite (``tests/conformance``).
+Rows come back as plain dicts with times as aware UTC ``datetime`` and JSON already decoded.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from ..machine import HELD, TERMINAL, State
+from . import queries
+
+Row = dict[str, Any]
+
+
+class Tx(Protocol):
+    """One open transaction. ``one``/``all``/``run`` execute a named query of the dialect."""
+
+    def one(self, name: str, params: dict[str, Any] | None = None) -> Row | None: ...
+
+    def all(self, name: str, params: dict[str, Any] | None = None) -> list[Row]: ...
+
+    def run(self, name: str, params: dict[str, Any] | None = None) -> int: ...
+
+    def many(self, name: str, params: Sequence[dict[str, Any]]) -> None: ...
+
+
+@dataclass(frozen=True)
+class NewTask:
+    kind: str
+    queue: str
+    tenant: str
+    payload_json: str
+    payload_hash: str
+    idempotency_key: str | None
+    priority: int
+    max_attempts: int
+    lease_seconds: float
+    reentrant: bool
+    run_at: datetime | None
+    delay: float | None
+    parent_id: int | None
+    state: State = State.QUEUED
+    actor: str = "caller"
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Claim:
+    owner: str
+    queues: list[str]
+    kinds: list[str]
+    limit: int
+    version: str | None
+
+
+@dataclass(frozen=True)
+class Move:
+    """One conditional update along one edge, with the transition it appends.
+
+    Guards: the task must be in ``from_state``; with ``owner`` it must also be held by that owner
+    at ``attempt`` with an unexpired lease (worker edges); with ``expired_owner`` the same holder
+    whose lease has expired (sweeper edges).
+    """
+
+    task_id: int
+    from_state: State
+    to_state: State
+    reason: str
+    actor: str
+    owner: str | None = None
+    expired_owner: str | None = None
+    attempt: int | None = None
+    run_in: float | None = None
+    reset_attempts: bool = False
+    uncount_attempt: bool = False
+    replay: bool = False
+    set_error: bool = False
+    error_category: str | None = None
+    error: str | None = None
+    receipt_id: str | None = None
+    receipt_in: float | None = None
+    note: str | None = None
+    corrects: int | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def annotation(self) -> bool:
+        return self.from_state == self.to_state and self.reason != "manual_fix"
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+class Driver(abc.ABC):
+    """A backend. Generic operations live here; each dialect supplies SQL and connections."""
+
+    dialect: str
+    #: True when ``task_move``/``task_insert``/``task_claim`` append their transitions in the
+    #: same statement (PostgreSQL data-modifying CTEs); SQLite appends them with a second one.
+    logs_in_statement: bool = False
+
+    def __init__(self) -> None:
+        self.sql = queries.load(self.dialect)
+
+    # -- connections and transactions -----------------------------------------------------
+    @abc.abstractmethod
+    def transaction(self, *, write: bool = True,
+                    connection: Any = None) -> AbstractContextManager[Tx]:
+        """A transaction; ``write=True`` takes the write lock up front (SQLite ``BEGIN
+        IMMEDIATE``). With ``connection=`` the caller's own open connection is used and its
+        transaction is left for the caller to commit."""
+
+    @abc.abstractmethod
+    def migrate(self) -> list[int]:
+        """Apply pending migrations; returns the versions applied. Safe to run concurrently."""
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    @abc.abstractmethod
+    def wait_for_work(self, timeout: float) -> bool:
+        """Block until a wake-up arrives or ``timeout`` passes. A wake-up is only a hint."""
+
+    def wake(self) -> None:
+        """Wake this process's waiting workers (a local hint)."""
+
+    @abc.abstractmethod
+    def encode_time(self, value: datetime) -> Any: ...
+
+    @abc.abstractmethod
+    def notify_queued(self, tx: Tx, queue: str) -> None: ...
+
+    # -- tasks ---------------------------------------------------------------------------------
+    def task_insert(self, tx: Tx, new: NewTask) -> tuple[Row, bool]:
+        """Insert one task with its creating transition; on an idempotency key that already
+        exists, return the existing row and ``False`` (never a second row)."""
+        params = {
+            "kind": new.kind, "queue": new.queue, "tenant": new.tenant,
+            "state": new.state.value, "payload": new.payload_json,
+            "payload_hash": new.payload_hash, "idempotency_key": new.idempotency_key,
+            "priority": new.priority, "max_attempts": new.max_attempts,
+            "lease_seconds": new.lease_seconds, "reentrant": new.reentrant,
+            "run_at": self.encode_time(new.run_at) if new.run_at is not None else None,
+            "delay": new.delay, "parent_id": new.parent_id, "actor": new.actor,
+            "data": dumps(new.data),
+        }
+        row = tx.one("task_insert", params)
+        if row is None:
+            existing = tx.one("task_get_by_key", {"tenant": new.tenant, "kind": new.kind,
+                                                  "idempotency_key": new.idempotency_key})
+            if existing is None:  # pragma: no cover - the conflicting row vanished (pruned)
+                raise RuntimeError("idempotency conflict on a row that no longer exists")
+            return existing, False
+        if not self.logs_in_statement:
+            self.transition_insert(tx, row["id"], 1, None, new.state, "enqueued", new.actor,
+                                   attempt=0, at=row["created_at"], data=new.data)
+        return row, True
+
+    def task_claim(self, tx: Tx, claim: Claim) -> list[Row]:
+        rows = tx.all("task_claim", {
+            "owner": claim.owner, "queues": self._list(claim.queues),
+            "kinds": self._list(claim.kinds), "limit": claim.limit,
+            "data": dumps({"version": claim.version} if claim.version else {}),
+        })
+        if not self.logs_in_statement:
+            for row in rows:
+                data: dict[str, Any] = {"waited": round(float(row["waited"]), 6)}
+                if claim.version:
+                    data["version"] = claim.version
+                self.transition_insert(tx, row["id"], row["seq"], State.QUEUED, State.LEASED,
+                                       "claimed", claim.owner, attempt=row["attempts"],
+                                       at=row["updated_at"], data=data)
+        rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["id"]))
+        return rows
+
+    def task_move(self, tx: Tx, move: Move) -> Row | None:
+        """The conditional update of one edge plus its transition row; ``None`` when the guard
+        did not match (somebody else moved the task first)."""
+        params = self._move_params(move)
+        if move.annotation:
+            row = tx.one("task_annotate", params)
+        else:
+            row = tx.one("task_move", params)
+        if row is None:
+            return None
+        if not self.logs_in_statement:
+            self.transition_insert(
+                tx, row["id"], row["seq"], move.from_state, move.to_state, move.reason,
+                move.actor, attempt=params["log_attempt"] if move.attempt is not None
+                else row["attempts"] + (1 if move.uncount_attempt else 0),
+                at=row["updated_at"], error_category=move.error_category, error=move.error,
+                note=move.note, corrects=move.corrects, data=move.data)
+        return row
+
+    def _move_params(self, move: Move) -> dict[str, Any]:
+        return {
+            "id": move.task_id, "from_state": move.from_state.value,
+            "to_state": move.to_state.value, "reason": move.reason, "actor": move.actor,
+            "terminal": move.to_state in TERMINAL, "keep_lease": move.to_state in HELD,
+            "owner": move.owner, "expired_owner": move.expired_owner, "attempt": move.attempt,
+            "log_attempt": move.attempt if move.attempt is not None else None,
+            "run_in": move.run_in, "reset_attempts": move.reset_attempts,
+            "uncount": move.uncount_attempt, "replay": 1 if move.replay else 0,
+            "set_error": move.set_error, "error_category": move.error_category,
+            "error": move.error, "receipt_id": move.receipt_id, "receipt_in": move.receipt_in,
+            "note": move.note, "corrects": move.corrects, "data": dumps(move.data),
+            "dismiss": move.reason == "dismissed",
+        }
+
+    def transition_insert(self, tx: Tx, task_id: int, seq: int, from_state: State | None,
+                          to_state: State, reason: str, actor: str, *, attempt: int,
+                          at: Any, error_category: str | None = None, error: str | None = None,
+                          note: str | None = None, corrects: int | None = None,
+                          data: dict[str, Any] | None = None) -> None:
+        tx.run("transition_insert", {
+            "task_id": task_id, "seq": seq,
+            "from_state": from_state.value if from_state else None,
+            "to_state": to_state.value, "reason": reason, "error_category": error_category,
+            "error": error, "actor": actor, "attempt": attempt,
+            "at": self.encode_time(at) if isinstance(at, datetime) else at,
+            "note": note, "corrects": corrects, "data": dumps(data or {}),
+        })
+
+    def lease_extend(self, tx: Tx, task_id: int, owner: str, attempt: int,
+                     seconds: float) -> Row | None:
+        return tx.one("lease_extend", {"id": task_id, "owner": owner, "attempt": attempt,
+                                       "seconds": seconds})
+
+    def task_get(self, tx: Tx, task_id: int) -> Row | None:
+        return tx.one("task_get", {"id": task_id})
+
+    def task_list(self, tx: Tx, *, state: str | None = None, kind: str | None = None,
+                  queue: str | None = None, tenant: str | None = None, limit: int = 100,
+                  before_id: int | None = None) -> list[Row]:
+        return tx.all("task_list", {"state": state, "kind": kind, "queue": queue,
+                                    "tenant": tenant, "limit": limit, "before_id": before_id})
+
+    def transition_list(self, tx: Tx, task_id: int) -> list[Row]:
+        return tx.all("transition_list", {"id": task_id})
+
+    def task_expired(self, tx: Tx, limit: int) -> list[Row]:
+        return tx.all("task_expired", {"limit": limit})
+
+    def task_dead_select(self, tx: Tx, *, reason: str | None, kind: str | None,
+                         since: datetime | None, until: datetime | None,
+                         limit: int | None) -> list[Row]:
+        return tx.all("task_dead_select", {
+            "reason": reason, "kind": kind,
+            "since": self.encode_time(since) if since else None,
+            "until": self.encode_time(until) if until else None,
+            "limit": limit if limit is not None else -1,
+        })
+
+    def invariant_violations(self, tx: Tx) -> list[Row]:
+        return tx.all("invariant_violations")
+
+    def db_now(self, tx: Tx) -> datetime:
+        row = tx.one("db_now")
+        assert row is not None
+        value = row["now"]
+        assert isinstance(value, datetime)
+        return value
+
+    def _list(self, values: list[str]) -> Any:
+        return values
+
+
+def open_driver(url: str | None = None, **options: Any) -> Driver:
+    """The driver for ``url`` (else ``JOBTRAIL_DATABASE_URL``, else ``sqlite:///jobtrail.db``)."""
+    url = url or os.environ.get("JOBTRAIL_DATABASE_URL") or "sqlite:///jobtrail.db"
+    if url.startswith("sqlite:"):
+        from .sqlite import SQLiteDriver
+
+        return SQLiteDriver(url, **options)
+    if url.startswith(("postgresql:", "postgres:")):
+        from .postgres import PostgresDriver
+
+        return PostgresDriver(url, **options)
+    scheme = url.split(":", 1)[0] if ":" in url else url
+    raise ValueError(
+        f"unsupported database URL scheme {scheme!r}: use sqlite:///path.db or "
+        "postgresql://user:pass@host:port/db")
+
+
+def iter_chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]

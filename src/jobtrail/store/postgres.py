@@ -1,0 +1,200 @@
+"""The PostgreSQL driver (psycopg 3 + psycopg_pool): many workers on many machines.
+
+Claims use ``FOR UPDATE SKIP LOCKED``; every move is one data-modifying statement that also
+appends its transition. ``LISTEN/NOTIFY`` wakes idle workers — a wake-up only: polling still
+finds due work if a notification is lost. Broken connections (a server restart) are detected
+on checkout and replaced; errors reaching the server surface as ``StoreUnavailable``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from psycopg import pq
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ..errors import StoreUnavailable
+from . import queries
+from .base import Driver, Row
+
+log = logging.getLogger("jobtrail.store")
+
+CHANNEL = "jobtrail_queued"
+_TIME_COLUMNS = frozenset({
+    "run_at", "lease_expires_at", "receipt_deadline", "budget_started_at", "created_at",
+    "updated_at", "finished_at", "dismissed_at", "at", "now", "db_now",
+})
+
+
+def _decode(row: dict[str, Any]) -> Row:
+    for key in _TIME_COLUMNS.intersection(row):
+        value = row[key]
+        if isinstance(value, datetime):
+            row[key] = value.astimezone(UTC)
+    return row
+
+
+class _Tx:
+    def __init__(self, conn: psycopg.Connection[Any], sql: dict[str, str]) -> None:
+        self.conn = conn
+        self.sql = sql
+
+    def _cursor(self) -> psycopg.Cursor[dict[str, Any]]:
+        return self.conn.cursor(row_factory=dict_row)
+
+    def one(self, name: str, params: dict[str, Any] | None = None) -> Row | None:
+        with self._cursor() as cur:
+            cur.execute(self.sql[name], params or {})
+            row = cur.fetchone()
+        return _decode(row) if row is not None else None
+
+    def all(self, name: str, params: dict[str, Any] | None = None) -> list[Row]:
+        with self._cursor() as cur:
+            cur.execute(self.sql[name], params or {})
+            return [_decode(r) for r in cur.fetchall()]
+
+    def run(self, name: str, params: dict[str, Any] | None = None) -> int:
+        with self._cursor() as cur:
+            cur.execute(self.sql[name], params or {})
+            return cur.rowcount
+
+    def many(self, name: str, params: Sequence[dict[str, Any]]) -> None:
+        with self._cursor() as cur:
+            cur.executemany(self.sql[name], params)
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    conn.execute("SET TIME ZONE 'UTC'")
+
+
+class PostgresDriver(Driver):
+    dialect = "postgres"
+    logs_in_statement = True
+
+    def __init__(self, url: str, *, pool_size: int = 10, connect_timeout: float = 5.0,
+                 **_: Any) -> None:
+        super().__init__()
+        try:
+            psycopg.conninfo.conninfo_to_dict(url)
+        except psycopg.ProgrammingError as exc:
+            raise ValueError(f"bad PostgreSQL URL: {exc}") from None
+        self.url = url
+        self.connect_timeout = connect_timeout
+        self.pool = ConnectionPool(
+            url, min_size=1, max_size=max(2, pool_size), open=True, timeout=connect_timeout,
+            kwargs={"autocommit": True, "connect_timeout": max(1, int(connect_timeout))},
+            configure=_configure, check=ConnectionPool.check_connection,
+            reconnect_timeout=3600.0, name="jobtrail")
+        self._wakeup = threading.Event()
+        self._listener: threading.Thread | None = None
+        self._listener_lock = threading.Lock()
+        self._closed = threading.Event()
+
+    # -- transactions --------------------------------------------------------------------------
+    @contextmanager
+    def transaction(self, *, write: bool = True, connection: Any = None) -> Iterator[_Tx]:
+        if connection is not None:
+            yield from self._caller_transaction(connection)
+            return
+        try:
+            with self.pool.connection() as conn, conn.transaction():
+                yield _Tx(conn, self.sql)
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise StoreUnavailable(f"PostgreSQL is unreachable: {type(exc).__name__}: "
+                                   f"{_first_line(exc)}") from exc
+
+    def _caller_transaction(self, conn: Any) -> Iterator[_Tx]:
+        if not isinstance(conn, psycopg.Connection):
+            raise TypeError("connection= must be an open psycopg (3) Connection for a "
+                            f"PostgreSQL App, got {type(conn).__name__}")
+        if not conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
+            # Open the caller's own transaction first, so that the block below is a savepoint
+            # inside it and nothing is committed until the caller commits.
+            conn.execute("SELECT 1")
+        with conn.transaction():
+            yield _Tx(conn, self.sql)
+
+    def migrate(self) -> list[int]:
+        applied: list[int] = []
+        with self.transaction() as tx:
+            conn = tx.conn
+            # One migrator at a time per schema; the others wait, then find nothing to do.
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('jobtrail.migrate:' || "
+                         "current_schema()))")
+            conn.execute("CREATE TABLE IF NOT EXISTS jobtrail_migrations (version INTEGER "
+                         "PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL "
+                         "DEFAULT now())")
+            done = {r[0] for r in conn.execute("SELECT version FROM jobtrail_migrations")}
+            for version, name, text in queries.migrations(self.dialect):
+                if version in done:
+                    continue
+                conn.execute(text.encode("utf-8"))
+                conn.execute("INSERT INTO jobtrail_migrations (version, name) VALUES (%s, %s)",
+                             (version, name))
+                applied.append(version)
+        return applied
+
+    def close(self) -> None:
+        self._closed.set()
+        self._wakeup.set()
+        self.pool.close()
+        if self._listener is not None:
+            self._listener.join(timeout=3)
+
+    # -- wake-ups ------------------------------------------------------------------------------
+    def notify_queued(self, tx: Any, queue: str) -> None:
+        tx.one("notify_queued", {"queue": queue})
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    def wait_for_work(self, timeout: float) -> bool:
+        self._ensure_listener()
+        woke = self._wakeup.wait(timeout)
+        self._wakeup.clear()
+        return woke
+
+    def _ensure_listener(self) -> None:
+        with self._listener_lock:
+            if self._listener is None and not self._closed.is_set():
+                self._listener = threading.Thread(target=self._listen, name="jobtrail-listen",
+                                                  daemon=True)
+                self._listener.start()
+
+    def _listen(self) -> None:
+        delay = 0.2
+        while not self._closed.is_set():
+            try:
+                with psycopg.connect(self.url, autocommit=True,
+                                     connect_timeout=max(1, int(self.connect_timeout))) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    delay = 0.2
+                    self._wakeup.set()  # we may have missed notifications while away
+                    while not self._closed.is_set():
+                        for _ in conn.notifies(timeout=0.5, stop_after=1):
+                            self._wakeup.set()
+            except psycopg.Error as exc:
+                if self._closed.is_set():
+                    return
+                log.warning("LISTEN connection lost (%s); reconnecting in %.1fs",
+                            type(exc).__name__, delay)
+                self._closed.wait(delay)
+                delay = min(5.0, delay * 2)
+
+    # -- encoding ------------------------------------------------------------------------------
+    def encode_time(self, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("times must be timezone-aware (UTC)")
+        return value
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else ""

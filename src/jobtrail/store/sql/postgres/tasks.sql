@@ -1,0 +1,198 @@
+-- Named queries for PostgreSQL. Every state change and its transition row are one statement
+-- (a data-modifying CTE), so a move is atomic even on a caller's autocommit connection.
+-- now() is the transaction's start time by the database clock; every decision uses it.
+-- Parameters are cast where PostgreSQL could not infer their type from context.
+
+-- name: db_now
+SELECT now() AS now;
+
+-- name: task_insert
+WITH ins AS (
+    INSERT INTO jobtrail_tasks (
+        kind, queue, tenant, state, payload, payload_hash, idempotency_key, priority,
+        max_attempts, lease_seconds, reentrant, run_at, parent_id, last_reason, seq,
+        budget_started_at, created_at, updated_at)
+    VALUES (
+        %(kind)s, %(queue)s, %(tenant)s, %(state)s, %(payload)s::jsonb, %(payload_hash)s,
+        %(idempotency_key)s::text, %(priority)s, %(max_attempts)s, %(lease_seconds)s,
+        %(reentrant)s,
+        COALESCE(%(run_at)s::timestamptz,
+                 now() + make_interval(secs => COALESCE(%(delay)s::float8, 0))),
+        %(parent_id)s::bigint, 'enqueued', 1, now(), now(), now())
+    ON CONFLICT (tenant, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING *
+), log AS (
+    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
+                                      attempt, at, data)
+    SELECT id, 1, NULL, state, 'enqueued', %(actor)s, 0, created_at, %(data)s::jsonb FROM ins
+)
+SELECT * FROM ins;
+
+-- name: task_get_by_key
+SELECT * FROM jobtrail_tasks
+WHERE tenant = %(tenant)s AND kind = %(kind)s AND idempotency_key = %(idempotency_key)s;
+
+-- name: task_get
+SELECT *, now() AS db_now FROM jobtrail_tasks WHERE id = %(id)s;
+
+-- name: task_claim
+-- SKIP LOCKED lets many workers claim at once without waiting on each other; the
+-- id = ANY(ARRAY(...)) shape keeps the update on the primary key for any batch size.
+WITH upd AS (
+    UPDATE jobtrail_tasks t
+    SET state = 'leased',
+        lease_owner = %(owner)s,
+        lease_expires_at = now() + make_interval(secs => t.lease_seconds),
+        attempts = t.attempts + 1,
+        seq = t.seq + 1,
+        last_reason = 'claimed',
+        updated_at = now()
+    WHERE t.id = ANY(ARRAY(
+        SELECT id FROM jobtrail_tasks
+        WHERE state = 'queued'
+          AND run_at <= now()
+          AND queue = ANY(%(queues)s::text[])
+          AND kind = ANY(%(kinds)s::text[])
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED))
+    RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
+), log AS (
+    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
+                                      attempt, at, data)
+    SELECT id, seq, 'queued', 'leased', 'claimed', %(owner)s, attempts, updated_at,
+           %(data)s::jsonb || jsonb_build_object('waited', round(waited::numeric, 6))
+    FROM upd
+)
+SELECT * FROM upd;
+
+-- name: task_move
+WITH upd AS (
+    UPDATE jobtrail_tasks
+    SET state = %(to_state)s,
+        last_reason = %(reason)s,
+        seq = seq + 1,
+        updated_at = now(),
+        finished_at = CASE WHEN %(terminal)s THEN now() END,
+        run_at = CASE WHEN %(run_in)s::float8 IS NULL THEN run_at
+                      ELSE now() + make_interval(secs => %(run_in)s::float8) END,
+        lease_owner = CASE WHEN %(keep_lease)s THEN lease_owner END,
+        lease_expires_at = CASE WHEN %(keep_lease)s THEN lease_expires_at END,
+        attempts = CASE WHEN %(reset_attempts)s THEN 0
+                        WHEN %(uncount)s THEN GREATEST(attempts - 1, 0)
+                        ELSE attempts END,
+        replay_count = replay_count + %(replay)s,
+        budget_started_at = CASE WHEN %(reset_attempts)s THEN now()
+                                 ELSE budget_started_at END,
+        last_error_category = CASE WHEN %(set_error)s THEN %(error_category)s::text
+                                   ELSE last_error_category END,
+        last_error = CASE WHEN %(set_error)s THEN %(error)s::text ELSE last_error END,
+        receipt_id = COALESCE(%(receipt_id)s::text, receipt_id),
+        receipt_deadline = CASE
+            WHEN %(to_state)s::text = 'awaiting_receipt' AND %(receipt_in)s::float8 IS NOT NULL
+                THEN now() + make_interval(secs => %(receipt_in)s::float8)
+            WHEN %(to_state)s::text = 'awaiting_receipt' THEN receipt_deadline END,
+        dismissed_at = NULL
+    WHERE id = %(id)s
+      AND state = %(from_state)s
+      AND (%(owner)s::text IS NULL OR (lease_owner = %(owner)s::text
+           AND attempts = %(attempt)s::int AND lease_expires_at > now()))
+      AND (%(expired_owner)s::text IS NULL OR (lease_owner = %(expired_owner)s::text
+           AND attempts = %(attempt)s::int AND lease_expires_at <= now()))
+    RETURNING id, state, attempts, seq, updated_at
+), log AS (
+    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason,
+                                      error_category, error, actor, attempt, at, note,
+                                      corrects, data)
+    SELECT id, seq, %(from_state)s, %(to_state)s, %(reason)s, %(error_category)s::text,
+           %(error)s::text, %(actor)s,
+           COALESCE(%(log_attempt)s::int, attempts + CASE WHEN %(uncount)s THEN 1 ELSE 0 END),
+           updated_at, %(note)s::text, %(corrects)s::int, %(data)s::jsonb
+    FROM upd
+)
+SELECT * FROM upd;
+
+-- name: task_annotate
+WITH upd AS (
+    UPDATE jobtrail_tasks
+    SET seq = seq + 1,
+        updated_at = now(),
+        dismissed_at = CASE WHEN %(dismiss)s THEN now() ELSE dismissed_at END
+    WHERE id = %(id)s AND state = %(from_state)s
+    RETURNING id, state, attempts, seq, updated_at
+), log AS (
+    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason,
+                                      error_category, error, actor, attempt, at, note,
+                                      corrects, data)
+    SELECT id, seq, %(from_state)s, %(to_state)s, %(reason)s, %(error_category)s::text,
+           %(error)s::text, %(actor)s, COALESCE(%(log_attempt)s::int, attempts), updated_at,
+           %(note)s::text, %(corrects)s::int, %(data)s::jsonb
+    FROM upd
+)
+SELECT * FROM upd;
+
+-- name: transition_insert
+INSERT INTO jobtrail_transitions (
+    task_id, seq, from_state, to_state, reason, error_category, error, actor, attempt, at,
+    note, corrects, data)
+VALUES (%(task_id)s, %(seq)s, %(from_state)s::text, %(to_state)s, %(reason)s,
+        %(error_category)s::text, %(error)s::text, %(actor)s, %(attempt)s, %(at)s,
+        %(note)s::text, %(corrects)s::int, %(data)s::jsonb);
+
+-- name: lease_extend
+UPDATE jobtrail_tasks
+SET lease_expires_at = now() + make_interval(secs => %(seconds)s::float8)
+WHERE id = %(id)s
+  AND state IN ('leased', 'cancel_requested')
+  AND lease_owner = %(owner)s AND attempts = %(attempt)s
+  AND lease_expires_at > now()
+RETURNING state, lease_expires_at;
+
+-- name: task_holder
+SELECT state, lease_owner, attempts, lease_expires_at > now() AS lease_valid
+FROM jobtrail_tasks WHERE id = %(id)s;
+
+-- name: task_list
+SELECT * FROM jobtrail_tasks
+WHERE (%(state)s::text IS NULL OR state = %(state)s::text)
+  AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+  AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- name: transition_list
+SELECT * FROM jobtrail_transitions WHERE task_id = %(id)s ORDER BY seq;
+
+-- name: task_expired
+SELECT id, state, attempts, max_attempts, reentrant, lease_owner, kind
+FROM jobtrail_tasks
+WHERE state IN ('leased', 'cancel_requested') AND lease_expires_at <= now()
+ORDER BY lease_expires_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: task_dead_select
+SELECT id FROM jobtrail_tasks
+WHERE state = 'dead' AND dismissed_at IS NULL
+  AND (%(reason)s::text IS NULL OR last_reason = %(reason)s::text)
+  AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+  AND (%(since)s::timestamptz IS NULL OR finished_at >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR finished_at < %(until)s::timestamptz)
+ORDER BY finished_at, id
+LIMIT CASE WHEN %(limit)s::int < 0 THEN NULL ELSE %(limit)s::int END;
+
+-- name: invariant_violations
+SELECT t.id, t.state, t.seq, last.to_state AS last_to_state, agg.n, agg.max_seq
+FROM jobtrail_tasks t
+LEFT JOIN LATERAL (SELECT to_state FROM jobtrail_transitions x
+                   WHERE x.task_id = t.id ORDER BY x.seq DESC LIMIT 1) last ON true
+LEFT JOIN LATERAL (SELECT COUNT(*) AS n, MAX(seq) AS max_seq FROM jobtrail_transitions x
+                   WHERE x.task_id = t.id) agg ON true
+WHERE t.state IS DISTINCT FROM last.to_state
+   OR t.seq IS DISTINCT FROM agg.max_seq
+   OR t.seq IS DISTINCT FROM agg.n;
+
+-- name: notify_queued
+SELECT pg_notify('jobtrail_queued', %(queue)s);

@@ -1,0 +1,163 @@
+-- Named queries for SQLite. NOW is written out as
+-- ((julianday('now') - 2440587.5) * 86400.0): seconds since the epoch by the database clock.
+-- (datetime('now','subsec') returns NULL on SQLite 3.40, so it is not used.)
+-- SQLite has no data-modifying CTEs: the driver appends the transition row with a second
+-- statement in the same transaction (transition_insert).
+
+-- name: db_now
+SELECT ((julianday('now') - 2440587.5) * 86400.0) AS now;
+
+-- name: task_insert
+INSERT INTO jobtrail_tasks (
+    kind, queue, tenant, state, payload, payload_hash, idempotency_key, priority, max_attempts,
+    lease_seconds, reentrant, run_at, parent_id, last_reason, seq, budget_started_at,
+    created_at, updated_at)
+VALUES (
+    :kind, :queue, :tenant, :state, :payload, :payload_hash, :idempotency_key, :priority,
+    :max_attempts, :lease_seconds, :reentrant,
+    COALESCE(:run_at, ((julianday('now') - 2440587.5) * 86400.0) + COALESCE(:delay, 0)),
+    :parent_id, 'enqueued', 1,
+    ((julianday('now') - 2440587.5) * 86400.0),
+    ((julianday('now') - 2440587.5) * 86400.0),
+    ((julianday('now') - 2440587.5) * 86400.0))
+ON CONFLICT (tenant, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING *;
+
+-- name: task_get_by_key
+SELECT * FROM jobtrail_tasks
+WHERE tenant = :tenant AND kind = :kind AND idempotency_key = :idempotency_key;
+
+-- name: task_get
+SELECT *, ((julianday('now') - 2440587.5) * 86400.0) AS db_now
+FROM jobtrail_tasks WHERE id = :id;
+
+-- name: task_claim
+-- Writers are serialised by BEGIN IMMEDIATE, so no row locking is needed to take each due
+-- task exactly once. Order: priority (higher first), then run_at, then enqueue order.
+UPDATE jobtrail_tasks
+SET state = 'leased',
+    lease_owner = :owner,
+    lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + lease_seconds,
+    attempts = attempts + 1,
+    seq = seq + 1,
+    last_reason = 'claimed',
+    updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+WHERE id IN (
+    SELECT id FROM jobtrail_tasks
+    WHERE state = 'queued'
+      AND run_at <= ((julianday('now') - 2440587.5) * 86400.0)
+      AND queue IN (SELECT value FROM json_each(:queues))
+      AND kind IN (SELECT value FROM json_each(:kinds))
+    ORDER BY priority DESC, run_at, id
+    LIMIT :limit)
+RETURNING *, ((julianday('now') - 2440587.5) * 86400.0) - run_at AS waited;
+
+-- name: task_move
+UPDATE jobtrail_tasks
+SET state = :to_state,
+    last_reason = :reason,
+    seq = seq + 1,
+    updated_at = ((julianday('now') - 2440587.5) * 86400.0),
+    finished_at = CASE WHEN :terminal THEN ((julianday('now') - 2440587.5) * 86400.0) END,
+    run_at = CASE WHEN :run_in IS NULL THEN run_at
+                  ELSE ((julianday('now') - 2440587.5) * 86400.0) + :run_in END,
+    lease_owner = CASE WHEN :keep_lease THEN lease_owner END,
+    lease_expires_at = CASE WHEN :keep_lease THEN lease_expires_at END,
+    attempts = CASE WHEN :reset_attempts THEN 0
+                    WHEN :uncount THEN MAX(attempts - 1, 0)
+                    ELSE attempts END,
+    replay_count = replay_count + :replay,
+    budget_started_at = CASE WHEN :reset_attempts
+                             THEN ((julianday('now') - 2440587.5) * 86400.0)
+                             ELSE budget_started_at END,
+    last_error_category = CASE WHEN :set_error THEN :error_category ELSE last_error_category END,
+    last_error = CASE WHEN :set_error THEN :error ELSE last_error END,
+    receipt_id = COALESCE(:receipt_id, receipt_id),
+    receipt_deadline = CASE WHEN :to_state = 'awaiting_receipt' AND :receipt_in IS NOT NULL
+                            THEN ((julianday('now') - 2440587.5) * 86400.0) + :receipt_in
+                            WHEN :to_state = 'awaiting_receipt' THEN receipt_deadline END,
+    dismissed_at = NULL
+WHERE id = :id
+  AND state = :from_state
+  AND (:owner IS NULL OR (lease_owner = :owner AND attempts = :attempt
+       AND lease_expires_at > ((julianday('now') - 2440587.5) * 86400.0)))
+  AND (:expired_owner IS NULL OR (lease_owner = :expired_owner AND attempts = :attempt
+       AND lease_expires_at <= ((julianday('now') - 2440587.5) * 86400.0)))
+RETURNING id, state, attempts, seq, updated_at;
+
+-- name: task_annotate
+UPDATE jobtrail_tasks
+SET seq = seq + 1,
+    updated_at = ((julianday('now') - 2440587.5) * 86400.0),
+    dismissed_at = CASE WHEN :dismiss THEN ((julianday('now') - 2440587.5) * 86400.0)
+                        ELSE dismissed_at END
+WHERE id = :id AND state = :from_state
+RETURNING id, state, attempts, seq, updated_at;
+
+-- name: transition_insert
+INSERT INTO jobtrail_transitions (
+    task_id, seq, from_state, to_state, reason, error_category, error, actor, attempt, at,
+    note, corrects, data)
+VALUES (:task_id, :seq, :from_state, :to_state, :reason, :error_category, :error, :actor,
+        :attempt, :at, :note, :corrects, :data);
+
+-- name: lease_extend
+-- Renewal carries the same guard as every worker edge; the state it returns tells the worker
+-- whether a cancel was requested meanwhile.
+UPDATE jobtrail_tasks
+SET lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :seconds
+WHERE id = :id
+  AND state IN ('leased', 'cancel_requested')
+  AND lease_owner = :owner AND attempts = :attempt
+  AND lease_expires_at > ((julianday('now') - 2440587.5) * 86400.0)
+RETURNING state, lease_expires_at;
+
+-- name: task_list
+SELECT * FROM jobtrail_tasks
+WHERE (:state IS NULL OR state = :state)
+  AND (:kind IS NULL OR kind = :kind)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:tenant IS NULL OR tenant = :tenant)
+  AND (:before_id IS NULL OR id < :before_id)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: transition_list
+SELECT * FROM jobtrail_transitions WHERE task_id = :id ORDER BY seq;
+
+-- name: task_expired
+SELECT id, state, attempts, max_attempts, reentrant, lease_owner, kind
+FROM jobtrail_tasks
+WHERE state IN ('leased', 'cancel_requested')
+  AND lease_expires_at <= ((julianday('now') - 2440587.5) * 86400.0)
+ORDER BY lease_expires_at
+LIMIT :limit;
+
+-- name: task_dead_select
+SELECT id FROM jobtrail_tasks
+WHERE state = 'dead' AND dismissed_at IS NULL
+  AND (:reason IS NULL OR last_reason = :reason)
+  AND (:kind IS NULL OR kind = :kind)
+  AND (:since IS NULL OR finished_at >= :since)
+  AND (:until IS NULL OR finished_at < :until)
+ORDER BY finished_at, id
+LIMIT :limit;
+
+-- name: invariant_violations
+-- Tasks whose state is not the projection of their last transition, or whose log has gaps.
+SELECT t.id, t.state, t.seq,
+       (SELECT to_state FROM jobtrail_transitions x
+         WHERE x.task_id = t.id ORDER BY x.seq DESC LIMIT 1) AS last_to_state,
+       (SELECT COUNT(*) FROM jobtrail_transitions x WHERE x.task_id = t.id) AS n,
+       (SELECT MAX(seq) FROM jobtrail_transitions x WHERE x.task_id = t.id) AS max_seq
+FROM jobtrail_tasks t
+WHERE t.state IS NOT (SELECT to_state FROM jobtrail_transitions x
+                      WHERE x.task_id = t.id ORDER BY x.seq DESC LIMIT 1)
+   OR t.seq IS NOT (SELECT MAX(seq) FROM jobtrail_transitions x WHERE x.task_id = t.id)
+   OR t.seq IS NOT (SELECT COUNT(*) FROM jobtrail_transitions x WHERE x.task_id = t.id);
+
+-- name: task_holder
+-- Does this attempt still hold the task? (state, and whether the lease is still valid)
+SELECT state, lease_owner, attempts,
+       lease_expires_at > ((julianday('now') - 2440587.5) * 86400.0) AS lease_valid
+FROM jobtrail_tasks WHERE id = :id;

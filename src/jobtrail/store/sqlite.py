@@ -1,0 +1,226 @@
+"""The SQLite driver: the embedded default (stdlib ``sqlite3``).
+
+Several processes on one machine share one file: WAL journal, ``synchronous=FULL`` (``NORMAL``
+only by explicit opt-in), ``BEGIN IMMEDIATE`` for every write that decides, and a busy timeout.
+Each thread gets its own connection. Times are REAL epoch seconds read from SQLite's clock.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from . import queries
+from .base import Driver, Row
+
+_TIME_COLUMNS = frozenset({
+    "run_at", "lease_expires_at", "receipt_deadline", "budget_started_at", "created_at",
+    "updated_at", "finished_at", "dismissed_at", "at", "now", "db_now",
+})
+_JSON_COLUMNS = frozenset({"payload", "data"})
+_BOOL_COLUMNS = frozenset({"reentrant"})
+
+
+def _decode(row: sqlite3.Row) -> Row:
+    out: Row = {}
+    for key in row.keys():
+        value = row[key]
+        if value is not None:
+            if key in _TIME_COLUMNS:
+                value = datetime.fromtimestamp(value, UTC)
+            elif key in _JSON_COLUMNS:
+                value = json.loads(value)
+            elif key in _BOOL_COLUMNS:
+                value = bool(value)
+        out[key] = value
+    return out
+
+
+class _Tx:
+    def __init__(self, conn: sqlite3.Connection, sql: dict[str, str]) -> None:
+        self.conn = conn
+        self.sql = sql
+
+    def one(self, name: str, params: dict[str, Any] | None = None) -> Row | None:
+        cur = self.conn.execute(self.sql[name], params or {})
+        row = cur.fetchone()
+        cur.fetchall()  # finish the statement (RETURNING rows are produced while stepping)
+        return _decode(row) if row is not None else None
+
+    def all(self, name: str, params: dict[str, Any] | None = None) -> list[Row]:
+        return [_decode(r) for r in self.conn.execute(self.sql[name], params or {}).fetchall()]
+
+    def run(self, name: str, params: dict[str, Any] | None = None) -> int:
+        return self.conn.execute(self.sql[name], params or {}).rowcount
+
+    def many(self, name: str, params: Sequence[dict[str, Any]]) -> None:
+        self.conn.executemany(self.sql[name], params)
+
+
+def path_from_url(url: str) -> str:
+    if not url.startswith("sqlite:///"):
+        raise ValueError(
+            f"bad SQLite URL {url!r}: use sqlite:///relative/path.db or sqlite:////abs/path.db")
+    path = url[len("sqlite:///"):].split("?", 1)[0]
+    if not path or path == ":memory:":
+        raise ValueError(
+            "an in-memory SQLite database cannot be shared by workers; give a file path")
+    return path
+
+
+class SQLiteDriver(Driver):
+    dialect = "sqlite"
+    logs_in_statement = False
+
+    def __init__(self, url: str, *, busy_timeout: float = 30.0,
+                 synchronous: str | None = None, **_: Any) -> None:
+        super().__init__()
+        import os
+
+        self.path = path_from_url(url)
+        self.url = url
+        self.busy_timeout = busy_timeout
+        sync = (synchronous or os.environ.get("JOBTRAIL_SQLITE_SYNCHRONOUS") or "FULL").upper()
+        if sync not in ("FULL", "NORMAL", "EXTRA"):
+            raise ValueError(f"JOBTRAIL_SQLITE_SYNCHRONOUS must be FULL, EXTRA or NORMAL, not {sync!r}")
+        self.synchronous = sync
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._wakeup = threading.Event()
+        self._closed = False
+
+    # -- connections -------------------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        if self._closed:
+            raise RuntimeError("this App is closed")
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
+                               check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":  # pragma: no cover - e.g. a read-only medium
+            raise RuntimeError(f"could not switch {self.path} to WAL (got {mode})")
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        self._local.conn = conn
+        with self._lock:
+            self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def transaction(self, *, write: bool = True, connection: Any = None) -> Iterator[_Tx]:
+        if connection is not None:
+            yield from self._caller_transaction(connection)
+            return
+        conn = self._connect()
+        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        try:
+            yield _Tx(conn, self.sql)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")
+
+    def _caller_transaction(self, conn: Any) -> Iterator[_Tx]:
+        """Work inside the caller's connection; the caller commits (or not)."""
+        if not isinstance(conn, sqlite3.Connection):
+            raise TypeError(
+                f"connection= must be an open sqlite3.Connection for a SQLite App, got "
+                f"{type(conn).__name__}")
+        previous = conn.row_factory
+        conn.row_factory = sqlite3.Row
+        try:
+            if not conn.in_transaction and conn.isolation_level is not None:
+                # What Python's sqlite3 would do before our first INSERT anyway: open the
+                # caller's transaction so that nothing is committed until they commit.
+                conn.execute(f"BEGIN {conn.isolation_level}")
+            conn.execute("SAVEPOINT jobtrail_enqueue")
+            try:
+                yield _Tx(conn, self.sql)
+            except BaseException:
+                conn.execute("ROLLBACK TO jobtrail_enqueue")
+                conn.execute("RELEASE jobtrail_enqueue")
+                raise
+            conn.execute("RELEASE jobtrail_enqueue")
+        finally:
+            conn.row_factory = previous
+
+    def migrate(self) -> list[int]:
+        conn = self._connect()
+        applied: list[int] = []
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS jobtrail_migrations (version INTEGER PRIMARY KEY, "
+                "name TEXT NOT NULL, applied_at REAL NOT NULL)")
+            done = {r[0] for r in conn.execute("SELECT version FROM jobtrail_migrations")}
+            for version, name, text in queries.migrations(self.dialect):
+                if version in done:
+                    continue
+                for statement in _statements(text):
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO jobtrail_migrations (version, name, applied_at) VALUES "
+                    "(?, ?, (julianday('now') - 2440587.5) * 86400.0)", (version, name))
+                applied.append(version)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return applied
+
+    def close(self) -> None:
+        self._closed = True
+        with self._lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            try:
+                conn.close()
+            except sqlite3.Error:  # pragma: no cover
+                pass
+        self._local = threading.local()
+        self._wakeup.set()
+
+    # -- wake-ups: SQLite has no LISTEN/NOTIFY; workers poll, and enqueues in this process
+    # wake this process's workers at once.
+    def wait_for_work(self, timeout: float) -> bool:
+        woke = self._wakeup.wait(timeout)
+        self._wakeup.clear()
+        return woke
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    def notify_queued(self, tx: Any, queue: str) -> None:
+        self._wakeup.set()
+
+    def encode_time(self, value: datetime) -> float:
+        if value.tzinfo is None:
+            raise ValueError("times must be timezone-aware (UTC)")
+        return value.timestamp()
+
+    def _list(self, values: list[str]) -> str:
+        return json.dumps(values)
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a migration script into complete statements (triggers contain semicolons)."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        if not buffer and (not line.strip() or line.lstrip().startswith("--")):
+            continue
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            yield buffer.strip()
+            buffer = ""
+    if buffer.strip():
+        raise ValueError(f"incomplete statement at the end of a migration: {buffer[:80]!r}")

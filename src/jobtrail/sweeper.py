@@ -1,0 +1,48 @@
+"""The sweeper: moves tasks whose holder stopped renewing (edges 7, 8 and 18).
+
+It runs inside every worker and as ``jobtrail sweep``. Like every other actor it only moves a
+task by a conditional update: the lease must still be expired and held by the same owner and
+attempt it saw, so a worker that renewed or finished in between wins. The old process is never
+asked to clean up.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+from . import transition
+from .decide import decide_expired
+from .machine import State
+from .store.base import Driver, Move
+
+log = logging.getLogger("jobtrail.sweeper")
+
+BATCH = 200
+
+
+def sweep(driver: Driver, *, batch: int = BATCH) -> dict[str, int]:
+    """One pass over expired leases; returns how many tasks moved, by reason code."""
+    moved: Counter[str] = Counter()
+    while True:
+        with driver.transaction() as tx:
+            rows = driver.task_expired(tx, batch)
+            for row in rows:
+                state = State(row["state"])
+                decision = decide_expired(state=state, reentrant=bool(row["reentrant"]),
+                                          attempts=row["attempts"],
+                                          max_attempts=row["max_attempts"])
+                move = Move(
+                    task_id=row["id"], from_state=state, to_state=decision.to_state,
+                    reason=decision.reason, actor="sweeper", expired_owner=row["lease_owner"],
+                    attempt=row["attempts"], run_in=decision.delay,
+                    set_error=decision.category is not None,
+                    error_category=decision.category, error=decision.error,
+                    data={"owner": row["lease_owner"]})
+                if transition.apply(driver, tx, move) is not None:
+                    moved[decision.reason] += 1
+                    log.info("swept task %s: %s -> %s (%s)", row["id"], state,
+                             decision.to_state, decision.reason)
+        if len(rows) < batch:
+            break
+    return dict(moved)

@@ -1,0 +1,43 @@
+"""The one path through which every state change in jobtrail passes.
+
+``apply`` checks the move against the edge table (``machine.EDGES``), then the driver runs the
+conditional update and appends the transition row in the same transaction. A guard that no
+longer matches returns ``None``: somebody else moved the task first, so the caller re-reads and
+decides again (never read–decide–write unconditionally).
+"""
+
+from __future__ import annotations
+
+from .errors import IllegalTransition
+from .machine import Reason, State, find_edge
+from .store.base import Claim, Driver, Move, NewTask, Row, Tx
+
+
+def check(task_id: int | str, source: State | None, target: State, reason: str) -> None:
+    """Raise ``IllegalTransition`` (naming the current state) unless the edge exists."""
+    try:
+        code = Reason(reason)
+    except ValueError:
+        raise ValueError(f"unknown reason code {reason!r}") from None
+    if find_edge(source, target, code) is None:
+        attempted = f"move to {target.value} by {code.value}"
+        raise IllegalTransition(str(task_id), source or State.QUEUED, attempted)
+
+
+def apply(driver: Driver, tx: Tx, move: Move) -> Row | None:
+    """Carry out one edge on one task; ``None`` if the task was no longer where expected."""
+    check(move.task_id, move.from_state, move.to_state, move.reason)
+    return driver.task_move(tx, move)
+
+
+def create(driver: Driver, tx: Tx, new: NewTask) -> tuple[Row, bool]:
+    """Edges 1 and 2: a new task and its ``enqueued`` transition (or the existing one)."""
+    if find_edge(None, new.state, Reason.ENQUEUED) is None:
+        raise ValueError(f"a task cannot be created in state {new.state.value}")
+    return driver.task_insert(tx, new)
+
+
+def claim(driver: Driver, tx: Tx, request: Claim) -> list[Row]:
+    """Edge 3 for up to ``request.limit`` due tasks at once."""
+    check("claim", State.QUEUED, State.LEASED, Reason.CLAIMED)
+    return driver.task_claim(tx, request)
