@@ -3,6 +3,7 @@ questions, and carries out the operator's actions — each through the one trans
 
 from __future__ import annotations
 
+import builtins
 import importlib.metadata
 import logging
 import os
@@ -23,8 +24,20 @@ log = logging.getLogger("jobtrail")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_ENQUEUE_KEYS = frozenset({"kind", "payload", "idempotency_key", "tenant", "queue", "priority",
-                           "run_at", "delay", "max_attempts", "parent"})
+_ENQUEUE_KEYS = frozenset(
+    {
+        "kind",
+        "payload",
+        "idempotency_key",
+        "tenant",
+        "queue",
+        "priority",
+        "run_at",
+        "delay",
+        "max_attempts",
+        "parent",
+    }
+)
 
 
 class App:
@@ -35,9 +48,15 @@ class App:
     which code failed it (else ``JOBTRAIL_APP_VERSION``, else the handlers' package version).
     """
 
-    def __init__(self, url: str | None = None, *, default_queue: str = "default",
-                 version: str | None = None, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
-                 **driver_options: Any) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        default_queue: str = "default",
+        version: str | None = None,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
+        **driver_options: Any,
+    ) -> None:
         _require_name(default_queue, "default_queue")
         self.url = url or os.environ.get("JOBTRAIL_DATABASE_URL") or "sqlite:///jobtrail.db"
         self.default_queue = default_queue
@@ -76,13 +95,23 @@ class App:
         return None
 
     # -- registration ---------------------------------------------------------------------------
-    def task(self, kind: str | None = None, *, queue: str | None = None, reentrant: bool = True,
-             max_attempts: int = 5, lease_seconds: float = 30.0, backoff_base: float = 1.0,
-             backoff_cap: float = 300.0, max_elapsed: float | None = None,
-             retry_unclassified: bool = True, classify: Classifier | None = None,
-             reconcile: Callable[[str], Any] | None = None,
-             check_receipt: Callable[[str], Any] | None = None,
-             timeout: float | None = None) -> Callable[[F], F]:
+    def task(
+        self,
+        kind: str | None = None,
+        *,
+        queue: str | None = None,
+        reentrant: bool = True,
+        max_attempts: int = 5,
+        lease_seconds: float = 30.0,
+        backoff_base: float = 1.0,
+        backoff_cap: float = 300.0,
+        max_elapsed: float | None = None,
+        retry_unclassified: bool = True,
+        classify: Classifier | None = None,
+        reconcile: Callable[[str], Any] | None = None,
+        check_receipt: Callable[[str], Any] | None = None,
+        timeout: float | None = None,
+    ) -> Callable[[F], F]:
         """Register a handler ``fn(ctx, payload)`` (plain or ``async def``) for a task kind."""
 
         def register(fn: F) -> F:
@@ -90,12 +119,21 @@ class App:
             if queue is not None:
                 _require_name(queue, "queue")
             spec = KindSpec(
-                name=name, handler=fn, queue=queue or self.default_queue, reentrant=reentrant,
-                max_attempts=max_attempts, lease_seconds=float(lease_seconds),
-                backoff_base=float(backoff_base), backoff_cap=float(backoff_cap),
-                max_elapsed=max_elapsed, retry_unclassified=retry_unclassified,
-                classify=classify, reconcile=reconcile, check_receipt=check_receipt,
-                timeout=timeout)
+                name=name,
+                handler=fn,
+                queue=queue or self.default_queue,
+                reentrant=reentrant,
+                max_attempts=max_attempts,
+                lease_seconds=float(lease_seconds),
+                backoff_base=float(backoff_base),
+                backoff_cap=float(backoff_cap),
+                max_elapsed=max_elapsed,
+                retry_unclassified=retry_unclassified,
+                classify=classify,
+                reconcile=reconcile,
+                check_receipt=check_receipt,
+                timeout=timeout,
+            )
             spec.validate()
             if name in self._kinds:
                 raise ValueError(f"task kind {name!r} is already registered")
@@ -109,26 +147,48 @@ class App:
         return sorted(self._kinds)
 
     # -- enqueue --------------------------------------------------------------------------------
-    def enqueue(self, kind: str, payload: Any = None, *, idempotency_key: str | None = None,
-                tenant: str = "", queue: str | None = None, priority: int = 0,
-                run_at: datetime | str | None = None, delay: float | None = None,
-                max_attempts: int | None = None, parent: str | None = None,
-                connection: Any = None) -> Task:
+    def enqueue(
+        self,
+        kind: str,
+        payload: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        tenant: str = "",
+        queue: str | None = None,
+        priority: int = 0,
+        run_at: datetime | str | None = None,
+        delay: float | None = None,
+        max_attempts: int | None = None,
+        parent: str | None = None,
+        connection: Any = None,
+    ) -> Task:
         """Store one task (edge 1). With ``idempotency_key`` a repeat returns the existing task
         (``created`` False); a changed payload raises ``IdempotencyConflict``. With
         ``connection=`` the task is written in the caller's open transaction and exists if and
         only if the caller commits."""
-        new = self._new_task(dict(kind=kind, payload=payload, idempotency_key=idempotency_key,
-                                  tenant=tenant, queue=queue, priority=priority, run_at=run_at,
-                                  delay=delay, max_attempts=max_attempts, parent=parent))
+        new = self._new_task(
+            dict(
+                kind=kind,
+                payload=payload,
+                idempotency_key=idempotency_key,
+                tenant=tenant,
+                queue=queue,
+                priority=priority,
+                run_at=run_at,
+                delay=delay,
+                max_attempts=max_attempts,
+                parent=parent,
+            )
+        )
         with self._driver.transaction(connection=connection) as tx:
             task = self._insert(tx, new)
         if connection is None and task.created:
             self._driver.wake()
         return task
 
-    def enqueue_many(self, items: Iterable[Mapping[str, Any]], *,
-                     connection: Any = None) -> list[Task]:
+    def enqueue_many(
+        self, items: Iterable[Mapping[str, Any]], *, connection: Any = None
+    ) -> list[Task]:
         """Store several tasks in one transaction: all or nothing. Each item is a dict of
         ``enqueue``'s keyword arguments (``{"kind": ..., "payload": ...}``)."""
         news = []
@@ -178,8 +238,13 @@ class App:
         if delay is not None:
             if isinstance(delay, timedelta):
                 delay = delay.total_seconds()
-            if isinstance(delay, bool) or not isinstance(delay, int | float) or delay != delay \
-                    or delay < 0 or delay > 10 * 365 * 86400:
+            if (
+                isinstance(delay, bool)
+                or not isinstance(delay, int | float)
+                or delay != delay
+                or delay < 0
+                or delay > 10 * 365 * 86400
+            ):
                 raise ValueError("delay must be a number of seconds between 0 and 10 years")
             delay = float(delay)
         max_attempts = args.get("max_attempts")
@@ -190,12 +255,20 @@ class App:
         parent = args.get("parent")
         parent_id = self._parse_id(parent) if parent is not None else None
         return NewTask(
-            kind=kind, queue=queue, tenant=tenant, payload_json=payload_json,
-            payload_hash=payload_hash, idempotency_key=key, priority=priority,
+            kind=kind,
+            queue=queue,
+            tenant=tenant,
+            payload_json=payload_json,
+            payload_hash=payload_hash,
+            idempotency_key=key,
+            priority=priority,
             max_attempts=max_attempts,
             lease_seconds=spec.lease_seconds if spec else 30.0,
-            reentrant=spec.reentrant if spec else True, run_at=run_at, delay=delay,
-            parent_id=parent_id)
+            reentrant=spec.reentrant if spec else True,
+            run_at=run_at,
+            delay=delay,
+            parent_id=parent_id,
+        )
 
     def _insert(self, tx: Tx, new: NewTask) -> Task:
         row, created = transition.create(self._driver, tx, new)
@@ -211,25 +284,40 @@ class App:
         with self._driver.transaction(write=False) as tx:
             return self._task_from_row(self._row(tx, task_id))
 
-    def list(self, *, state: str | None = None, kind: str | None = None,
-             queue: str | None = None, tenant: str | None = None, limit: int = 100,
-             before: str | None = None) -> list[Task]:
+    def list(
+        self,
+        *,
+        state: str | None = None,
+        kind: str | None = None,
+        queue: str | None = None,
+        tenant: str | None = None,
+        limit: int = 100,
+        before: str | None = None,
+    ) -> list[Task]:
         """Tasks, newest first, filtered by state, kind, queue and tenant."""
         if state is not None:
             try:
                 State(state)
             except ValueError:
-                raise ValueError(f"unknown state {state!r}; states are: "
-                                 f"{', '.join(s.value for s in State)}") from None
+                raise ValueError(
+                    f"unknown state {state!r}; states are: {', '.join(s.value for s in State)}"
+                ) from None
         if not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise ValueError("limit must be between 1 and 10000")
         before_id = self._parse_id(before) if before is not None else None
         with self._driver.transaction(write=False) as tx:
-            rows = self._driver.task_list(tx, state=state, kind=kind, queue=queue,
-                                          tenant=tenant, limit=limit, before_id=before_id)
+            rows = self._driver.task_list(
+                tx,
+                state=state,
+                kind=kind,
+                queue=queue,
+                tenant=tenant,
+                limit=limit,
+                before_id=before_id,
+            )
         return [self._task_from_row(r) for r in rows]
 
-    def transitions(self, task_id: str | int) -> list[Transition]:
+    def transitions(self, task_id: str | int) -> builtins.list[Transition]:
         """The task's transition log, in order."""
         with self._driver.transaction(write=False) as tx:
             self._row(tx, task_id)
@@ -241,12 +329,18 @@ class App:
         from . import explain
 
         if lang not in explain.LANGUAGES:
-            raise ValueError(f"unknown language {lang!r}; use one of {', '.join(explain.LANGUAGES)}")
+            raise ValueError(
+                f"unknown language {lang!r}; use one of {', '.join(explain.LANGUAGES)}"
+            )
         with self._driver.transaction(write=False) as tx:
             row = self._row(tx, task_id)
             rows = self._driver.transition_list(tx, row["id"])
-        return explain.render(self._task_from_row(row), [_transition_from_row(r) for r in rows],
-                              row["db_now"], lang=lang)
+        return explain.render(
+            self._task_from_row(row),
+            [_transition_from_row(r) for r in rows],
+            row["db_now"],
+            lang=lang,
+        )
 
     def _row(self, tx: Tx, task_id: str | int) -> Row:
         row = self._driver.task_get(tx, self._parse_id(task_id))
@@ -263,18 +357,32 @@ class App:
 
     def _task_from_row(self, row: Row, *, created: bool = False) -> Task:
         return Task(
-            id=str(row["id"]), kind=row["kind"], queue=row["queue"], tenant=row["tenant"],
-            state=State(row["state"]), payload=row["payload"], priority=row["priority"],
-            attempts=row["attempts"], max_attempts=row["max_attempts"], run_at=row["run_at"],
-            lease_owner=row["lease_owner"], lease_expires_at=row["lease_expires_at"],
-            last_reason=row["last_reason"], last_error_category=row["last_error_category"],
-            last_error=row["last_error"], replay_count=row["replay_count"],
+            id=str(row["id"]),
+            kind=row["kind"],
+            queue=row["queue"],
+            tenant=row["tenant"],
+            state=State(row["state"]),
+            payload=row["payload"],
+            priority=row["priority"],
+            attempts=row["attempts"],
+            max_attempts=row["max_attempts"],
+            run_at=row["run_at"],
+            lease_owner=row["lease_owner"],
+            lease_expires_at=row["lease_expires_at"],
+            last_reason=row["last_reason"],
+            last_error_category=row["last_error_category"],
+            last_error=row["last_error"],
+            replay_count=row["replay_count"],
             receipt_id=row["receipt_id"],
             parent_id=str(row["parent_id"]) if row["parent_id"] is not None else None,
-            created_at=row["created_at"], updated_at=row["updated_at"],
-            finished_at=row["finished_at"], idempotency_key=row["idempotency_key"],
-            receipt_deadline=row["receipt_deadline"], dismissed=row["dismissed_at"] is not None,
-            created=created)
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+            finished_at=row["finished_at"],
+            idempotency_key=row["idempotency_key"],
+            receipt_deadline=row["receipt_deadline"],
+            dismissed=row["dismissed_at"] is not None,
+            created=created,
+        )
 
     # -- operator and caller actions ------------------------------------------------------------
     def cancel(self, task_id: str | int, *, by: str, note: str | None = None) -> CancelResult:
@@ -286,27 +394,48 @@ class App:
                 row = self._row(tx, task_id)
                 state = State(row["state"])
                 if state in TERMINAL:
-                    return CancelResult(str(row["id"]), "already_terminal", state,
-                                        row["last_reason"])
+                    return CancelResult(
+                        str(row["id"]), "already_terminal", state, row["last_reason"]
+                    )
                 if state is State.CANCEL_REQUESTED:
-                    return CancelResult(str(row["id"]), "cancel_requested", state,
-                                        row["last_reason"])
+                    return CancelResult(
+                        str(row["id"]), "cancel_requested", state, row["last_reason"]
+                    )
                 if state is State.QUEUED:
-                    target, reason, outcome = (State.CANCELLED, Reason.CANCELLED_BEFORE_START,
-                                               "cancelled")
+                    target, reason, outcome = (
+                        State.CANCELLED,
+                        Reason.CANCELLED_BEFORE_START,
+                        "cancelled",
+                    )
                 elif state is State.LEASED:
-                    target, reason, outcome = (State.CANCEL_REQUESTED, Reason.CANCEL_REQUESTED,
-                                               "cancel_requested")
+                    target, reason, outcome = (
+                        State.CANCEL_REQUESTED,
+                        Reason.CANCEL_REQUESTED,
+                        "cancel_requested",
+                    )
                 elif state is State.AWAITING_RECEIPT:
                     target, reason, outcome = (state, Reason.CANCEL_REFUSED_SUBMITTED, "too_late")
                 else:
                     raise IllegalTransition(str(row["id"]), state, "cancel")
-                moved = transition.apply(self._driver, tx, Move(
-                    task_id=row["id"], from_state=state, to_state=target, reason=reason,
-                    actor=by, note=note))
+                moved = transition.apply(
+                    self._driver,
+                    tx,
+                    Move(
+                        task_id=row["id"],
+                        from_state=state,
+                        to_state=target,
+                        reason=reason,
+                        actor=by,
+                        note=note,
+                    ),
+                )
                 if moved is not None:
-                    return CancelResult(str(row["id"]), outcome, target,
-                                        reason if target != state else row["last_reason"])
+                    return CancelResult(
+                        str(row["id"]),
+                        outcome,
+                        target,
+                        reason if target != state else row["last_reason"],
+                    )
             # somebody moved the task first: read again and decide again
 
     def replay(self, task_id: str | int, *, by: str, note: str) -> Task:
@@ -320,19 +449,38 @@ class App:
         row = self._row(tx, task_id)
         if row["state"] != State.DEAD:
             raise IllegalTransition(str(row["id"]), row["state"], "replay (only dead tasks)")
-        moved = transition.apply(self._driver, tx, Move(
-            task_id=row["id"], from_state=State.DEAD, to_state=State.QUEUED,
-            reason=Reason.REPLAYED, actor=by, note=note, run_in=0.0, reset_attempts=True,
-            replay=True))
+        moved = transition.apply(
+            self._driver,
+            tx,
+            Move(
+                task_id=row["id"],
+                from_state=State.DEAD,
+                to_state=State.QUEUED,
+                reason=Reason.REPLAYED,
+                actor=by,
+                note=note,
+                run_in=0.0,
+                reset_attempts=True,
+                replay=True,
+            ),
+        )
         if moved is None:  # pragma: no cover - writes are serialised in this transaction
             raise IllegalTransition(str(row["id"]), row["state"], "replay")
         self._driver.notify_queued(tx, row["queue"])
         return self._task_from_row(self._row(tx, task_id))
 
-    def replay_dead(self, *, reason: str | None = None, kind: str | None = None,
-                    since: datetime | str | None = None, until: datetime | str | None = None,
-                    by: str, note: str, limit: int | None = None,
-                    per_second: float | None = None) -> list[tuple[str, str]]:
+    def replay_dead(
+        self,
+        *,
+        reason: str | None = None,
+        kind: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        by: str,
+        note: str,
+        limit: int | None = None,
+        per_second: float | None = None,
+    ) -> builtins.list[tuple[str, str]]:
         """Batch replay as a formal migration: dead tasks by reason code and the time they
         became dead (``since`` inclusive, ``until`` exclusive); each gets its own ``replayed``
         transition, at most ``per_second`` a second. Returns ``(task id, new state)``."""
@@ -350,9 +498,13 @@ class App:
         start = parse_time(since, "since") if since is not None else None
         end = parse_time(until, "until") if until is not None else None
         with self._driver.transaction(write=False) as tx:
-            ids = [r["id"] for r in self._driver.task_dead_select(
-                tx, reason=reason, kind=kind, since=start, until=end, limit=limit)]
-        out: list[tuple[str, str]] = []
+            ids = [
+                r["id"]
+                for r in self._driver.task_dead_select(
+                    tx, reason=reason, kind=kind, since=start, until=end, limit=limit
+                )
+            ]
+        out: builtins.list[tuple[str, str]] = []
         pace = 1.0 / per_second if per_second else 0.0
         next_at = time.monotonic()
         for task_id in ids:
@@ -368,8 +520,15 @@ class App:
                 out.append((str(task_id), exc.current_state.value))
         return out
 
-    def force(self, task_id: str | int, to_state: State | str, *, by: str, note: str,
-              effects_checked: bool = False) -> Task:
+    def force(
+        self,
+        task_id: str | int,
+        to_state: State | str,
+        *,
+        by: str,
+        note: str,
+        effects_checked: bool = False,
+    ) -> Task:
         """``manual_fix`` (edge 22): the only way to force a state, audited. Leaving ``leased``
         or ``awaiting_receipt`` needs ``effects_checked=True`` (a person looked outside)."""
         _require_text(by, "by")
@@ -379,37 +538,55 @@ class App:
         except ValueError:
             raise ValueError(f"unknown state {to_state!r}") from None
         if target in (State.LEASED, State.CANCEL_REQUESTED, State.AWAITING_RECEIPT):
-            raise ValueError(f"cannot force a task into {target.value}: only a worker takes a "
-                             "lease or submits; force it to queued to run it again")
+            raise ValueError(
+                f"cannot force a task into {target.value}: only a worker takes a "
+                "lease or submits; force it to queued to run it again"
+            )
         with self._driver.transaction() as tx:
             row = self._row(tx, task_id)
             source = State(row["state"])
-            if source in (State.LEASED, State.CANCEL_REQUESTED, State.AWAITING_RECEIPT) \
-                    and not effects_checked:
+            if (
+                source in (State.LEASED, State.CANCEL_REQUESTED, State.AWAITING_RECEIPT)
+                and not effects_checked
+            ):
                 raise ValueError(
                     f"task {row['id']} is {source.value}: forcing it out needs "
-                    "effects_checked=True (--effects-checked) after checking the outside world")
-            moved = transition.apply(self._driver, tx, Move(
-                task_id=row["id"], from_state=source, to_state=target,
-                reason=Reason.MANUAL_FIX, actor=by, note=note,
-                run_in=0.0 if target is State.QUEUED else None,
-                data={"effects_checked": effects_checked}))
+                    "effects_checked=True (--effects-checked) after checking the outside world"
+                )
+            moved = transition.apply(
+                self._driver,
+                tx,
+                Move(
+                    task_id=row["id"],
+                    from_state=source,
+                    to_state=target,
+                    reason=Reason.MANUAL_FIX,
+                    actor=by,
+                    note=note,
+                    run_in=0.0 if target is State.QUEUED else None,
+                    data={"effects_checked": effects_checked},
+                ),
+            )
             if moved is None:  # pragma: no cover - writes are serialised in this transaction
                 raise IllegalTransition(str(row["id"]), source, f"force to {target.value}")
             if target is State.QUEUED:
                 self._driver.notify_queued(tx, row["queue"])
             return self._task_from_row(self._row(tx, task_id))
 
-    def annotate(self, task_id: str | int, *, by: str, note: str,
-                 corrects: int | None = None) -> None:
+    def annotate(
+        self, task_id: str | int, *, by: str, note: str, corrects: int | None = None
+    ) -> None:
         """Append a ``correction`` to the timeline (the log is never edited in place)."""
         _require_text(by, "by")
         _require_text(note, "note")
         with self._driver.transaction() as tx:
             row = self._row(tx, task_id)
-            if corrects is not None and not (isinstance(corrects, int) and 1 <= corrects <= row["seq"]):
-                raise ValueError(f"corrects must name a transition seq of task {row['id']} "
-                                 f"(1..{row['seq']})")
+            if corrects is not None and not (
+                isinstance(corrects, int) and 1 <= corrects <= row["seq"]
+            ):
+                raise ValueError(
+                    f"corrects must name a transition seq of task {row['id']} (1..{row['seq']})"
+                )
             self._annotate(tx, row, Reason.CORRECTION, by, note, corrects)
 
     def dismiss(self, task_id: str | int, *, by: str, note: str) -> None:
@@ -423,12 +600,23 @@ class App:
                 raise IllegalTransition(str(row["id"]), row["state"], "dismiss (only dead tasks)")
             self._annotate(tx, row, Reason.DISMISSED, by, note, None)
 
-    def _annotate(self, tx: Tx, row: Row, reason: Reason, by: str, note: str | None,
-                  corrects: int | None) -> None:
+    def _annotate(
+        self, tx: Tx, row: Row, reason: Reason, by: str, note: str | None, corrects: int | None
+    ) -> None:
         state = State(row["state"])
-        moved = transition.apply(self._driver, tx, Move(
-            task_id=row["id"], from_state=state, to_state=state, reason=reason, actor=by,
-            note=note, corrects=corrects))
+        moved = transition.apply(
+            self._driver,
+            tx,
+            Move(
+                task_id=row["id"],
+                from_state=state,
+                to_state=state,
+                reason=reason,
+                actor=by,
+                note=note,
+                corrects=corrects,
+            ),
+        )
         if moved is None:  # pragma: no cover - writes are serialised in this transaction
             raise IllegalTransition(str(row["id"]), state, reason.value)
 
@@ -439,23 +627,39 @@ class App:
 
         return sweep(self._driver)
 
-    def run_worker(self, *, queues: list[str] | None = None, concurrency: int = 4,
-                   burst: bool = False, poll_interval: float = 1.0,
-                   sweep_interval: float = 1.0, grace: float = 30.0) -> int:
+    def run_worker(
+        self,
+        *,
+        queues: builtins.list[str] | None = None,
+        concurrency: int = 4,
+        burst: bool = False,
+        poll_interval: float = 1.0,
+        sweep_interval: float = 1.0,
+        grace: float = 30.0,
+    ) -> int:
         """Run a worker in this thread until SIGTERM/SIGINT (or, with ``burst``, until nothing
         is due and nothing it holds is running). Returns the number of attempts it finished."""
         from .worker import Worker, WorkerOptions
 
-        chosen = queues or sorted({spec.queue for spec in self._kinds.values()}
-                                  | {self.default_queue})
+        chosen = queues or sorted(
+            {spec.queue for spec in self._kinds.values()} | {self.default_queue}
+        )
         for q in chosen:
             _require_name(q, "queue")
-        worker = Worker(self, WorkerOptions(
-            queues=list(chosen), concurrency=concurrency, burst=burst,
-            poll_interval=poll_interval, sweep_interval=sweep_interval, grace=grace))
+        worker = Worker(
+            self,
+            WorkerOptions(
+                queues=list(chosen),
+                concurrency=concurrency,
+                burst=burst,
+                poll_interval=poll_interval,
+                sweep_interval=sweep_interval,
+                grace=grace,
+            ),
+        )
         return worker.run()
 
-    def check(self) -> list[dict[str, Any]]:
+    def check(self) -> builtins.list[dict[str, Any]]:
         """Tasks whose state is not the projection of their log (should always be empty)."""
         with self._driver.transaction(write=False) as tx:
             return self._driver.invariant_violations(tx)
@@ -463,11 +667,19 @@ class App:
 
 def _transition_from_row(row: Row) -> Transition:
     return Transition(
-        seq=row["seq"], from_state=State(row["from_state"]) if row["from_state"] else None,
-        to_state=State(row["to_state"]), reason=row["reason"],
-        error_category=row["error_category"], error=row["error"], actor=row["actor"],
-        attempt=row["attempt"], at=row["at"], note=row["note"], corrects=row["corrects"],
-        data=row["data"] or {})
+        seq=row["seq"],
+        from_state=State(row["from_state"]) if row["from_state"] else None,
+        to_state=State(row["to_state"]),
+        reason=row["reason"],
+        error_category=row["error_category"],
+        error=row["error"],
+        actor=row["actor"],
+        attempt=row["attempt"],
+        at=row["at"],
+        note=row["note"],
+        corrects=row["corrects"],
+        data=row["data"] or {},
+    )
 
 
 def _require_text(value: Any, name: str) -> None:

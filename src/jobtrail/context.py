@@ -90,8 +90,10 @@ class Context:
         if self._attempt.timed_out:
             raise LeaseLost(f"attempt {self.attempt} of task {self.task_id} ran past its timeout")
         if self._attempt.lost:
-            raise LeaseLost(f"attempt {self.attempt} of task {self.task_id} lost its lease: "
-                            f"{self._attempt.lost_why}")
+            raise LeaseLost(
+                f"attempt {self.attempt} of task {self.task_id} lost its lease: "
+                f"{self._attempt.lost_why}"
+            )
 
     def check_cancelled(self) -> None:
         """The explicit cancellation boundary: raises ``Cancelled`` if a cancel was requested,
@@ -99,9 +101,13 @@ class Context:
         self._ensure_held()
         with self._driver.transaction(write=False) as tx:
             row = tx.one("task_holder", {"id": self._attempt.task_id})
-        if (row is None or row["state"] not in (State.LEASED, State.CANCEL_REQUESTED)
-                or row["lease_owner"] != self._attempt.owner
-                or row["attempts"] != self._attempt.number or not row["lease_valid"]):
+        if (
+            row is None
+            or row["state"] not in (State.LEASED, State.CANCEL_REQUESTED)
+            or row["lease_owner"] != self._attempt.owner
+            or row["attempts"] != self._attempt.number
+            or not row["lease_valid"]
+        ):
             self._attempt.mark_lost("the task is no longer held by this attempt")
             self._ensure_held()
         if row is not None and row["state"] == State.CANCEL_REQUESTED:
@@ -115,8 +121,9 @@ class Context:
             raise ValueError("extend() needs a positive number of seconds")
         self._ensure_held()
         with self._driver.transaction() as tx:
-            row = self._driver.lease_extend(tx, self._attempt.task_id, self._attempt.owner,
-                                            self._attempt.number, seconds)
+            row = self._driver.lease_extend(
+                tx, self._attempt.task_id, self._attempt.owner, self._attempt.number, seconds
+            )
         if row is None:
             self._attempt.mark_lost("lease renewal refused")
             self._ensure_held()

@@ -31,7 +31,7 @@ _HTTP_CATEGORIES = {
 
 
 def http_status(exc: BaseException) -> int | None:
-    """The HTTP status an exception carries: ``status_code``, ``status`` or ``response.status_code``."""
+    """The HTTP status an exception carries: status_code, status or response.status_code."""
     for holder in (exc, getattr(exc, "response", None)):
         if holder is None:
             continue
@@ -42,7 +42,9 @@ def http_status(exc: BaseException) -> int | None:
     return None
 
 
-def classify(exc: BaseException, hook: Callable[[BaseException], object] | None = None) -> ErrorCategory:
+def classify(
+    exc: BaseException, hook: Callable[[BaseException], object] | None = None
+) -> ErrorCategory:
     """The category of an exception: our own errors, then the kind's hook, then the built-ins."""
     if isinstance(exc, TransientError | PermanentError):
         return exc.category
@@ -61,14 +63,16 @@ def classify(exc: BaseException, hook: Callable[[BaseException], object] | None 
 
 
 def backoff_ceiling(failed_attempt: int, base: float, cap: float) -> float:
-    """The upper bound of the n-th failed attempt's wait (n from 1): ``min(cap, base * 2**(n-1))``."""
+    """The n-th failed attempt's (n from 1) longest wait: ``min(cap, base * 2**(n-1))``."""
     exponent = max(0, failed_attempt - 1)
     if exponent > 60:  # 2**61 seconds is already past any cap a person would set
         return cap
     return min(cap, base * 2.0**exponent)
 
 
-def backoff(failed_attempt: int, base: float, cap: float, rng: random.Random | None = None) -> float:
+def backoff(
+    failed_attempt: int, base: float, cap: float, rng: random.Random | None = None
+) -> float:
     """Full jitter: ``random(0, min(cap, base * 2**(n-1)))`` seconds."""
     ceiling = backoff_ceiling(failed_attempt, base, cap)
     return (rng or random).uniform(0.0, ceiling)
@@ -120,7 +124,8 @@ def decide_failure(
         return _after_cancel(exc, category, effect_confirmed)
     text = error_text(exc)
     permanent = category.permanent or (
-        category is ErrorCategory.UNCLASSIFIED and not spec.retry_unclassified)
+        category is ErrorCategory.UNCLASSIFIED and not spec.retry_unclassified
+    )
     if isinstance(exc, PermanentError):
         permanent = True
     if permanent:
@@ -128,15 +133,21 @@ def decide_failure(
     if attempt >= max_attempts:
         return Decision(State.DEAD, Reason.ATTEMPTS_EXHAUSTED, category=category, error=text)
     retry_after = exc.retry_after if isinstance(exc, TransientError) else None
-    delay = retry_after if retry_after is not None else backoff(
-        attempt, spec.backoff_base, spec.backoff_cap, rng)
+    delay = (
+        retry_after
+        if retry_after is not None
+        else backoff(attempt, spec.backoff_base, spec.backoff_cap, rng)
+    )
     if spec.max_elapsed is not None and elapsed + delay > spec.max_elapsed:
         return Decision(State.DEAD, Reason.RETRY_BUDGET_EXHAUSTED, category=category, error=text)
-    return Decision(State.QUEUED, Reason.RETRY_SCHEDULED, delay=delay, category=category, error=text)
+    return Decision(
+        State.QUEUED, Reason.RETRY_SCHEDULED, delay=delay, category=category, error=text
+    )
 
 
-def _after_cancel(exc: BaseException, category: ErrorCategory | None,
-                  effect_confirmed: bool) -> Decision:
+def _after_cancel(
+    exc: BaseException, category: ErrorCategory | None, effect_confirmed: bool
+) -> Decision:
     text = error_text(exc)
     if effect_confirmed:
         return Decision(State.DEAD, Reason.FAILED_AFTER_CANCEL, category=category, error=text)
@@ -159,6 +170,10 @@ def decide_expired(*, state: State, reentrant: bool, attempts: int, max_attempts
     if not reentrant:
         return Decision(State.DEAD, Reason.LEASE_EXPIRED_EFFECT_UNCERTAIN)
     if attempts >= max_attempts:
-        return Decision(State.DEAD, Reason.ATTEMPTS_EXHAUSTED, category=ErrorCategory.TIMEOUT,
-                        error="lease expired on the last attempt")
+        return Decision(
+            State.DEAD,
+            Reason.ATTEMPTS_EXHAUSTED,
+            category=ErrorCategory.TIMEOUT,
+            error="lease expired on the last attempt",
+        )
     return Decision(State.QUEUED, Reason.LEASE_EXPIRED, delay=0.0)

@@ -12,12 +12,16 @@ class JobtrailError(Exception):
     """Base class of everything jobtrail raises on purpose."""
 
 
-def _category(value: ErrorCategory | str, allowed: frozenset[ErrorCategory], kind: str) -> ErrorCategory:
+def _category(
+    value: ErrorCategory | str, allowed: frozenset[ErrorCategory], kind: str
+) -> ErrorCategory:
     try:
         category = ErrorCategory(value)
     except ValueError:
         names = ", ".join(sorted(c.value for c in allowed))
-        raise ValueError(f"unknown error category {value!r}; a {kind} error takes one of: {names}") from None
+        raise ValueError(
+            f"unknown error category {value!r}; a {kind} error takes one of: {names}"
+        ) from None
     if category not in allowed:
         names = ", ".join(sorted(c.value for c in allowed))
         raise ValueError(f"{category.value!r} is not a {kind} category; use one of: {names}")
@@ -31,11 +35,17 @@ class TransientError(JobtrailError):
     but never past the kind's ``max_elapsed`` budget.
     """
 
-    def __init__(self, message: str = "", *, category: ErrorCategory | str = ErrorCategory.UNAVAILABLE,
-                 retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        category: ErrorCategory | str = ErrorCategory.UNAVAILABLE,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
-        self.category = _category(category, TRANSIENT_CATEGORIES | {ErrorCategory.UNCLASSIFIED},
-                                  "transient")
+        self.category = _category(
+            category, TRANSIENT_CATEGORIES | {ErrorCategory.UNCLASSIFIED}, "transient"
+        )
         if retry_after is not None and (retry_after != retry_after or retry_after < 0):
             raise ValueError("retry_after must be a non-negative number of seconds")
         self.retry_after = retry_after
@@ -44,11 +54,13 @@ class TransientError(JobtrailError):
 class PermanentError(JobtrailError):
     """The attempt failed for a reason a retry cannot fix: the task goes to ``dead``."""
 
-    def __init__(self, message: str = "", *,
-                 category: ErrorCategory | str = ErrorCategory.INVALID_INPUT) -> None:
+    def __init__(
+        self, message: str = "", *, category: ErrorCategory | str = ErrorCategory.INVALID_INPUT
+    ) -> None:
         super().__init__(message)
-        self.category = _category(category, PERMANENT_CATEGORIES | {ErrorCategory.UNCLASSIFIED},
-                                  "permanent")
+        self.category = _category(
+            category, PERMANENT_CATEGORIES | {ErrorCategory.UNCLASSIFIED}, "permanent"
+        )
 
 
 class Snooze(JobtrailError):  # noqa: N818 - the public name is fixed by the spec
@@ -78,7 +90,8 @@ class IdempotencyConflict(JobtrailError):
     def __init__(self, task_id: str, key: str) -> None:
         super().__init__(
             f"idempotency key {key!r} already belongs to task {task_id} with a different payload; "
-            "a changed input needs a new key")
+            "a changed input needs a new key"
+        )
         self.task_id = task_id
         self.key = key
 
@@ -103,9 +116,12 @@ class UnknownKind(JobtrailError, LookupError):
     def __init__(self, kind: str, known: list[str] | None = None) -> None:
         hint = ""
         if known is not None:
-            hint = (f"; registered kinds: {', '.join(sorted(known))}" if known
-                    else "; this App has no registered kinds (pass --app module:attr or set "
-                         "JOBTRAIL_APP)")
+            hint = (
+                f"; registered kinds: {', '.join(sorted(known))}"
+                if known
+                else "; this App has no registered kinds (pass --app module:attr or set "
+                "JOBTRAIL_APP)"
+            )
         super().__init__(f"unknown task kind {kind!r}{hint}")
         self.kind = kind
 

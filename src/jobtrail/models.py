@@ -11,7 +11,7 @@ from .machine import State
 
 @dataclass(frozen=True)
 class Task:
-    """A snapshot of one task row (§6.3). It does not change when the row does: ``app.get`` again."""
+    """A snapshot of one task row (§6.3); it does not follow the row: call ``app.get`` again."""
 
     id: str
     kind: str
@@ -102,8 +102,12 @@ class CancelResult:
     reason: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "outcome": self.outcome, "state": self.state.value,
-                "reason": self.reason}
+        return {
+            "task_id": self.task_id,
+            "outcome": self.outcome,
+            "state": self.state.value,
+            "reason": self.reason,
+        }
 
 
 def iso(value: datetime) -> str:

@@ -35,13 +35,15 @@ def _check(value: Any, path: str, depth: int) -> None:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise TypeError(
-                    f"payload keys must be strings; {path} has a key of type {type(key).__name__}")
+                    f"payload keys must be strings; {path} has a key of type {type(key).__name__}"
+                )
             _check_text(key, f"{path} key {key[:20]!r}")
             _check(item, f"{path}.{key}", depth + 1)
         return
     raise TypeError(
         f"payload is not JSON-serialisable: {path} is a {type(value).__name__} (use dict, list, "
-        "str, int, float, bool or None)")
+        "str, int, float, bool or None)"
+    )
 
 
 def _check_text(text: str, path: str) -> None:
@@ -50,7 +52,9 @@ def _check_text(text: str, path: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise ValueError(f"payload text at {path} is not valid Unicode (a lone surrogate)") from None
+        raise ValueError(
+            f"payload text at {path} is not valid Unicode (a lone surrogate)"
+        ) from None
 
 
 def encode(payload: Any, max_bytes: int) -> tuple[str, str]:

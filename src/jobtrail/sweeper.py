@@ -29,20 +29,35 @@ def sweep(driver: Driver, *, batch: int = BATCH) -> dict[str, int]:
             rows = driver.task_expired(tx, batch)
             for row in rows:
                 state = State(row["state"])
-                decision = decide_expired(state=state, reentrant=bool(row["reentrant"]),
-                                          attempts=row["attempts"],
-                                          max_attempts=row["max_attempts"])
+                decision = decide_expired(
+                    state=state,
+                    reentrant=bool(row["reentrant"]),
+                    attempts=row["attempts"],
+                    max_attempts=row["max_attempts"],
+                )
                 move = Move(
-                    task_id=row["id"], from_state=state, to_state=decision.to_state,
-                    reason=decision.reason, actor="sweeper", expired_owner=row["lease_owner"],
-                    attempt=row["attempts"], run_in=decision.delay,
+                    task_id=row["id"],
+                    from_state=state,
+                    to_state=decision.to_state,
+                    reason=decision.reason,
+                    actor="sweeper",
+                    expired_owner=row["lease_owner"],
+                    attempt=row["attempts"],
+                    run_in=decision.delay,
                     set_error=decision.category is not None,
-                    error_category=decision.category, error=decision.error,
-                    data={"owner": row["lease_owner"]})
+                    error_category=decision.category,
+                    error=decision.error,
+                    data={"owner": row["lease_owner"]},
+                )
                 if transition.apply(driver, tx, move) is not None:
                     moved[decision.reason] += 1
-                    log.info("swept task %s: %s -> %s (%s)", row["id"], state,
-                             decision.to_state, decision.reason)
+                    log.info(
+                        "swept task %s: %s -> %s (%s)",
+                        row["id"],
+                        state,
+                        decision.to_state,
+                        decision.reason,
+                    )
         if len(rows) < batch:
             break
     return dict(moved)

@@ -79,11 +79,14 @@ class Worker:
     def run(self) -> int:
         """Run until stopped (or, in burst mode, until nothing is due and nothing runs)."""
         restore = self._install_signals() if self.options.install_signals else None
-        heartbeat = threading.Thread(target=self._heartbeat, name="jobtrail-heartbeat",
-                                     daemon=True)
+        heartbeat = threading.Thread(target=self._heartbeat, name="jobtrail-heartbeat", daemon=True)
         heartbeat.start()
-        log.info("worker %s started: queues=%s concurrency=%d", self.owner,
-                 ",".join(self.options.queues), self.options.concurrency)
+        log.info(
+            "worker %s started: queues=%s concurrency=%d",
+            self.owner,
+            ",".join(self.options.queues),
+            self.options.concurrency,
+        )
         try:
             self._claim_loop()
             self._drain(self.options.grace)
@@ -102,8 +105,12 @@ class Worker:
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
 
         def handler(signum: int, _frame: Any) -> None:
-            log.info("worker %s: signal %d, stopping (grace %.1fs)", self.owner, signum,
-                     self.options.grace)
+            log.info(
+                "worker %s: signal %d, stopping (grace %.1fs)",
+                self.owner,
+                signum,
+                self.options.grace,
+            )
             self.stop()
 
         for sig in previous:
@@ -138,8 +145,7 @@ class Worker:
                 except Exception as exc:
                     failures += 1
                     delay = min(5.0, 0.1 * 2 ** min(failures, 6))
-                    log.warning("claim failed (%s); retrying in %.1fs", type(exc).__name__,
-                                delay)
+                    log.warning("claim failed (%s); retrying in %.1fs", type(exc).__name__, delay)
                     self._stop.wait(delay)
                     continue
             with self._running_lock:
@@ -148,19 +154,30 @@ class Worker:
                 return
             if claimed and claimed == free:
                 continue  # there may be more due work: claim again at once
-            self.driver.wait_for_work(min(self.options.poll_interval,
-                                          max(0.01, next_sweep - time.monotonic())))
+            self.driver.wait_for_work(
+                min(self.options.poll_interval, max(0.01, next_sweep - time.monotonic()))
+            )
 
     def _claim(self, kinds: list[str], limit: int) -> int:
-        request = Claim(owner=self.owner, queues=self.options.queues, kinds=kinds, limit=limit,
-                        version=self.version)
+        request = Claim(
+            owner=self.owner,
+            queues=self.options.queues,
+            kinds=kinds,
+            limit=limit,
+            version=self.version,
+        )
         with self.driver.transaction() as tx:
             rows = transition.claim(self.driver, tx, request)
         for row in rows:
             task = self.app._task_from_row(row)
             spec = self.app._kinds[task.kind]
-            attempt = Attempt(task=task, spec=spec, owner=self.owner, number=row["attempts"],
-                              lease_seconds=float(row["lease_seconds"]))
+            attempt = Attempt(
+                task=task,
+                spec=spec,
+                owner=self.owner,
+                number=row["attempts"],
+                lease_seconds=float(row["lease_seconds"]),
+            )
             with self._running_lock:
                 self.running[attempt.task_id] = attempt
             self._start(attempt)
@@ -171,8 +188,12 @@ class Worker:
             loop = self._ensure_loop()
             asyncio.run_coroutine_threadsafe(self._run_async(attempt), loop)
         else:
-            threading.Thread(target=self._run_sync, args=(attempt,), daemon=True,
-                             name=f"jobtrail-task-{attempt.task_id}").start()
+            threading.Thread(
+                target=self._run_sync,
+                args=(attempt,),
+                daemon=True,
+                name=f"jobtrail-task-{attempt.task_id}",
+            ).start()
 
     def _run_sync(self, attempt: Attempt) -> None:
         ctx = Context(attempt, self.driver)
@@ -205,8 +226,7 @@ class Worker:
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
             loop = asyncio.new_event_loop()
-            thread = threading.Thread(target=loop.run_forever, name="jobtrail-async",
-                                      daemon=True)
+            thread = threading.Thread(target=loop.run_forever, name="jobtrail-async", daemon=True)
             thread.start()
             self._loop, self._loop_thread = loop, thread
         return self._loop
@@ -230,8 +250,12 @@ class Worker:
             return
         try:
             if attempt.lost or isinstance(exc, LeaseLost):
-                log.info("task %s attempt %d lost its lease (%s); writing nothing",
-                         attempt.task_id, attempt.number, attempt.lost_why or "LeaseLost")
+                log.info(
+                    "task %s attempt %d lost its lease (%s); writing nothing",
+                    attempt.task_id,
+                    attempt.number,
+                    attempt.lost_why or "LeaseLost",
+                )
                 return
             self._write_outcome(attempt, exc)
         finally:
@@ -251,14 +275,21 @@ class Worker:
                     else:
                         moved = self._write_failure(tx, attempt, exc)
                 if not moved:
-                    log.info("task %s attempt %d: outcome refused, the lease was lost",
-                             attempt.task_id, attempt.number)
+                    log.info(
+                        "task %s attempt %d: outcome refused, the lease was lost",
+                        attempt.task_id,
+                        attempt.number,
+                    )
                 return
             except Exception as error:  # the store is unreachable: retry while the lease lasts
                 if time.monotonic() >= attempt.lease_deadline or self._done.is_set():
-                    log.warning("task %s attempt %d: could not write the outcome (%s); the "
-                                "sweeper will decide", attempt.task_id, attempt.number,
-                                type(error).__name__)
+                    log.warning(
+                        "task %s attempt %d: could not write the outcome (%s); the "
+                        "sweeper will decide",
+                        attempt.task_id,
+                        attempt.number,
+                        type(error).__name__,
+                    )
                     return
                 time.sleep(delay)
                 delay = min(1.0, delay * 2)
@@ -272,30 +303,53 @@ class Worker:
 
     def _write_failure(self, tx: Any, attempt: Attempt, exc: BaseException) -> bool:
         row = self.driver.task_get(tx, attempt.task_id)
-        if (row is None or row["state"] not in HELD or row["lease_owner"] != attempt.owner
-                or row["attempts"] != attempt.number
-                or row["lease_expires_at"] <= row["db_now"]):
+        if (
+            row is None
+            or row["state"] not in HELD
+            or row["lease_owner"] != attempt.owner
+            or row["attempts"] != attempt.number
+            or row["lease_expires_at"] <= row["db_now"]
+        ):
             return False
         state = State(row["state"])
         elapsed = (row["db_now"] - row["budget_started_at"]).total_seconds()
-        decision = decide_failure(exc, spec=attempt.spec, attempt=attempt.number,
-                                  max_attempts=row["max_attempts"], elapsed=elapsed,
-                                  cancel_requested=state is State.CANCEL_REQUESTED)
+        decision = decide_failure(
+            exc,
+            spec=attempt.spec,
+            attempt=attempt.number,
+            max_attempts=row["max_attempts"],
+            elapsed=elapsed,
+            cancel_requested=state is State.CANCEL_REQUESTED,
+        )
         data: dict[str, Any] = {}
         if decision.delay is not None:
             data["delay"] = round(decision.delay, 6)
             data["retry_at"] = iso(row["db_now"] + timedelta(seconds=decision.delay))
         return self._apply(tx, attempt, state, decision, data) is not None
 
-    def _apply(self, tx: Any, attempt: Attempt, state: State, decision: Decision,
-               data: dict[str, Any] | None = None) -> Any:
+    def _apply(
+        self,
+        tx: Any,
+        attempt: Attempt,
+        state: State,
+        decision: Decision,
+        data: dict[str, Any] | None = None,
+    ) -> Any:
         move = Move(
-            task_id=attempt.task_id, from_state=state, to_state=decision.to_state,
-            reason=decision.reason, actor=self.owner, owner=attempt.owner,
-            attempt=attempt.number, run_in=decision.delay,
+            task_id=attempt.task_id,
+            from_state=state,
+            to_state=decision.to_state,
+            reason=decision.reason,
+            actor=self.owner,
+            owner=attempt.owner,
+            attempt=attempt.number,
+            run_in=decision.delay,
             uncount_attempt=not decision.counts_attempt,
             set_error=decision.category is not None or decision.error is not None,
-            error_category=decision.category, error=decision.error, data=data or {})
+            error_category=decision.category,
+            error=decision.error,
+            data=data or {},
+        )
         return transition.apply(self.driver, tx, move)
 
     # -- heartbeat: renewals and timeouts --------------------------------------------------------
@@ -309,12 +363,15 @@ class Worker:
                 if attempt.closed or attempt.lost:
                     continue
                 timeout = attempt.spec.timeout
-                if (timeout is not None and not attempt.spec.is_async
-                        and now - attempt.started >= timeout):
+                if (
+                    timeout is not None
+                    and not attempt.spec.is_async
+                    and now - attempt.started >= timeout
+                ):
                     attempt.timed_out = True
-                    threading.Thread(target=self._finish,
-                                     args=(attempt, _attempt_timeout(attempt)),
-                                     daemon=True).start()
+                    threading.Thread(
+                        target=self._finish, args=(attempt, _attempt_timeout(attempt)), daemon=True
+                    ).start()
                     continue
                 if now >= attempt.next_renew:
                     self._renew(attempt)
@@ -326,11 +383,14 @@ class Worker:
     def _renew(self, attempt: Attempt) -> None:
         try:
             with self.driver.transaction() as tx:
-                row = self.driver.lease_extend(tx, attempt.task_id, attempt.owner,
-                                               attempt.number, attempt.lease_seconds)
+                row = self.driver.lease_extend(
+                    tx, attempt.task_id, attempt.owner, attempt.number, attempt.lease_seconds
+                )
         except Exception as exc:  # store unreachable: try again soon; give up at the deadline
             if time.monotonic() >= attempt.lease_deadline:
-                attempt.mark_lost(f"could not renew before the lease ran out ({type(exc).__name__})")
+                attempt.mark_lost(
+                    f"could not renew before the lease ran out ({type(exc).__name__})"
+                )
             else:
                 attempt.next_renew = time.monotonic() + min(0.5, attempt.lease_seconds / 10)
             return
@@ -354,8 +414,12 @@ class Worker:
         with self._running_lock:
             left = list(self.running)
         if left:
-            log.warning("grace period over with %d tasks still running: their leases will "
-                        "expire and the sweeper will decide (%s)", len(left), left)
+            log.warning(
+                "grace period over with %d tasks still running: their leases will "
+                "expire and the sweeper will decide (%s)",
+                len(left),
+                left,
+            )
 
 
 def _attempt_timeout(attempt: Attempt) -> TimeoutError:

@@ -115,8 +115,9 @@ class Driver(abc.ABC):
 
     # -- connections and transactions -----------------------------------------------------
     @abc.abstractmethod
-    def transaction(self, *, write: bool = True,
-                    connection: Any = None) -> AbstractContextManager[Tx]:
+    def transaction(
+        self, *, write: bool = True, connection: Any = None
+    ) -> AbstractContextManager[Tx]:
         """A transaction; ``write=True`` takes the write lock up front (SQLite ``BEGIN
         IMMEDIATE``). With ``connection=`` the caller's own open connection is used and its
         transaction is left for the caller to commit."""
@@ -132,6 +133,7 @@ class Driver(abc.ABC):
     def wait_for_work(self, timeout: float) -> bool:
         """Block until a wake-up arrives or ``timeout`` passes. A wake-up is only a hint."""
 
+    @abc.abstractmethod
     def wake(self) -> None:
         """Wake this process's waiting workers (a local hint)."""
 
@@ -146,41 +148,75 @@ class Driver(abc.ABC):
         """Insert one task with its creating transition; on an idempotency key that already
         exists, return the existing row and ``False`` (never a second row)."""
         params = {
-            "kind": new.kind, "queue": new.queue, "tenant": new.tenant,
-            "state": new.state.value, "payload": new.payload_json,
-            "payload_hash": new.payload_hash, "idempotency_key": new.idempotency_key,
-            "priority": new.priority, "max_attempts": new.max_attempts,
-            "lease_seconds": new.lease_seconds, "reentrant": new.reentrant,
+            "kind": new.kind,
+            "queue": new.queue,
+            "tenant": new.tenant,
+            "state": new.state.value,
+            "payload": new.payload_json,
+            "payload_hash": new.payload_hash,
+            "idempotency_key": new.idempotency_key,
+            "priority": new.priority,
+            "max_attempts": new.max_attempts,
+            "lease_seconds": new.lease_seconds,
+            "reentrant": new.reentrant,
             "run_at": self.encode_time(new.run_at) if new.run_at is not None else None,
-            "delay": new.delay, "parent_id": new.parent_id, "actor": new.actor,
+            "delay": new.delay,
+            "parent_id": new.parent_id,
+            "actor": new.actor,
             "data": dumps(new.data),
         }
         row = tx.one("task_insert", params)
         if row is None:
-            existing = tx.one("task_get_by_key", {"tenant": new.tenant, "kind": new.kind,
-                                                  "idempotency_key": new.idempotency_key})
+            existing = tx.one(
+                "task_get_by_key",
+                {"tenant": new.tenant, "kind": new.kind, "idempotency_key": new.idempotency_key},
+            )
             if existing is None:  # pragma: no cover - the conflicting row vanished (pruned)
                 raise RuntimeError("idempotency conflict on a row that no longer exists")
             return existing, False
         if not self.logs_in_statement:
-            self.transition_insert(tx, row["id"], 1, None, new.state, "enqueued", new.actor,
-                                   attempt=0, at=row["created_at"], data=new.data)
+            self.transition_insert(
+                tx,
+                row["id"],
+                1,
+                None,
+                new.state,
+                "enqueued",
+                new.actor,
+                attempt=0,
+                at=row["created_at"],
+                data=new.data,
+            )
         return row, True
 
     def task_claim(self, tx: Tx, claim: Claim) -> list[Row]:
-        rows = tx.all("task_claim", {
-            "owner": claim.owner, "queues": self._list(claim.queues),
-            "kinds": self._list(claim.kinds), "limit": claim.limit,
-            "data": dumps({"version": claim.version} if claim.version else {}),
-        })
+        rows = tx.all(
+            "task_claim",
+            {
+                "owner": claim.owner,
+                "queues": self._list(claim.queues),
+                "kinds": self._list(claim.kinds),
+                "limit": claim.limit,
+                "data": dumps({"version": claim.version} if claim.version else {}),
+            },
+        )
         if not self.logs_in_statement:
             for row in rows:
                 data: dict[str, Any] = {"waited": round(float(row["waited"]), 6)}
                 if claim.version:
                     data["version"] = claim.version
-                self.transition_insert(tx, row["id"], row["seq"], State.QUEUED, State.LEASED,
-                                       "claimed", claim.owner, attempt=row["attempts"],
-                                       at=row["updated_at"], data=data)
+                self.transition_insert(
+                    tx,
+                    row["id"],
+                    row["seq"],
+                    State.QUEUED,
+                    State.LEASED,
+                    "claimed",
+                    claim.owner,
+                    attempt=row["attempts"],
+                    at=row["updated_at"],
+                    data=data,
+                )
         rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["id"]))
         return rows
 
@@ -196,55 +232,122 @@ class Driver(abc.ABC):
             return None
         if not self.logs_in_statement:
             self.transition_insert(
-                tx, row["id"], row["seq"], move.from_state, move.to_state, move.reason,
-                move.actor, attempt=params["log_attempt"] if move.attempt is not None
+                tx,
+                row["id"],
+                row["seq"],
+                move.from_state,
+                move.to_state,
+                move.reason,
+                move.actor,
+                attempt=params["log_attempt"]
+                if move.attempt is not None
                 else row["attempts"] + (1 if move.uncount_attempt else 0),
-                at=row["updated_at"], error_category=move.error_category, error=move.error,
-                note=move.note, corrects=move.corrects, data=move.data)
+                at=row["updated_at"],
+                error_category=move.error_category,
+                error=move.error,
+                note=move.note,
+                corrects=move.corrects,
+                data=move.data,
+            )
         return row
 
     def _move_params(self, move: Move) -> dict[str, Any]:
         return {
-            "id": move.task_id, "from_state": move.from_state.value,
-            "to_state": move.to_state.value, "reason": move.reason, "actor": move.actor,
-            "terminal": move.to_state in TERMINAL, "keep_lease": move.to_state in HELD,
-            "owner": move.owner, "expired_owner": move.expired_owner, "attempt": move.attempt,
+            "id": move.task_id,
+            "from_state": move.from_state.value,
+            "to_state": move.to_state.value,
+            "reason": move.reason,
+            "actor": move.actor,
+            "terminal": move.to_state in TERMINAL,
+            "keep_lease": move.to_state in HELD,
+            "owner": move.owner,
+            "expired_owner": move.expired_owner,
+            "attempt": move.attempt,
             "log_attempt": move.attempt if move.attempt is not None else None,
-            "run_in": move.run_in, "reset_attempts": move.reset_attempts,
-            "uncount": move.uncount_attempt, "replay": 1 if move.replay else 0,
-            "set_error": move.set_error, "error_category": move.error_category,
-            "error": move.error, "receipt_id": move.receipt_id, "receipt_in": move.receipt_in,
-            "note": move.note, "corrects": move.corrects, "data": dumps(move.data),
+            "run_in": move.run_in,
+            "reset_attempts": move.reset_attempts,
+            "uncount": move.uncount_attempt,
+            "replay": 1 if move.replay else 0,
+            "set_error": move.set_error,
+            "error_category": move.error_category,
+            "error": move.error,
+            "receipt_id": move.receipt_id,
+            "receipt_in": move.receipt_in,
+            "note": move.note,
+            "corrects": move.corrects,
+            "data": dumps(move.data),
             "dismiss": move.reason == "dismissed",
         }
 
-    def transition_insert(self, tx: Tx, task_id: int, seq: int, from_state: State | None,
-                          to_state: State, reason: str, actor: str, *, attempt: int,
-                          at: Any, error_category: str | None = None, error: str | None = None,
-                          note: str | None = None, corrects: int | None = None,
-                          data: dict[str, Any] | None = None) -> None:
-        tx.run("transition_insert", {
-            "task_id": task_id, "seq": seq,
-            "from_state": from_state.value if from_state else None,
-            "to_state": to_state.value, "reason": reason, "error_category": error_category,
-            "error": error, "actor": actor, "attempt": attempt,
-            "at": self.encode_time(at) if isinstance(at, datetime) else at,
-            "note": note, "corrects": corrects, "data": dumps(data or {}),
-        })
+    def transition_insert(
+        self,
+        tx: Tx,
+        task_id: int,
+        seq: int,
+        from_state: State | None,
+        to_state: State,
+        reason: str,
+        actor: str,
+        *,
+        attempt: int,
+        at: Any,
+        error_category: str | None = None,
+        error: str | None = None,
+        note: str | None = None,
+        corrects: int | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        tx.run(
+            "transition_insert",
+            {
+                "task_id": task_id,
+                "seq": seq,
+                "from_state": from_state.value if from_state else None,
+                "to_state": to_state.value,
+                "reason": reason,
+                "error_category": error_category,
+                "error": error,
+                "actor": actor,
+                "attempt": attempt,
+                "at": self.encode_time(at) if isinstance(at, datetime) else at,
+                "note": note,
+                "corrects": corrects,
+                "data": dumps(data or {}),
+            },
+        )
 
-    def lease_extend(self, tx: Tx, task_id: int, owner: str, attempt: int,
-                     seconds: float) -> Row | None:
-        return tx.one("lease_extend", {"id": task_id, "owner": owner, "attempt": attempt,
-                                       "seconds": seconds})
+    def lease_extend(
+        self, tx: Tx, task_id: int, owner: str, attempt: int, seconds: float
+    ) -> Row | None:
+        return tx.one(
+            "lease_extend", {"id": task_id, "owner": owner, "attempt": attempt, "seconds": seconds}
+        )
 
     def task_get(self, tx: Tx, task_id: int) -> Row | None:
         return tx.one("task_get", {"id": task_id})
 
-    def task_list(self, tx: Tx, *, state: str | None = None, kind: str | None = None,
-                  queue: str | None = None, tenant: str | None = None, limit: int = 100,
-                  before_id: int | None = None) -> list[Row]:
-        return tx.all("task_list", {"state": state, "kind": kind, "queue": queue,
-                                    "tenant": tenant, "limit": limit, "before_id": before_id})
+    def task_list(
+        self,
+        tx: Tx,
+        *,
+        state: str | None = None,
+        kind: str | None = None,
+        queue: str | None = None,
+        tenant: str | None = None,
+        limit: int = 100,
+        before_id: int | None = None,
+    ) -> list[Row]:
+        return tx.all(
+            "task_list",
+            {
+                "state": state,
+                "kind": kind,
+                "queue": queue,
+                "tenant": tenant,
+                "limit": limit,
+                "before_id": before_id,
+            },
+        )
 
     def transition_list(self, tx: Tx, task_id: int) -> list[Row]:
         return tx.all("transition_list", {"id": task_id})
@@ -252,15 +355,26 @@ class Driver(abc.ABC):
     def task_expired(self, tx: Tx, limit: int) -> list[Row]:
         return tx.all("task_expired", {"limit": limit})
 
-    def task_dead_select(self, tx: Tx, *, reason: str | None, kind: str | None,
-                         since: datetime | None, until: datetime | None,
-                         limit: int | None) -> list[Row]:
-        return tx.all("task_dead_select", {
-            "reason": reason, "kind": kind,
-            "since": self.encode_time(since) if since else None,
-            "until": self.encode_time(until) if until else None,
-            "limit": limit if limit is not None else -1,
-        })
+    def task_dead_select(
+        self,
+        tx: Tx,
+        *,
+        reason: str | None,
+        kind: str | None,
+        since: datetime | None,
+        until: datetime | None,
+        limit: int | None,
+    ) -> list[Row]:
+        return tx.all(
+            "task_dead_select",
+            {
+                "reason": reason,
+                "kind": kind,
+                "since": self.encode_time(since) if since else None,
+                "until": self.encode_time(until) if until else None,
+                "limit": limit if limit is not None else -1,
+            },
+        )
 
     def invariant_violations(self, tx: Tx) -> list[Row]:
         return tx.all("invariant_violations")
@@ -290,9 +404,10 @@ def open_driver(url: str | None = None, **options: Any) -> Driver:
     scheme = url.split(":", 1)[0] if ":" in url else url
     raise ValueError(
         f"unsupported database URL scheme {scheme!r}: use sqlite:///path.db or "
-        "postgresql://user:pass@host:port/db")
+        "postgresql://user:pass@host:port/db"
+    )
 
 
 def iter_chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for i in range(0, len(items), size):
-        yield items[i:i + size]
+        yield items[i : i + size]

@@ -27,10 +27,21 @@ from .base import Driver, Row
 log = logging.getLogger("jobtrail.store")
 
 CHANNEL = "jobtrail_queued"
-_TIME_COLUMNS = frozenset({
-    "run_at", "lease_expires_at", "receipt_deadline", "budget_started_at", "created_at",
-    "updated_at", "finished_at", "dismissed_at", "at", "now", "db_now",
-})
+_TIME_COLUMNS = frozenset(
+    {
+        "run_at",
+        "lease_expires_at",
+        "receipt_deadline",
+        "budget_started_at",
+        "created_at",
+        "updated_at",
+        "finished_at",
+        "dismissed_at",
+        "at",
+        "now",
+        "db_now",
+    }
+)
 
 
 def _decode(row: dict[str, Any]) -> Row:
@@ -78,8 +89,9 @@ class PostgresDriver(Driver):
     dialect = "postgres"
     logs_in_statement = True
 
-    def __init__(self, url: str, *, pool_size: int = 10, connect_timeout: float = 5.0,
-                 **_: Any) -> None:
+    def __init__(
+        self, url: str, *, pool_size: int = 10, connect_timeout: float = 5.0, **_: Any
+    ) -> None:
         super().__init__()
         try:
             psycopg.conninfo.conninfo_to_dict(url)
@@ -88,10 +100,17 @@ class PostgresDriver(Driver):
         self.url = url
         self.connect_timeout = connect_timeout
         self.pool = ConnectionPool(
-            url, min_size=1, max_size=max(2, pool_size), open=True, timeout=connect_timeout,
+            url,
+            min_size=1,
+            max_size=max(2, pool_size),
+            open=True,
+            timeout=connect_timeout,
             kwargs={"autocommit": True, "connect_timeout": max(1, int(connect_timeout))},
-            configure=_configure, check=ConnectionPool.check_connection,
-            reconnect_timeout=3600.0, name="jobtrail")
+            configure=_configure,
+            check=ConnectionPool.check_connection,
+            reconnect_timeout=3600.0,
+            name="jobtrail",
+        )
         self._wakeup = threading.Event()
         self._listener: threading.Thread | None = None
         self._listener_lock = threading.Lock()
@@ -107,13 +126,16 @@ class PostgresDriver(Driver):
             with self.pool.connection() as conn, conn.transaction():
                 yield _Tx(conn, self.sql)
         except (psycopg.OperationalError, PoolTimeout) as exc:
-            raise StoreUnavailable(f"PostgreSQL is unreachable: {type(exc).__name__}: "
-                                   f"{_first_line(exc)}") from exc
+            raise StoreUnavailable(
+                f"PostgreSQL is unreachable: {type(exc).__name__}: {_first_line(exc)}"
+            ) from exc
 
     def _caller_transaction(self, conn: Any) -> Iterator[_Tx]:
         if not isinstance(conn, psycopg.Connection):
-            raise TypeError("connection= must be an open psycopg (3) Connection for a "
-                            f"PostgreSQL App, got {type(conn).__name__}")
+            raise TypeError(
+                "connection= must be an open psycopg (3) Connection for a "
+                f"PostgreSQL App, got {type(conn).__name__}"
+            )
         if not conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
             # Open the caller's own transaction first, so that the block below is a savepoint
             # inside it and nothing is committed until the caller commits.
@@ -126,18 +148,23 @@ class PostgresDriver(Driver):
         with self.transaction() as tx:
             conn = tx.conn
             # One migrator at a time per schema; the others wait, then find nothing to do.
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext('jobtrail.migrate:' || "
-                         "current_schema()))")
-            conn.execute("CREATE TABLE IF NOT EXISTS jobtrail_migrations (version INTEGER "
-                         "PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL "
-                         "DEFAULT now())")
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtext('jobtrail.migrate:' || current_schema()))"
+            )
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS jobtrail_migrations (version INTEGER "
+                "PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL "
+                "DEFAULT now())"
+            )
             done = {r[0] for r in conn.execute("SELECT version FROM jobtrail_migrations")}
             for version, name, text in queries.migrations(self.dialect):
                 if version in done:
                     continue
                 conn.execute(text.encode("utf-8"))
-                conn.execute("INSERT INTO jobtrail_migrations (version, name) VALUES (%s, %s)",
-                             (version, name))
+                conn.execute(
+                    "INSERT INTO jobtrail_migrations (version, name) VALUES (%s, %s)",
+                    (version, name),
+                )
                 applied.append(version)
         return applied
 
@@ -164,16 +191,18 @@ class PostgresDriver(Driver):
     def _ensure_listener(self) -> None:
         with self._listener_lock:
             if self._listener is None and not self._closed.is_set():
-                self._listener = threading.Thread(target=self._listen, name="jobtrail-listen",
-                                                  daemon=True)
+                self._listener = threading.Thread(
+                    target=self._listen, name="jobtrail-listen", daemon=True
+                )
                 self._listener.start()
 
     def _listen(self) -> None:
         delay = 0.2
         while not self._closed.is_set():
             try:
-                with psycopg.connect(self.url, autocommit=True,
-                                     connect_timeout=max(1, int(self.connect_timeout))) as conn:
+                with psycopg.connect(
+                    self.url, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
+                ) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
                     delay = 0.2
                     self._wakeup.set()  # we may have missed notifications while away
@@ -183,8 +212,9 @@ class PostgresDriver(Driver):
             except psycopg.Error as exc:
                 if self._closed.is_set():
                     return
-                log.warning("LISTEN connection lost (%s); reconnecting in %.1fs",
-                            type(exc).__name__, delay)
+                log.warning(
+                    "LISTEN connection lost (%s); reconnecting in %.1fs", type(exc).__name__, delay
+                )
                 self._closed.wait(delay)
                 delay = min(5.0, delay * 2)
 

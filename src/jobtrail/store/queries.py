@@ -18,7 +18,7 @@ def parse(text: str) -> dict[str, str]:
     matches = list(_NAME.finditer(text))
     for i, match in enumerate(matches):
         end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
-        body = text[match.end():end].strip()
+        body = text[match.end() : end].strip()
         name = match.group(1)
         if name in queries:
             raise ValueError(f"query {name!r} is defined twice")

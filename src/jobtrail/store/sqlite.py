@@ -18,10 +18,21 @@ from typing import Any
 from . import queries
 from .base import Driver, Row
 
-_TIME_COLUMNS = frozenset({
-    "run_at", "lease_expires_at", "receipt_deadline", "budget_started_at", "created_at",
-    "updated_at", "finished_at", "dismissed_at", "at", "now", "db_now",
-})
+_TIME_COLUMNS = frozenset(
+    {
+        "run_at",
+        "lease_expires_at",
+        "receipt_deadline",
+        "budget_started_at",
+        "created_at",
+        "updated_at",
+        "finished_at",
+        "dismissed_at",
+        "at",
+        "now",
+        "db_now",
+    }
+)
 _JSON_COLUMNS = frozenset({"payload", "data"})
 _BOOL_COLUMNS = frozenset({"reentrant"})
 
@@ -65,11 +76,13 @@ class _Tx:
 def path_from_url(url: str) -> str:
     if not url.startswith("sqlite:///"):
         raise ValueError(
-            f"bad SQLite URL {url!r}: use sqlite:///relative/path.db or sqlite:////abs/path.db")
-    path = url[len("sqlite:///"):].split("?", 1)[0]
+            f"bad SQLite URL {url!r}: use sqlite:///relative/path.db or sqlite:////abs/path.db"
+        )
+    path = url[len("sqlite:///") :].split("?", 1)[0]
     if not path or path == ":memory:":
         raise ValueError(
-            "an in-memory SQLite database cannot be shared by workers; give a file path")
+            "an in-memory SQLite database cannot be shared by workers; give a file path"
+        )
     return path
 
 
@@ -77,8 +90,9 @@ class SQLiteDriver(Driver):
     dialect = "sqlite"
     logs_in_statement = False
 
-    def __init__(self, url: str, *, busy_timeout: float = 30.0,
-                 synchronous: str | None = None, **_: Any) -> None:
+    def __init__(
+        self, url: str, *, busy_timeout: float = 30.0, synchronous: str | None = None, **_: Any
+    ) -> None:
         super().__init__()
         import os
 
@@ -87,7 +101,9 @@ class SQLiteDriver(Driver):
         self.busy_timeout = busy_timeout
         sync = (synchronous or os.environ.get("JOBTRAIL_SQLITE_SYNCHRONOUS") or "FULL").upper()
         if sync not in ("FULL", "NORMAL", "EXTRA"):
-            raise ValueError(f"JOBTRAIL_SQLITE_SYNCHRONOUS must be FULL, EXTRA or NORMAL, not {sync!r}")
+            raise ValueError(
+                f"JOBTRAIL_SQLITE_SYNCHRONOUS must be FULL, EXTRA or NORMAL, not {sync!r}"
+            )
         self.synchronous = sync
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
@@ -102,8 +118,9 @@ class SQLiteDriver(Driver):
             return conn
         if self._closed:
             raise RuntimeError("this App is closed")
-        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
-                               check_same_thread=False)
+        conn = sqlite3.connect(
+            self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+        )
         conn.row_factory = sqlite3.Row
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal":  # pragma: no cover - e.g. a read-only medium
@@ -135,7 +152,8 @@ class SQLiteDriver(Driver):
         if not isinstance(conn, sqlite3.Connection):
             raise TypeError(
                 f"connection= must be an open sqlite3.Connection for a SQLite App, got "
-                f"{type(conn).__name__}")
+                f"{type(conn).__name__}"
+            )
         previous = conn.row_factory
         conn.row_factory = sqlite3.Row
         try:
@@ -161,7 +179,8 @@ class SQLiteDriver(Driver):
         try:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS jobtrail_migrations (version INTEGER PRIMARY KEY, "
-                "name TEXT NOT NULL, applied_at REAL NOT NULL)")
+                "name TEXT NOT NULL, applied_at REAL NOT NULL)"
+            )
             done = {r[0] for r in conn.execute("SELECT version FROM jobtrail_migrations")}
             for version, name, text in queries.migrations(self.dialect):
                 if version in done:
@@ -170,7 +189,9 @@ class SQLiteDriver(Driver):
                     conn.execute(statement)
                 conn.execute(
                     "INSERT INTO jobtrail_migrations (version, name, applied_at) VALUES "
-                    "(?, ?, (julianday('now') - 2440587.5) * 86400.0)", (version, name))
+                    "(?, ?, (julianday('now') - 2440587.5) * 86400.0)",
+                    (version, name),
+                )
                 applied.append(version)
         except BaseException:
             conn.execute("ROLLBACK")

@@ -1,0 +1,171 @@
+"""Output of the ``jobtrail`` CLI: JSON for machines and short, readable text for people.
+
+Pure functions from snapshots (``Task``, ``Transition``, ``CancelResult``, plain dicts) to
+strings; nothing here reads a store or a clock.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from .models import CancelResult, Task, iso
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", "replace")
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    return str(value)
+
+
+def to_json(data: Any) -> str:
+    """A JSON document (times as ISO 8601 UTC, enums as their values)."""
+    return json.dumps(data, ensure_ascii=False, indent=2, default=_jsonable)
+
+
+def when(value: datetime | None) -> str:
+    return iso(value) if value is not None else "-"
+
+
+def redact_url(url: str) -> str:
+    """The database URL without its password (safe to print)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def task_line(task: Task) -> str:
+    reason = f" ({task.last_reason})" if task.last_reason else ""
+    return f"task {task.id} ({task.kind}) is {task.state.value}{reason}"
+
+
+def enqueued(task: Task) -> str:
+    if task.created:
+        return f"enqueued task {task.id} ({task.kind}) on queue {task.queue}, run at " \
+               f"{when(task.run_at)}"
+    return (f"task {task.id} ({task.kind}) already exists for this idempotency key; "
+            f"it is {task.state.value}" + (f" ({task.last_reason})" if task.last_reason else ""))
+
+
+def status(task: Task) -> str:
+    """A short card: what the task is, where it stands, what holds it, what went wrong."""
+    rows: list[tuple[str, str]] = [
+        ("state", task.state.value + (f" ({task.last_reason})" if task.last_reason else "")
+         + (" [dismissed]" if task.dismissed else "")),
+        ("queue", task.queue + (f"   tenant {task.tenant}" if task.tenant else "")
+         + (f"   priority {task.priority}" if task.priority else "")),
+        ("attempts", f"{task.attempts}/{task.max_attempts}"
+         + (f"   replayed {task.replay_count}x" if task.replay_count else "")),
+        ("run at", when(task.run_at)),
+    ]
+    if task.lease_owner:
+        rows.append(("lease", f"{task.lease_owner} until {when(task.lease_expires_at)}"))
+    if task.receipt_id:
+        rows.append(("receipt", f"{task.receipt_id}"
+                     + (f" (deadline {when(task.receipt_deadline)})"
+                        if task.receipt_deadline else "")))
+    if task.last_error or task.last_error_category:
+        category = task.last_error_category or "error"
+        rows.append(("last error", f"{category}: {task.last_error}" if task.last_error
+                     else category))
+    if task.parent_id:
+        rows.append(("parent", task.parent_id))
+    if task.idempotency_key:
+        rows.append(("key", task.idempotency_key))
+    rows.append(("created", when(task.created_at)))
+    rows.append(("updated", when(task.updated_at)))
+    if task.finished_at:
+        rows.append(("finished", when(task.finished_at)))
+    width = max(len(name) for name, _ in rows)
+    lines = [f"task {task.id}  {task.kind}"]
+    lines += [f"  {name.ljust(width)}  {value}" for name, value in rows]
+    return "\n".join(lines)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns separated by two spaces."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+             for line in [headers, *rows]]
+    return "\n".join(lines)
+
+
+def task_table(tasks: Sequence[Task]) -> str:
+    if not tasks:
+        return "no tasks"
+    headers = ("ID", "KIND", "QUEUE", "TENANT", "STATE", "REASON", "ATTEMPTS", "RUN AT",
+               "UPDATED")
+    rows = [(t.id, t.kind, t.queue, t.tenant or "-", t.state.value, t.last_reason or "-",
+             f"{t.attempts}/{t.max_attempts}", when(t.run_at), when(t.updated_at))
+            for t in tasks]
+    return table(headers, rows)
+
+
+_CANCEL_TEXT = {
+    "cancelled": "cancelled before it started",
+    "cancel_requested": "cancel requested; the worker confirms it at its next side-effect "
+                        "boundary",
+    "already_terminal": "already finished; nothing was changed",
+    "too_late": "too late: it was already submitted and waits for its receipt; the refusal "
+                "was recorded",
+}
+
+
+def cancelled(result: CancelResult) -> str:
+    text = _CANCEL_TEXT.get(result.outcome, result.outcome)
+    reason = f" ({result.reason})" if result.reason else ""
+    return f"task {result.task_id}: {result.outcome} — {text}; state {result.state.value}{reason}"
+
+
+def replayed(results: Sequence[tuple[str, str]]) -> str:
+    if not results:
+        return "no dead task matched; nothing was replayed"
+    moved = sum(1 for _, state in results if state != "dead")
+    lines = [f"replayed {moved} of {len(results)} matching task(s):"]
+    lines += [f"  task {task_id}  {state}" for task_id, state in results]
+    return "\n".join(lines)
+
+
+def swept(counts: Mapping[str, int]) -> str:
+    total = sum(counts.values())
+    if not total:
+        return "swept: nothing to move (no expired leases or receipts)"
+    parts = ", ".join(f"{reason} {n}" for reason, n in sorted(counts.items()) if n)
+    return f"swept {total} task(s): {parts}"
+
+
+def violations(rows: Sequence[Mapping[str, Any]]) -> str:
+    if not rows:
+        return "ok: every task's state is the projection of its transition log"
+    lines = [f"{len(rows)} invariant violation(s):"]
+    for row in rows:
+        lines.append("  " + ", ".join(f"{k}={_cell(v)}" for k, v in row.items()))
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str | int | float):
+        return str(value)
+    return str(_jsonable(value))

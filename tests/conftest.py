@@ -1,0 +1,107 @@
+"""Shared fixtures: a fresh store per test on each backend, and the invariant check after it.
+
+SQLite: a new file per test. PostgreSQL: a new schema per test in the database named by
+``JOBTRAIL_TEST_PG_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``). Under
+``CI=true`` a PostgreSQL test that cannot connect fails; elsewhere it is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import psycopg
+import pytest
+
+import jobtrail
+
+PG_URL = os.environ.get("JOBTRAIL_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+BACKENDS = ["sqlite", "postgres"]
+
+
+def pg_available() -> str | None:
+    """``None`` when PostgreSQL answers, else the reason it does not."""
+    try:
+        with psycopg.connect(PG_URL, connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+        return None
+    except psycopg.Error as exc:
+        return f"PostgreSQL at {PG_URL} is unreachable: {exc}"
+
+
+def require_pg() -> None:
+    reason = pg_available()
+    if reason is not None:
+        if IN_CI:
+            pytest.fail(f"CI=true and {reason}")
+        pytest.skip(reason)
+
+
+def schema_url(schema: str) -> str:
+    sep = "&" if "?" in PG_URL else "?"
+    return f"{PG_URL}{sep}options={quote(f'-csearch_path={schema}')}"
+
+
+class Store:
+    """A fresh, empty store for one test; ``url`` works in subprocesses too."""
+
+    def __init__(self, backend: str, url: str, cleanup: Callable[[], None]) -> None:
+        self.backend = backend
+        self.url = url
+        self._cleanup = cleanup
+        self.apps: list[jobtrail.App] = []
+
+    def app(self, **options: object) -> jobtrail.App:
+        app = jobtrail.App(self.url, **options)  # type: ignore[arg-type]
+        app.migrate()
+        self.apps.append(app)
+        return app
+
+    def close(self) -> None:
+        for app in self.apps:
+            app.close()
+        self._cleanup()
+
+
+def make_store(backend: str, tmp_path: Path) -> Store:
+    if backend == "sqlite":
+        path = tmp_path / "jobtrail.db"
+        return Store(backend, f"sqlite:///{path}", lambda: None)
+    require_pg()
+    schema = "t_" + secrets.token_hex(6)
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+
+    def drop() -> None:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+    return Store(backend, schema_url(schema), drop)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def store(backend: str, tmp_path: Path) -> Iterator[Store]:
+    s = make_store(backend, tmp_path)
+    try:
+        yield s
+        # The invariant every test that ran tasks must keep: each task's state is the
+        # to_state of its last transition, and its log is contiguous.
+        if s.apps:
+            violations = s.apps[0].check()
+            assert violations == [], f"invariant violated: {violations}"
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def app(store: Store) -> jobtrail.App:
+    return store.app()
