@@ -4,7 +4,6 @@ questions, and carries out the operator's actions — each through the one trans
 from __future__ import annotations
 
 import builtins
-import importlib.metadata
 import logging
 import os
 import time
@@ -80,8 +79,15 @@ class App:
     def __exit__(self, *_: object) -> None:
         self.close()
 
+    def db_now(self) -> datetime:
+        """The database clock's current time (the clock every decision uses)."""
+        with self._driver.transaction(write=False) as tx:
+            return self._driver.db_now(tx)
+
     @property
     def version(self) -> str | None:
+        import importlib.metadata
+
         if self._version:
             return self._version
         for spec in self._kinds.values():

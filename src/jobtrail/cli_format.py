@@ -59,33 +59,53 @@ def task_line(task: Task) -> str:
 
 def enqueued(task: Task) -> str:
     if task.created:
-        return f"enqueued task {task.id} ({task.kind}) on queue {task.queue}, run at " \
-               f"{when(task.run_at)}"
-    return (f"task {task.id} ({task.kind}) already exists for this idempotency key; "
-            f"it is {task.state.value}" + (f" ({task.last_reason})" if task.last_reason else ""))
+        return (
+            f"enqueued task {task.id} ({task.kind}) on queue {task.queue}, run at "
+            f"{when(task.run_at)}"
+        )
+    return (
+        f"task {task.id} ({task.kind}) already exists for this idempotency key; "
+        f"it is {task.state.value}" + (f" ({task.last_reason})" if task.last_reason else "")
+    )
 
 
 def status(task: Task) -> str:
     """A short card: what the task is, where it stands, what holds it, what went wrong."""
     rows: list[tuple[str, str]] = [
-        ("state", task.state.value + (f" ({task.last_reason})" if task.last_reason else "")
-         + (" [dismissed]" if task.dismissed else "")),
-        ("queue", task.queue + (f"   tenant {task.tenant}" if task.tenant else "")
-         + (f"   priority {task.priority}" if task.priority else "")),
-        ("attempts", f"{task.attempts}/{task.max_attempts}"
-         + (f"   replayed {task.replay_count}x" if task.replay_count else "")),
+        (
+            "state",
+            task.state.value
+            + (f" ({task.last_reason})" if task.last_reason else "")
+            + (" [dismissed]" if task.dismissed else ""),
+        ),
+        (
+            "queue",
+            task.queue
+            + (f"   tenant {task.tenant}" if task.tenant else "")
+            + (f"   priority {task.priority}" if task.priority else ""),
+        ),
+        (
+            "attempts",
+            f"{task.attempts}/{task.max_attempts}"
+            + (f"   replayed {task.replay_count}x" if task.replay_count else ""),
+        ),
         ("run at", when(task.run_at)),
     ]
     if task.lease_owner:
         rows.append(("lease", f"{task.lease_owner} until {when(task.lease_expires_at)}"))
     if task.receipt_id:
-        rows.append(("receipt", f"{task.receipt_id}"
-                     + (f" (deadline {when(task.receipt_deadline)})"
-                        if task.receipt_deadline else "")))
+        rows.append(
+            (
+                "receipt",
+                f"{task.receipt_id}"
+                + (f" (deadline {when(task.receipt_deadline)})" if task.receipt_deadline else ""),
+            )
+        )
     if task.last_error or task.last_error_category:
         category = task.last_error_category or "error"
-        rows.append(("last error", f"{category}: {task.last_error}" if task.last_error
-                     else category))
+        rows.append(
+            ("last error", f"{category}: {task.last_error}" if task.last_error else category)
+        )
     if task.parent_id:
         rows.append(("parent", task.parent_id))
     if task.idempotency_key:
@@ -105,29 +125,40 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
-             for line in [headers, *rows]]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+        for line in [headers, *rows]
+    ]
     return "\n".join(lines)
 
 
 def task_table(tasks: Sequence[Task]) -> str:
     if not tasks:
         return "no tasks"
-    headers = ("ID", "KIND", "QUEUE", "TENANT", "STATE", "REASON", "ATTEMPTS", "RUN AT",
-               "UPDATED")
-    rows = [(t.id, t.kind, t.queue, t.tenant or "-", t.state.value, t.last_reason or "-",
-             f"{t.attempts}/{t.max_attempts}", when(t.run_at), when(t.updated_at))
-            for t in tasks]
+    headers = ("ID", "KIND", "QUEUE", "TENANT", "STATE", "REASON", "ATTEMPTS", "RUN AT", "UPDATED")
+    rows = [
+        (
+            t.id,
+            t.kind,
+            t.queue,
+            t.tenant or "-",
+            t.state.value,
+            t.last_reason or "-",
+            f"{t.attempts}/{t.max_attempts}",
+            when(t.run_at),
+            when(t.updated_at),
+        )
+        for t in tasks
+    ]
     return table(headers, rows)
 
 
 _CANCEL_TEXT = {
     "cancelled": "cancelled before it started",
-    "cancel_requested": "cancel requested; the worker confirms it at its next side-effect "
-                        "boundary",
+    "cancel_requested": "cancel requested; the worker confirms it at its next side-effect boundary",
     "already_terminal": "already finished; nothing was changed",
     "too_late": "too late: it was already submitted and waits for its receipt; the refusal "
-                "was recorded",
+    "was recorded",
 }
 
 

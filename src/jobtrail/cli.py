@@ -1,0 +1,588 @@
+"""The ``jobtrail`` command line (SPEC §13): a thin layer over ``App``'s public methods.
+
+Every verb takes ``--db URL`` and ``--json``; verbs that need the task kinds learn them from
+``--app module:attr`` (or ``JOBTRAIL_APP``). Exit codes: 0 success; 1 a refusal by the store
+(unknown task, illegal transition, idempotency conflict, unknown kind, no schema, database
+unreachable) or ``check`` found violations; 2 bad input (usage, malformed JSON, bad time or URL,
+a missing required option). Expected errors print one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import logging
+import os
+import sqlite3
+import sys
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import click
+
+from . import cli_format as fmt
+from .app import App
+from .errors import JobtrailError, UnknownKind
+from .models import Transition
+from .timeparse import looks_like_duration, parse_duration, parse_time
+
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
+DEFAULT_URL = "sqlite:///jobtrail.db"
+NO_SCHEMA = "the database has no jobtrail schema; run `jobtrail migrate`"
+
+
+class Fail(Exception):
+    """An expected error: one line on stderr and an exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(" ".join(message.split()))
+        self.code = code
+
+
+def load_app(ref: str) -> App:
+    """The ``App`` named by ``module:attr`` (the current directory is importable, as in
+    uvicorn)."""
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise Fail(f"--app must look like module:attr (e.g. myproject.tasks:app), not {ref!r}")
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise Fail(
+                f"--app {ref}: no module named {module_name!r} (looked in the current "
+                "directory and on sys.path)"
+            ) from None
+        raise Fail(f"--app {ref}: importing {module_name!r} failed: {exc}") from None
+    except Exception as exc:
+        raise Fail(
+            f"--app {ref}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from None
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise Fail(f"--app {ref}: module {module_name!r} has no attribute {attr!r}") from None
+    if not isinstance(obj, App):
+        raise Fail(f"--app {ref}: {attr!r} is a {type(obj).__name__}, not a jobtrail.App")
+    return obj
+
+
+def _rebind(loaded: App, url: str) -> App:
+    """The loaded app's registrations on another database (an explicit ``--db``)."""
+    app = App(url, default_queue=loaded.default_queue, max_payload_bytes=loaded.max_payload_bytes)
+    for name, value in vars(loaded).items():
+        if name not in ("url", "_driver"):
+            setattr(app, name, value)
+    return app
+
+
+def _require_database(url: str) -> None:
+    """Refuse to read a SQLite file that does not exist (and so never create a stray one)."""
+    if not url.startswith("sqlite:"):
+        return
+    from .store.sqlite import path_from_url
+
+    path = path_from_url(url)
+    if not os.path.exists(path):
+        raise Fail(
+            f"no jobtrail database at {path}; run `jobtrail migrate` first (or pass "
+            "--db URL / set JOBTRAIL_DATABASE_URL)",
+            EXIT_REFUSED,
+        )
+
+
+class Runtime:
+    """One verb's view of the options every verb shares."""
+
+    def __init__(self, db: str | None, app_ref: str | None, as_json: bool) -> None:
+        self.db = db
+        self.app_ref = app_ref
+        self.as_json = as_json
+        self._app: App | None = None
+
+    def app(self, *, must_exist: bool = True) -> App:
+        if self._app is None:
+            loaded = load_app(self.app_ref) if self.app_ref else None
+            if loaded is None:
+                app = App(self.db or os.environ.get("JOBTRAIL_DATABASE_URL") or DEFAULT_URL)
+            elif self.db is not None and self.db != loaded.url:
+                app = _rebind(loaded, self.db)
+            else:
+                app = loaded
+            self._app = app
+            if must_exist:
+                _require_database(app.url)
+        return self._app
+
+    def db_now(self) -> datetime:
+        app = self.app()
+        return app.db_now()
+
+    def emit(self, data: Any, text: str) -> None:
+        click.echo(fmt.to_json(data) if self.as_json else text)
+
+    def close(self) -> None:
+        if self._app is not None:
+            self._app.close()
+
+
+def _db_error(exc: Exception) -> Fail:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if "no such table" in text or type(exc).__name__ == "UndefinedTable":
+        return Fail(NO_SCHEMA, EXIT_REFUSED)
+    if isinstance(exc, sqlite3.Error):
+        return Fail(f"database error: {text}", EXIT_REFUSED)
+    return Fail(f"cannot use the database: {text}", EXIT_REFUSED)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """jobtrail — durable background tasks whose every state can be explained."""
+
+
+def verb(name: str) -> Callable[[Callable[..., int | None]], click.Command]:
+    """Register a verb: add ``--db``, ``--app`` and ``--json``, and turn expected errors into
+    one line on stderr with the exit code of their kind."""
+
+    def decorate(fn: Callable[..., int | None]) -> click.Command:
+        @functools.wraps(fn)
+        def run(db: str | None, app_ref: str | None, as_json: bool, **params: Any) -> int:
+            rt = Runtime(db, app_ref, as_json)
+            if name != "worker":  # the one-line error says it; no pool warnings on stderr
+                logging.getLogger("psycopg").setLevel(logging.ERROR)
+            try:
+                return fn(rt, **params) or EXIT_OK
+            except (Fail, click.ClickException):
+                raise
+            except JobtrailError as exc:
+                raise Fail(str(exc), EXIT_REFUSED) from None
+            except (ValueError, TypeError) as exc:
+                raise Fail(str(exc), EXIT_USAGE) from None
+            except sqlite3.Error as exc:
+                raise _db_error(exc) from None
+            except Exception as exc:
+                if type(exc).__module__.startswith("psycopg"):
+                    raise _db_error(exc) from None
+                raise
+            finally:
+                rt.close()
+
+        run = click.option(
+            "--json", "as_json", is_flag=True, help="Machine output: one JSON document on stdout."
+        )(run)
+        run = click.option(
+            "--app",
+            "app_ref",
+            metavar="MODULE:ATTR",
+            envvar="JOBTRAIL_APP",
+            help="Your jobtrail.App, e.g. myproject.tasks:app [env JOBTRAIL_APP].",
+        )(run)
+        run = click.option(
+            "--db",
+            metavar="URL",
+            help="Database URL [default: the --app's URL, else env "
+            f"JOBTRAIL_DATABASE_URL, else {DEFAULT_URL}].",
+        )(run)
+        return cli.command(name)(run)
+
+    return decorate
+
+
+def _required(name: str) -> Callable[[Any], Any]:
+    """A required text option (``--by``, ``--note``)."""
+    return click.option(
+        f"--{name}",
+        required=True,
+        metavar="TEXT" if name == "note" else "WHO",
+        help="Who does it (recorded)." if name == "by" else "Why (recorded).",
+    )
+
+
+def _time_arg(rt: Runtime, value: str | None, name: str) -> datetime | None:
+    """ISO 8601, or a duration ago (``30m``, ``2h``, ``7d``) by the database clock."""
+    if value is None:
+        return None
+    if looks_like_duration(value):
+        return rt.db_now() - timedelta(seconds=parse_duration(value, name))
+    try:
+        return parse_time(value, name)
+    except ValueError:
+        raise Fail(
+            f"{name} takes an ISO 8601 time (2026-11-29T10:00:00Z) or a duration ago "
+            f"(30m, 2h, 7d), not {value!r}"
+        ) from None
+
+
+def _transitions(app: App, task_id: str) -> list[Transition]:
+    found: Any = app.transitions(task_id)  # Any: App.list shadows ``list`` in app.py's hints
+    return list(found)
+
+
+# -- verbs -----------------------------------------------------------------------------------
+@verb("migrate")
+def migrate(rt: Runtime) -> None:
+    """Create or upgrade the database schema (idempotent)."""
+    app = rt.app(must_exist=False)
+    applied = app.migrate()
+    url = fmt.redact_url(app.url)
+    rt.emit(
+        {"applied": applied, "db": url},
+        f"applied migration(s) {', '.join(map(str, applied))} to {url}"
+        if applied
+        else f"{url} is up to date",
+    )
+
+
+@verb("worker")
+@click.option(
+    "--queue",
+    "queues",
+    multiple=True,
+    metavar="Q",
+    help="A queue to work (repeatable) [default: every queue of the app's kinds].",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    metavar="N",
+    help="Tasks run at once.",
+)
+@click.option("--burst", is_flag=True, help="Exit once nothing is due and nothing held runs.")
+@click.option(
+    "--poll-interval",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds between polls when idle.",
+)
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds running tasks get to finish after SIGTERM/SIGINT.",
+)
+def worker(
+    rt: Runtime,
+    queues: tuple[str, ...],
+    concurrency: int,
+    burst: bool,
+    poll_interval: float,
+    grace: float,
+) -> None:
+    """Run a worker for the kinds of --app until SIGTERM/SIGINT (or, with --burst, until idle)."""
+    if not rt.app_ref:
+        raise Fail(
+            "worker needs your app to know the task kinds: pass --app module:attr or set "
+            "JOBTRAIL_APP"
+        )
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    app = rt.app(must_exist=False)
+    app.migrate()
+    processed = app.run_worker(
+        queues=list(queues) or None,
+        concurrency=concurrency,
+        burst=burst,
+        poll_interval=poll_interval,
+        grace=grace,
+    )
+    rt.emit({"processed": processed}, f"worker stopped; processed {processed} task(s)")
+
+
+@verb("enqueue")
+@click.argument("kind")
+@click.argument("payload_json", required=False, metavar="[PAYLOAD_JSON]")
+@click.option("--key", metavar="K", help="Idempotency key: a repeat returns the same task.")
+@click.option("--delay", metavar="S", help="Due after S seconds (or 30s, 5m, 2h, 1d).")
+@click.option("--run-at", metavar="ISO", help="Due at this ISO 8601 time (UTC unless given).")
+@click.option("--priority", type=int, default=0, show_default=True, help="Higher runs first.")
+@click.option("--queue", metavar="Q", help="Queue [default: the kind's].")
+@click.option("--tenant", default="", metavar="T", help="Tenant.")
+@click.option(
+    "--max-attempts",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Attempts before dead [default: the kind's].",
+)
+def enqueue(
+    rt: Runtime,
+    kind: str,
+    payload_json: str | None,
+    key: str | None,
+    delay: str | None,
+    run_at: str | None,
+    priority: int,
+    queue: str | None,
+    tenant: str,
+    max_attempts: int | None,
+) -> None:
+    """Enqueue a task of KIND with PAYLOAD_JSON (a JSON document; `-` reads stdin)."""
+    payload: Any = None
+    if payload_json is not None:
+        text = sys.stdin.read() if payload_json == "-" else payload_json
+        try:
+            payload = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise Fail(f"PAYLOAD_JSON is not valid JSON: {exc}") from None
+    delay_s = parse_duration(delay, "--delay") if delay is not None else None
+    if run_at is not None:
+        if delay is not None:
+            raise Fail("give --delay or --run-at, not both")
+        parse_time(run_at, "--run-at")
+    if not rt.app_ref:
+        raise Fail(
+            f"unknown task kind {kind!r}: without an app the CLI does not know the task "
+            "kinds; pass --app module:attr or set JOBTRAIL_APP"
+        )
+    app = rt.app(must_exist=False)
+    if kind not in app.kinds:
+        raise UnknownKind(kind, app.kinds)
+    app.migrate()
+    task = app.enqueue(
+        kind,
+        payload,
+        idempotency_key=key,
+        tenant=tenant,
+        queue=queue,
+        priority=priority,
+        run_at=run_at,
+        delay=delay_s,
+        max_attempts=max_attempts,
+    )
+    rt.emit(task.to_dict(), fmt.enqueued(task))
+
+
+@verb("status")
+@click.argument("task_id", metavar="ID")
+def status(rt: Runtime, task_id: str) -> None:
+    """Show one task: state, reason, attempts, schedule, lease, last error."""
+    task = rt.app().get(task_id)
+    rt.emit(task.to_dict(), fmt.status(task))
+
+
+@verb("explain")
+@click.argument("task_id", metavar="ID")
+@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+def explain(rt: Runtime, task_id: str, lang: str) -> None:
+    """How the task got to its state, and why it is not running now."""
+    app = rt.app()
+    text = app.explain(task_id, lang=lang)
+    if rt.as_json:
+        rt.emit(
+            {
+                "task": app.get(task_id).to_dict(),
+                "transitions": [t.to_dict() for t in _transitions(app, task_id)],
+                "explanation": text,
+            },
+            text,
+        )
+    else:
+        rt.emit(None, text)
+
+
+@verb("list")
+@click.option("--state", metavar="S", help="Only tasks in this state.")
+@click.option("--kind", metavar="K", help="Only tasks of this kind.")
+@click.option("--queue", metavar="Q", help="Only tasks on this queue.")
+@click.option("--tenant", metavar="T", help="Only tasks of this tenant.")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
+def list_(
+    rt: Runtime,
+    state: str | None,
+    kind: str | None,
+    queue: str | None,
+    tenant: str | None,
+    limit: int,
+) -> None:
+    """List tasks, newest first."""
+    tasks = rt.app().list(state=state, kind=kind, queue=queue, tenant=tenant, limit=limit)
+    rt.emit([t.to_dict() for t in tasks], fmt.task_table(tasks))
+
+
+@verb("cancel")
+@click.argument("task_id", metavar="ID")
+@_required("by")
+@click.option("--note", metavar="TEXT", help="Why (recorded).")
+def cancel(rt: Runtime, task_id: str, by: str, note: str | None) -> None:
+    """Cancel a task: queued → cancelled; running → cancel requested (idempotent)."""
+    result = rt.app().cancel(task_id, by=by, note=note)
+    rt.emit(result.to_dict(), fmt.cancelled(result))
+
+
+@verb("replay")
+@click.argument("task_id", metavar="ID")
+@_required("by")
+@_required("note")
+def replay(rt: Runtime, task_id: str, by: str, note: str) -> None:
+    """Put a dead task back in the queue (attempts start again)."""
+    task = rt.app().replay(task_id, by=by, note=note)
+    rt.emit(task.to_dict(), f"{fmt.task_line(task)}; replay #{task.replay_count}")
+
+
+@verb("replay-dead")
+@click.option("--reason", metavar="CODE", help="Only tasks dead with this reason code.")
+@click.option("--kind", metavar="K", help="Only tasks of this kind.")
+@click.option("--since", metavar="T", help="Dead at or after T (ISO 8601, or 30m/2h/7d ago).")
+@click.option("--until", metavar="T", help="Dead before T (ISO 8601, or 30m/2h/7d ago).")
+@_required("by")
+@_required("note")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N tasks.")
+@click.option(
+    "--per-second",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="R",
+    help="At most R replays a second.",
+)
+def replay_dead(
+    rt: Runtime,
+    reason: str | None,
+    kind: str | None,
+    since: str | None,
+    until: str | None,
+    by: str,
+    note: str,
+    limit: int | None,
+    per_second: float | None,
+) -> None:
+    """Batch replay of dead tasks by reason code, kind and the time they died."""
+    if reason is None and kind is None and since is None and until is None:
+        raise Fail(
+            "replay-dead needs at least one filter (--reason, --kind, --since or "
+            "--until), so that a batch replay is never accidental"
+        )
+    start = _time_arg(rt, since, "--since")
+    end = _time_arg(rt, until, "--until")
+    results: Any = rt.app().replay_dead(
+        reason=reason,
+        kind=kind,
+        since=start,
+        until=end,
+        by=by,
+        note=note,
+        limit=limit,
+        per_second=per_second,
+    )
+    rt.emit(
+        [{"task_id": task_id, "state": state} for task_id, state in results], fmt.replayed(results)
+    )
+
+
+@verb("force")
+@click.argument("task_id", metavar="ID")
+@click.argument("state", metavar="STATE")
+@_required("by")
+@_required("note")
+@click.option(
+    "--effects-checked",
+    is_flag=True,
+    help="You checked the outside world (needed to leave leased/awaiting_receipt).",
+)
+def force(rt: Runtime, task_id: str, state: str, by: str, note: str, effects_checked: bool) -> None:
+    """Force a task into STATE (manual_fix, audited)."""
+    task = rt.app().force(task_id, state, by=by, note=note, effects_checked=effects_checked)
+    rt.emit(task.to_dict(), f"{fmt.task_line(task)} — forced by {by}")
+
+
+@verb("annotate")
+@click.argument("task_id", metavar="ID")
+@_required("by")
+@_required("note")
+@click.option(
+    "--corrects",
+    type=click.IntRange(min=1),
+    metavar="SEQ",
+    help="The transition (seq) this note corrects.",
+)
+def annotate(rt: Runtime, task_id: str, by: str, note: str, corrects: int | None) -> None:
+    """Append a correction note to the task's timeline (the log is never edited)."""
+    app = rt.app()
+    app.annotate(task_id, by=by, note=note, corrects=corrects)
+    last = _transitions(app, task_id)[-1]
+    rt.emit(
+        last.to_dict(),
+        f"task {task_id}: added {last.reason} #{last.seq}"
+        + (f" (corrects #{corrects})" if corrects else ""),
+    )
+
+
+@verb("dismiss")
+@click.argument("task_id", metavar="ID")
+@_required("by")
+@_required("note")
+def dismiss(rt: Runtime, task_id: str, by: str, note: str) -> None:
+    """Close a dead task that will not be replayed (it stays dead, needs no action)."""
+    app = rt.app()
+    app.dismiss(task_id, by=by, note=note)
+    task = app.get(task_id)
+    rt.emit(
+        task.to_dict(),
+        f"task {task.id} dismissed: it stays dead and leaves the needs-attention views",
+    )
+
+
+@verb("sweep")
+def sweep(rt: Runtime) -> None:
+    """Move expired leases and receipts now (workers also do this)."""
+    counts = rt.app().sweep()
+    rt.emit(counts, fmt.swept(counts))
+
+
+@verb("check")
+def check(rt: Runtime) -> int:
+    """Check that every task's state is the projection of its log (exit 1 if not)."""
+    rows = rt.app().check()
+    rt.emit(rows, fmt.violations(rows))
+    return EXIT_REFUSED if rows else EXIT_OK
+
+
+@verb("demo")
+@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+@click.option("--keep", metavar="PATH", help="Keep the demo database at PATH.")
+def demo(rt: Runtime, lang: str, keep: str | None) -> int:
+    """Run the publish-note demo on a fresh SQLite file and explain every task."""
+    from . import demo as demo_module
+
+    return demo_module.run(lang=lang, keep=keep)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The ``jobtrail`` console script."""
+    try:
+        result = cli.main(args=argv, prog_name="jobtrail", standalone_mode=False)
+        code = result if isinstance(result, int) else EXIT_OK
+    except click.exceptions.NoArgsIsHelpError as exc:
+        exc.show()
+        code = EXIT_USAGE
+    except Fail as exc:
+        click.echo(f"jobtrail: error: {exc}", err=True)
+        code = exc.code
+    except click.UsageError as exc:
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
+        click.echo(f"jobtrail: error: {exc.format_message()}{hint}", err=True)
+        code = EXIT_USAGE
+    except click.ClickException as exc:
+        click.echo(f"jobtrail: error: {exc.format_message()}", err=True)
+        code = exc.exit_code
+    except click.Abort:
+        click.echo("jobtrail: aborted", err=True)
+        code = 130
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = 141
+    sys.exit(code)
