@@ -65,8 +65,11 @@ def build_app(url: str, platform: Platform | None = None, markers: Path | None =
             while time.monotonic() < deadline:
                 ctx.check_cancelled()
                 gate.wait(0.02)
-        platform.submit(payload["body"], token=payload.get("token", "ok"),
-                        idempotency_key=f"{ctx.task_id}/submit")
+        platform.submit(
+            payload["body"],
+            token=payload.get("token", "ok"),
+            idempotency_key=f"{ctx.task_id}/submit",
+        )
 
     def crashing(ctx: Context, payload: dict[str, Any]) -> None:
         if markers is not None and not (markers / f"{ctx.task_id}.ran").exists():
@@ -104,13 +107,23 @@ def run(lang: str = "en", keep: str | None = None, out: Any = None) -> int:
             ids[kind] = app.enqueue(kind, {"body": f"note via {kind}"}).id
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
         proc = subprocess.Popen(
-            [sys.executable, "-c",
-             "import sys; from jobtrail.demo import crash_worker_main; "
-             "crash_worker_main(sys.argv[1], sys.argv[2])", url, str(workdir)],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                sys.executable,
+                "-c",
+                "import sys; from jobtrail.demo import crash_worker_main; "
+                "crash_worker_main(sys.argv[1], sys.argv[2])",
+                url,
+                str(workdir),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 30
-        while not all((workdir / f"{ids[k]}.ran").exists() for k in
-                      ("publish_crash_reentrant", "publish_crash_once")):
+        while not all(
+            (workdir / f"{ids[k]}.ran").exists()
+            for k in ("publish_crash_reentrant", "publish_crash_once")
+        ):
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError("the demo's worker process did not start its tasks")
             time.sleep(0.02)
@@ -119,21 +132,29 @@ def run(lang: str = "en", keep: str | None = None, out: Any = None) -> int:
         say(f"killed worker process {proc.pid} with SIGKILL in the middle of two publishes\n")
 
         # 2. The everyday cases.
-        ids["plain"] = app.enqueue("publish_note", {"body": "hello world"},
-                                   idempotency_key="note-1/publish").id
-        again = app.enqueue("publish_note", {"body": "hello world"},
-                            idempotency_key="note-1/publish")
-        say(f"double click: the same key returned task {again.id} again (created={again.created})\n")
+        ids["plain"] = app.enqueue(
+            "publish_note", {"body": "hello world"}, idempotency_key="note-1/publish"
+        ).id
+        again = app.enqueue(
+            "publish_note", {"body": "hello world"}, idempotency_key="note-1/publish"
+        )
+        say(
+            f"double click: the same key returned task {again.id} again (created={again.created})\n"
+        )
         ids["flaky"] = app.enqueue("publish_note", {"body": "flaky upstream"}).id
         ids["revoked"] = app.enqueue("publish_note", {"body": "x", "token": "revoked"}).id
         ids["cancel_before"] = app.enqueue("publish_note", {"body": "later"}, delay=3600).id
         result = app.cancel(ids["cancel_before"], by="alice", note="wrong note")
         say(f"cancel before start: {result.outcome}\n")
-        ids["cancel_mid"] = app.enqueue("publish_note", {"body": "long", "wait_for_cancel": True}).id
+        ids["cancel_mid"] = app.enqueue(
+            "publish_note", {"body": "long", "wait_for_cancel": True}
+        ).id
 
         # 3. Run a worker here; cancel the long one once it is running; sweep the dead lease.
-        worker = threading.Thread(target=app.run_worker, kwargs=dict(
-            concurrency=4, burst=True, poll_interval=0.05, sweep_interval=0.1))
+        worker = threading.Thread(
+            target=app.run_worker,
+            kwargs=dict(concurrency=4, burst=True, poll_interval=0.05, sweep_interval=0.1),
+        )
         worker.start()
         deadline = time.monotonic() + 30
         while app.get(ids["cancel_mid"]).state is State.QUEUED and time.monotonic() < deadline:
@@ -147,8 +168,10 @@ def run(lang: str = "en", keep: str | None = None, out: Any = None) -> int:
             app.run_worker(concurrency=4, burst=True, poll_interval=0.05, sweep_interval=0.1)
             time.sleep(0.05)
 
-        say(f"\nthe platform accepted {len(platform.ledger)} submissions "
-            f"({platform.calls} calls); no key was accepted twice\n")
+        say(
+            f"\nthe platform accepted {len(platform.ledger)} submissions "
+            f"({platform.calls} calls); no key was accepted twice\n"
+        )
         for name, task_id in ids.items():
             say("\n" + "=" * 100 + f"\n[{name}]\n")
             say(app.explain(task_id, lang=lang) + "\n")
