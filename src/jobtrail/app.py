@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from . import payloads, transition
+from . import explain_facts, payloads, transition
+from .app_effects import EffectsAPI
 from .errors import IdempotencyConflict, IllegalTransition, TaskNotFound, UnknownKind
 from .kinds import DEFAULT_MAX_PAYLOAD, Classifier, KindSpec
 from .machine import TERMINAL, Reason, State
@@ -39,7 +40,7 @@ _ENQUEUE_KEYS = frozenset(
 )
 
 
-class App:
+class App(EffectsAPI):
     """One jobtrail application: a store (``url``) and the task kinds registered on it.
 
     ``url`` is ``sqlite:///path.db`` or ``postgresql://…``; else ``JOBTRAIL_DATABASE_URL``; else
@@ -62,6 +63,7 @@ class App:
         self._version = version or os.environ.get("JOBTRAIL_APP_VERSION")
         self.max_payload_bytes = max_payload_bytes
         self._kinds: dict[str, KindSpec] = {}
+        self._sinks: dict[str, builtins.list[Any]] = {}
         self._driver: Driver = open_driver(self.url, **driver_options)
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -288,7 +290,13 @@ class App:
     def get(self, task_id: str | int) -> Task:
         """The task's current snapshot; ``TaskNotFound`` for an unknown id."""
         with self._driver.transaction(write=False) as tx:
-            return self._task_from_row(self._row(tx, task_id))
+            row = self._row(tx, task_id)
+            steps = {
+                r["name"]: r["result"]
+                for r in tx.all("step_list", {"id": row["id"]})
+                if r["status"] == "confirmed"
+            }
+            return self._task_from_row(row, steps=steps)
 
     def list(
         self,
@@ -341,12 +349,18 @@ class App:
         with self._driver.transaction(write=False) as tx:
             row = self._row(tx, task_id)
             rows = self._driver.transition_list(tx, row["id"])
-        return explain.render(
+            facts = self._live_facts(tx, row, lang)
+        text = explain.render(
             self._task_from_row(row),
             [_transition_from_row(r) for r in rows],
             row["db_now"],
             lang=lang,
+            extra=facts.why or None,
         )
+        return text + "".join("\n" + line for line in facts.details)
+
+    def _live_facts(self, tx: Tx, row: Row, lang: str) -> explain_facts.Facts:
+        return explain_facts.gather(tx, row, lang)
 
     def _row(self, tx: Tx, task_id: str | int) -> Row:
         row = self._driver.task_get(tx, self._parse_id(task_id))
@@ -361,7 +375,9 @@ class App:
             raise TaskNotFound(str(task_id))
         return int(text)
 
-    def _task_from_row(self, row: Row, *, created: bool = False) -> Task:
+    def _task_from_row(
+        self, row: Row, *, created: bool = False, steps: dict[str, Any] | None = None
+    ) -> Task:
         return Task(
             id=str(row["id"]),
             kind=row["kind"],
@@ -388,6 +404,7 @@ class App:
             receipt_deadline=row["receipt_deadline"],
             dismissed=row["dismissed_at"] is not None,
             created=created,
+            steps=steps or {},
         )
 
     # -- operator and caller actions ------------------------------------------------------------
@@ -399,6 +416,8 @@ class App:
             with self._driver.transaction() as tx:
                 row = self._row(tx, task_id)
                 state = State(row["state"])
+                if state is State.WAITING:
+                    break
                 if state in TERMINAL:
                     return CancelResult(
                         str(row["id"]), "already_terminal", state, row["last_reason"]
@@ -443,6 +462,19 @@ class App:
                         reason if target != state else row["last_reason"],
                     )
             # somebody moved the task first: read again and decide again
+        return self._cancel_children(row["id"], by, note)
+
+    def _cancel_children(self, parent_id: int, by: str, note: str | None) -> CancelResult:
+        """Cancelling a ``waiting`` parent cancels each unfinished child by the normal rules;
+        ``cancelled`` once every child is terminal, else ``cancel_requested``."""
+        for child in self.children(parent_id):
+            if not child.terminal:
+                self.cancel(child.id, by=by, note=note)
+        parent = self.get(parent_id)
+        done = all(c.terminal for c in self.children(parent_id))
+        return CancelResult(
+            parent.id, "cancelled" if done else "cancel_requested", parent.state, parent.last_reason
+        )
 
     def replay(self, task_id: str | int, *, by: str, note: str) -> Task:
         """``dead`` → ``queued`` (edge 19): attempts start again, ``replay_count`` += 1."""
@@ -455,13 +487,17 @@ class App:
         row = self._row(tx, task_id)
         if row["state"] != State.DEAD:
             raise IllegalTransition(str(row["id"]), row["state"], "replay (only dead tasks)")
+        children = tx.all("children_list", {"id": row["id"]})
+        for child in children:  # edge 21: replaying a parent replays its dead children
+            if child["state"] == State.DEAD:
+                self._replay(tx, child["id"], by, note)
         moved = transition.apply(
             self._driver,
             tx,
             Move(
                 task_id=row["id"],
                 from_state=State.DEAD,
-                to_state=State.QUEUED,
+                to_state=State.WAITING if children else State.QUEUED,
                 reason=Reason.REPLAYED,
                 actor=by,
                 note=note,
@@ -631,7 +667,7 @@ class App:
         """Move expired leases now (edges 7, 8, 18); returns counts by reason code."""
         from .sweeper import sweep
 
-        return sweep(self._driver)
+        return sweep(self._driver, self._kinds)
 
     def run_worker(
         self,

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import Cancelled, LeaseLost
-from .kinds import KindSpec
+from . import payloads
+from .errors import Cancelled, LeaseLost, PermanentError, Snooze, TransientError
+from .kinds import DEFAULT_MAX_PAYLOAD, KindSpec
 from .machine import State
 from .models import Task
 
@@ -40,6 +42,18 @@ class Attempt:
     cancel_seen: bool = False
     closed: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Steps and effects of this task (all attempts), loaded at the first boundary.
+    steps: dict[str, dict[str, Any]] | None = None
+    #: Set by ``ctx.await_receipt``: (receipt id, timeout seconds), written on return.
+    pending_receipt: tuple[str, float] | None = None
+    #: Messages from ``ctx.emit``, committed with the completing transition.
+    outbox: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def effect_confirmed(self) -> bool:
+        return any(
+            s["is_effect"] and s["status"] == "confirmed" for s in (self.steps or {}).values()
+        )
 
     def __post_init__(self) -> None:
         self.next_renew = self.started + self.lease_seconds / 3.0
@@ -54,6 +68,14 @@ class Attempt:
             if not self.lost:
                 self.lost = True
                 self.lost_why = why
+
+
+class EffectUncertain(PermanentError):
+    """An effect of a non-reentrant kind was started by an earlier attempt and its outcome is
+    unknown (no receipt, and no ``reconcile`` hook that could tell): a person checks first."""
+
+
+_UNKNOWN = object()
 
 
 class Context:
@@ -96,11 +118,16 @@ class Context:
             )
 
     def check_cancelled(self) -> None:
-        """The explicit cancellation boundary: raises ``Cancelled`` if a cancel was requested,
-        ``LeaseLost`` if this attempt no longer holds the task."""
+        """The explicit cancellation boundary: raises ``Cancelled`` if a cancel was requested
+        and no effect of this task is confirmed yet (once one is, the task is past the point
+        of no return and runs to its end); ``LeaseLost`` if this attempt no longer holds it."""
         self._ensure_held()
         with self._driver.transaction(write=False) as tx:
             row = tx.one("task_holder", {"id": self._attempt.task_id})
+            if self._attempt.steps is None:
+                self._attempt.steps = {
+                    r["name"]: r for r in tx.all("step_list", {"id": self._attempt.task_id})
+                }
         if (
             row is None
             or row["state"] not in (State.LEASED, State.CANCEL_REQUESTED)
@@ -112,7 +139,153 @@ class Context:
             self._ensure_held()
         if row is not None and row["state"] == State.CANCEL_REQUESTED:
             self._attempt.cancel_seen = True
-            raise Cancelled(f"task {self.task_id}: cancel requested")
+            if not self._attempt.effect_confirmed:
+                raise Cancelled(f"task {self.task_id}: cancel requested")
+
+    # -- steps and effects (§8) ------------------------------------------------------------------
+    def step(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn()`` once per task: a confirmed step returns its stored JSON result without
+        running again, so a retry resumes after the last confirmed step."""
+        _check_name(name)
+        self.check_cancelled()
+        row = self._steps().get(name)
+        if row is not None:
+            if row["is_effect"]:
+                raise ValueError(f"{name!r} is an effect of this task, not a step")
+            if row["status"] == "confirmed":
+                return row["result"]
+        result = fn()
+        self._confirm(name, result, effect_key=None)
+        return result
+
+    def effect(self, name: str, fn: Callable[[str], Any]) -> Any:
+        """Cross to the outside world once: ``fn(effect_key)`` gets the stable key
+        ``<task id>/<name>`` to pass on as the provider's idempotency key. An intent is
+        recorded before the call and the receipt (``fn``'s JSON result) after it; an earlier
+        attempt's unconfirmed intent is reconciled (the kind's ``reconcile`` hook) before any
+        repeat. A ``TransientError``/``PermanentError`` raised by ``fn`` means the provider
+        refused (nothing happened); any other exception leaves the effect uncertain."""
+        _check_name(name)
+        self.check_cancelled()
+        key = f"{self.task_id}/{name}"
+        row = self._steps().get(name)
+        if row is not None and not row["is_effect"]:
+            raise ValueError(f"{name!r} is a step of this task, not an effect")
+        if row is not None and row["status"] == "confirmed":
+            return row["result"]
+        if row is not None:  # started by an earlier attempt, outcome unknown
+            found = self._reconcile(key)
+            if found is not None and found is not _UNKNOWN:
+                self._confirm(name, found, effect_key=key)
+                return found
+            if found is _UNKNOWN and not self._attempt.spec.reentrant:
+                raise EffectUncertain(
+                    f"effect {key} was started by attempt {row['attempt']} and its outcome is "
+                    "unknown; check the provider, then replay or force the task",
+                    category="unclassified",
+                )
+        self._write("effect_intent", {"name": name, "effect_key": key})
+        self._steps()[name] = {
+            "name": name,
+            "is_effect": True,
+            "status": "intent",
+            "attempt": self.attempt,
+            "result": None,
+        }
+        try:
+            receipt = fn(key)
+        except (TransientError, PermanentError, Snooze):
+            with self._driver.transaction() as tx:
+                tx.run("effect_forget", {"id": self._attempt.task_id, "name": name})
+            del self._steps()[name]
+            raise
+        except BaseException as exc:
+            with self._driver.transaction() as tx:
+                tx.run(
+                    "effect_note_error",
+                    {
+                        "id": self._attempt.task_id,
+                        "name": name,
+                        "error": f"{type(exc).__name__}: {exc}"[:2000],
+                    },
+                )
+            raise
+        self._confirm(name, receipt, effect_key=key)
+        return receipt
+
+    def _reconcile(self, key: str) -> Any:
+        """``reconcile(key)``: the receipt if it happened, ``None`` if it provably did not;
+        no hook, or a hook that raises, means unknown."""
+        hook = self._attempt.spec.reconcile
+        if hook is None:
+            return _UNKNOWN
+        try:
+            return hook(key)
+        except Exception:
+            return _UNKNOWN
+
+    def _steps(self) -> dict[str, dict[str, Any]]:
+        if self._attempt.steps is None:
+            with self._driver.transaction(write=False) as tx:
+                self._attempt.steps = {
+                    r["name"]: r for r in tx.all("step_list", {"id": self._attempt.task_id})
+                }
+        return self._attempt.steps
+
+    def _confirm(self, name: str, result: Any, *, effect_key: str | None) -> None:
+        text, _ = payloads.encode(result, DEFAULT_MAX_PAYLOAD)
+        self._write(
+            "step_confirm",
+            {
+                "name": name,
+                "effect_key": effect_key,
+                "is_effect": effect_key is not None,
+                "result": text,
+            },
+        )
+        self._steps()[name] = {
+            "name": name,
+            "is_effect": effect_key is not None,
+            "status": "confirmed",
+            "attempt": self.attempt,
+            "result": result,
+        }
+
+    def _write(self, query: str, params: dict[str, Any]) -> None:
+        """A holder-conditional write: nothing is written once the lease is lost."""
+        self._ensure_held()
+        with self._driver.transaction() as tx:
+            row = tx.one(
+                query,
+                {
+                    "id": self._attempt.task_id,
+                    "owner": self._attempt.owner,
+                    "attempt": self._attempt.number,
+                    **params,
+                },
+            )
+        if row is None:
+            self._attempt.mark_lost("the task is no longer held by this attempt")
+            self._ensure_held()
+
+    # -- receipts and the outbox -------------------------------------------------------------
+    def await_receipt(self, receipt_id: str, timeout: float) -> None:
+        """When the handler returns, release the lease and wait in ``awaiting_receipt`` for
+        ``app.confirm_receipt`` (deadline: ``timeout`` seconds, by the database clock)."""
+        if isinstance(receipt_id, bool) or not isinstance(receipt_id, str | int):
+            raise ValueError("await_receipt needs a non-empty receipt id")
+        if not str(receipt_id) or not timeout > 0:
+            raise ValueError("await_receipt needs a receipt id and a positive timeout")
+        self._ensure_held()
+        self._attempt.pending_receipt = (str(receipt_id), float(timeout))
+
+    def emit(self, topic: str, payload: Any = None) -> None:
+        """Queue an outbox message; it commits with the completing transition (or never) and
+        is delivered after the commit, at least once, to the sinks of ``topic``."""
+        _check_name(topic)
+        text, _ = payloads.encode(payload, DEFAULT_MAX_PAYLOAD)
+        self._ensure_held()
+        self._attempt.outbox.append((topic, text))
 
     def extend(self, seconds: float) -> None:
         """Renew the lease for ``seconds`` from now (database time); later automatic renewals
@@ -135,3 +308,11 @@ class Context:
             self._attempt.next_renew = now + seconds / 3.0
             if row["state"] == State.CANCEL_REQUESTED:
                 self._attempt.cancel_seen = True
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str) or not name or len(name) > 200 or "/" in name:
+        raise ValueError(
+            "step, effect and topic names must be non-empty text of at most 200 "
+            "characters, without '/'"
+        )

@@ -154,11 +154,39 @@ def _after_cancel(
     return Decision(State.CANCELLED, Reason.CANCEL_CONFIRMED, category=category, error=text)
 
 
-def decide_success(*, cancel_requested: bool) -> Decision:
-    """A handler that returned: ``completed``, or ``cancel_too_late`` when a cancel came first."""
+def decide_success(*, cancel_requested: bool, submitted: bool = False) -> Decision:
+    """A handler that returned: ``completed`` (or ``submitted`` when it called
+    ``ctx.await_receipt``), or ``cancel_too_late`` when a cancel was requested meanwhile."""
+    target = State.AWAITING_RECEIPT if submitted else State.SUCCEEDED
     if cancel_requested:
-        return Decision(State.SUCCEEDED, Reason.CANCEL_TOO_LATE)
-    return Decision(State.SUCCEEDED, Reason.COMPLETED)
+        return Decision(target, Reason.CANCEL_TOO_LATE)
+    return Decision(target, Reason.SUBMITTED if submitted else Reason.COMPLETED)
+
+
+def decide_receipt_failure(
+    category: ErrorCategory,
+    *,
+    spec: KindSpec | None,
+    attempts: int,
+    max_attempts: int,
+    error: str | None,
+    rng: random.Random | None = None,
+) -> Decision:
+    """A provider reported that a submission failed (edge 11): classified like §7."""
+    retry_unclassified = spec.retry_unclassified if spec else True
+    permanent = category.permanent or (
+        category is ErrorCategory.UNCLASSIFIED and not retry_unclassified
+    )
+    if permanent or attempts >= max_attempts:
+        return Decision(State.DEAD, Reason.RECEIPT_FAILED, category=category, error=error)
+    base, cap = (spec.backoff_base, spec.backoff_cap) if spec else (1.0, 300.0)
+    return Decision(
+        State.QUEUED,
+        Reason.RECEIPT_FAILED,
+        delay=backoff(attempts, base, cap, rng),
+        category=category,
+        error=error,
+    )
 
 
 def decide_expired(*, state: State, reentrant: bool, attempts: int, max_attempts: int) -> Decision:

@@ -282,7 +282,9 @@ def why_not_running(
     if state in (State.SUCCEEDED, State.CANCELLED):
         return None
     if state is State.QUEUED:
-        if task.run_at is not None and _utc(task.run_at) > _utc(now):
+        # year 9999: a sequential workflow child held until its previous step succeeds;
+        # the caller's ``extra`` says which step that is.
+        if task.run_at is not None and _utc(now) < _utc(task.run_at) and task.run_at.year < 9999:
             parts.append(
                 text["not_due"].format(at=_iso(task.run_at), rel=_relative(task.run_at, now, lang))
             )
@@ -391,7 +393,7 @@ def _header(task: Task, now: datetime, lang: str, extra: list[str] | None) -> li
         text["h_attempts"].format(v=f"{task.attempts}/{task.max_attempts}"),
         text["h_replays"].format(v=task.replay_count),
     ]
-    if task.state is State.QUEUED and task.run_at is not None:
+    if task.state is State.QUEUED and task.run_at is not None and task.run_at.year < 9999:
         due = _utc(task.run_at) <= _utc(now)
         when = text["due_now"] if due else _relative(task.run_at, now, lang)
         lines.append(text["h_next"].format(v=text["paren"].format(a=_iso(task.run_at), b=when)))

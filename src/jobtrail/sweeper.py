@@ -13,7 +13,9 @@ from collections import Counter
 
 from . import transition
 from .decide import decide_expired
+from .kinds import KindSpec
 from .machine import State
+from .receipts import sweep_receipts
 from .store.base import Driver, Move
 
 log = logging.getLogger("jobtrail.sweeper")
@@ -21,8 +23,11 @@ log = logging.getLogger("jobtrail.sweeper")
 BATCH = 200
 
 
-def sweep(driver: Driver, *, batch: int = BATCH) -> dict[str, int]:
-    """One pass over expired leases; returns how many tasks moved, by reason code."""
+def sweep(
+    driver: Driver, kinds: dict[str, KindSpec] | None = None, *, batch: int = BATCH
+) -> dict[str, int]:
+    """One pass over expired leases and receipt deadlines; returns how many tasks moved, by
+    reason code. ``kinds`` gives the ``check_receipt`` hooks (absent kinds have none)."""
     moved: Counter[str] = Counter()
     while True:
         with driver.transaction() as tx:
@@ -60,4 +65,5 @@ def sweep(driver: Driver, *, batch: int = BATCH) -> dict[str, int]:
                     )
         if len(rows) < batch:
             break
+    moved.update(sweep_receipts(driver, kinds or {}, batch=batch))
     return dict(moved)

@@ -8,8 +8,9 @@ decides again (never read–decide–write unconditionally).
 
 from __future__ import annotations
 
+from . import workflow
 from .errors import IllegalTransition
-from .machine import Reason, State, find_edge
+from .machine import TERMINAL, Reason, State, find_edge
 from .store.base import Claim, Driver, Move, NewTask, Row, Tx
 
 
@@ -25,9 +26,21 @@ def check(task_id: int | str, source: State | None, target: State, reason: str) 
 
 
 def apply(driver: Driver, tx: Tx, move: Move) -> Row | None:
-    """Carry out one edge on one task; ``None`` if the task was no longer where expected."""
+    """Carry out one edge on one task; ``None`` if the task was no longer where expected.
+
+    When a workflow child reaches a terminal state, its parent is re-derived (and the next
+    sequential child released) in this same transaction.
+    """
     check(move.task_id, move.from_state, move.to_state, move.reason)
-    return driver.task_move(tx, move)
+    row = driver.task_move(tx, move)
+    if (
+        row is not None
+        and row.get("parent_id") is not None
+        and move.to_state in TERMINAL
+        and move.from_state != move.to_state
+    ):
+        workflow.after_child_moved(driver, tx, row, apply)
+    return row
 
 
 def create(driver: Driver, tx: Tx, new: NewTask) -> tuple[Row, bool]:

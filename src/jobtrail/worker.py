@@ -28,6 +28,7 @@ from .decide import Decision, decide_failure, decide_success
 from .errors import LeaseLost
 from .machine import HELD, ErrorCategory, State
 from .models import iso
+from .outbox import dispatch
 from .store.base import Claim, Move
 from .sweeper import sweep
 
@@ -69,6 +70,7 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self.processed = 0
+        self._outbox_wake = threading.Event()
 
     # -- control -----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -81,6 +83,12 @@ class Worker:
         restore = self._install_signals() if self.options.install_signals else None
         heartbeat = threading.Thread(target=self._heartbeat, name="jobtrail-heartbeat", daemon=True)
         heartbeat.start()
+        outbox = None
+        if self.app._sinks:
+            outbox = threading.Thread(
+                target=self._dispatch_loop, name="jobtrail-outbox", daemon=True
+            )
+            outbox.start()
         log.info(
             "worker %s started: queues=%s concurrency=%d",
             self.owner,
@@ -92,7 +100,11 @@ class Worker:
             self._drain(self.options.grace)
         finally:
             self._done.set()
+            self._outbox_wake.set()
             heartbeat.join(timeout=5)
+            if outbox is not None:
+                outbox.join(timeout=5)
+                self._dispatch_once()  # flush what the last attempts emitted
             self._stop_loop()
             if restore:
                 restore()
@@ -131,7 +143,7 @@ class Worker:
             now = time.monotonic()
             if now >= next_sweep:
                 try:
-                    sweep(self.driver)
+                    sweep(self.driver, self.app._kinds)
                 except Exception as exc:  # the store is down: keep running, try later
                     log.warning("sweep failed: %s", type(exc).__name__)
                 next_sweep = now + self.options.sweep_interval
@@ -274,6 +286,8 @@ class Worker:
                         moved = self._write_success(tx, attempt)
                     else:
                         moved = self._write_failure(tx, attempt, exc)
+                if moved and attempt.outbox:
+                    self._outbox_wake.set()
                 if not moved:
                     log.info(
                         "task %s attempt %d: outcome refused, the lease was lost",
@@ -295,9 +309,17 @@ class Worker:
                 delay = min(1.0, delay * 2)
 
     def _write_success(self, tx: Any, attempt: Attempt) -> bool:
+        receipt = attempt.pending_receipt
         for state in (State.LEASED, State.CANCEL_REQUESTED):
-            decision = decide_success(cancel_requested=state is State.CANCEL_REQUESTED)
+            decision = decide_success(
+                cancel_requested=state is State.CANCEL_REQUESTED, submitted=receipt is not None
+            )
             if self._apply(tx, attempt, state, decision) is not None:
+                for topic, payload in attempt.outbox:
+                    tx.run(
+                        "outbox_insert",
+                        {"task_id": attempt.task_id, "topic": topic, "payload": payload},
+                    )
                 return True
         return False
 
@@ -313,6 +335,7 @@ class Worker:
             return False
         state = State(row["state"])
         elapsed = (row["db_now"] - row["budget_started_at"]).total_seconds()
+        confirmed = tx.one("effect_confirmed_count", {"id": attempt.task_id})
         decision = decide_failure(
             exc,
             spec=attempt.spec,
@@ -320,6 +343,7 @@ class Worker:
             max_attempts=row["max_attempts"],
             elapsed=elapsed,
             cancel_requested=state is State.CANCEL_REQUESTED,
+            effect_confirmed=bool(confirmed and confirmed["n"]),
         )
         data: dict[str, Any] = {}
         if decision.delay is not None:
@@ -335,6 +359,7 @@ class Worker:
         decision: Decision,
         data: dict[str, Any] | None = None,
     ) -> Any:
+        receipt = attempt.pending_receipt if decision.to_state is State.AWAITING_RECEIPT else None
         move = Move(
             task_id=attempt.task_id,
             from_state=state,
@@ -344,6 +369,8 @@ class Worker:
             owner=attempt.owner,
             attempt=attempt.number,
             run_in=decision.delay,
+            receipt_id=receipt[0] if receipt else None,
+            receipt_in=receipt[1] if receipt else None,
             uncount_attempt=not decision.counts_attempt,
             set_error=decision.category is not None or decision.error is not None,
             error_category=decision.category,
@@ -351,6 +378,21 @@ class Worker:
             data=data or {},
         )
         return transition.apply(self.driver, tx, move)
+
+    # -- outbox dispatch ---------------------------------------------------------------------------
+    def _dispatch_loop(self) -> None:
+        while not self._done.is_set():
+            delivered = self._dispatch_once()
+            if not delivered:
+                self._outbox_wake.wait(0.5)
+                self._outbox_wake.clear()
+
+    def _dispatch_once(self) -> int:
+        try:
+            return dispatch(self.driver, self.app._sinks)
+        except Exception as exc:  # the store is down: try again later
+            log.warning("outbox dispatch failed: %s", type(exc).__name__)
+            return 0
 
     # -- heartbeat: renewals and timeouts --------------------------------------------------------
     def _heartbeat(self) -> None:

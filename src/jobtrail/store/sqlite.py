@@ -33,8 +33,8 @@ _TIME_COLUMNS = frozenset(
         "db_now",
     }
 )
-_JSON_COLUMNS = frozenset({"payload", "data"})
-_BOOL_COLUMNS = frozenset({"reentrant"})
+_JSON_COLUMNS = frozenset({"payload", "data", "result"})
+_BOOL_COLUMNS = frozenset({"reentrant", "is_effect"})
 
 
 def _decode(row: sqlite3.Row) -> Row:

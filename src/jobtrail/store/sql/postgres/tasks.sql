@@ -99,7 +99,7 @@ WITH upd AS (
            AND attempts = %(attempt)s::int AND lease_expires_at > now()))
       AND (%(expired_owner)s::text IS NULL OR (lease_owner = %(expired_owner)s::text
            AND attempts = %(attempt)s::int AND lease_expires_at <= now()))
-    RETURNING id, state, attempts, seq, updated_at
+    RETURNING id, state, attempts, seq, updated_at, parent_id, queue, kind
 ), log AS (
     INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason,
                                       error_category, error, actor, attempt, at, note,
@@ -119,7 +119,7 @@ WITH upd AS (
         updated_at = now(),
         dismissed_at = CASE WHEN %(dismiss)s THEN now() ELSE dismissed_at END
     WHERE id = %(id)s AND state = %(from_state)s
-    RETURNING id, state, attempts, seq, updated_at
+    RETURNING id, state, attempts, seq, updated_at, parent_id, queue, kind
 ), log AS (
     INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason,
                                       error_category, error, actor, attempt, at, note,

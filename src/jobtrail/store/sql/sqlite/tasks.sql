@@ -83,7 +83,7 @@ WHERE id = :id
        AND lease_expires_at > ((julianday('now') - 2440587.5) * 86400.0)))
   AND (:expired_owner IS NULL OR (lease_owner = :expired_owner AND attempts = :attempt
        AND lease_expires_at <= ((julianday('now') - 2440587.5) * 86400.0)))
-RETURNING id, state, attempts, seq, updated_at;
+RETURNING id, state, attempts, seq, updated_at, parent_id, queue, kind;
 
 -- name: task_annotate
 UPDATE jobtrail_tasks
@@ -92,7 +92,7 @@ SET seq = seq + 1,
     dismissed_at = CASE WHEN :dismiss THEN ((julianday('now') - 2440587.5) * 86400.0)
                         ELSE dismissed_at END
 WHERE id = :id AND state = :from_state
-RETURNING id, state, attempts, seq, updated_at;
+RETURNING id, state, attempts, seq, updated_at, parent_id, queue, kind;
 
 -- name: transition_insert
 INSERT INTO jobtrail_transitions (

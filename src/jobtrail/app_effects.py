@@ -1,0 +1,200 @@
+"""The parts of ``App`` for work that touches the outside world (§8, §10): receipts, the
+outbox and its sinks, and workflows of parent and child tasks. Mixed into ``App``."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from . import transition, workflow
+from .errors import IdempotencyConflict, IllegalTransition, TaskNotFound
+from .kinds import KindSpec
+from .machine import Reason, State
+from .models import Task
+from .outbox import Sink, dispatch, http_sink
+from .receipts import apply_outcome, outcome
+from .store.base import Driver, NewTask, Row, Tx
+
+S = TypeVar("S", bound=Callable[..., Any])
+
+
+class EffectsAPI:
+    _sinks: dict[str, builtins.list[Sink]]
+    _driver: Driver
+    _kinds: dict[str, KindSpec]
+
+    if TYPE_CHECKING:  # provided by App
+
+        def _row(self, tx: Tx, task_id: str | int) -> Row: ...
+
+        def _task_from_row(
+            self, row: Row, *, created: bool = False, steps: dict[str, Any] | None = None
+        ) -> Task: ...
+
+        def _new_task(self, args: dict[str, Any], *, label: bool = False) -> NewTask: ...
+
+    # -- outbox ----------------------------------------------------------------------------------
+    def sink(self, topic: str) -> Callable[[S], S]:
+        """Register an in-process consumer ``fn(message_id, topic, payload)`` of a topic
+        (``"*"`` for every topic). Delivery is at least once: dedup by ``message_id``."""
+
+        def register(fn: S) -> S:
+            self._sinks.setdefault(topic, []).append(fn)
+            return fn
+
+        return register
+
+    def http_sink(self, topic: str, url: str, *, timeout: float = 10.0) -> None:
+        """Deliver a topic's messages by HTTP POST (JSON; ``Idempotency-Key`` = message id)."""
+        self._sinks.setdefault(topic, []).append(http_sink(url, timeout=timeout))
+
+    def outbox(self, task_id: str | int) -> builtins.list[dict[str, Any]]:
+        """The task's outbox messages: ``id``, ``topic``, ``payload``, ``state``
+        (``pending`` — still delivering — or ``delivered``), ``attempts``, ``delivered_at``."""
+        with self._driver.transaction(write=False) as tx:
+            row = self._row(tx, task_id)
+            rows = tx.all("outbox_list", {"id": row["id"]})
+        return [
+            {
+                "id": r["id"],
+                "topic": r["topic"],
+                "payload": r["payload"],
+                "state": r["state"],
+                "attempts": r["attempts"],
+                "delivered_at": r["delivered_at"],
+                "last_error": r["last_error"],
+            }
+            for r in rows
+        ]
+
+    def dispatch_outbox(self, *, limit: int = 100) -> int:
+        """Deliver due outbox messages now (workers also do this); returns how many."""
+        return dispatch(self._driver, self._sinks, limit=limit)
+
+    # -- receipts --------------------------------------------------------------------------------
+    def confirm_receipt(
+        self,
+        task_id: str | int | None = None,
+        *,
+        receipt_id: str | None = None,
+        ok: bool = True,
+        category: str | None = None,
+        error: str | None = None,
+        by: str = "caller",
+        note: str | None = None,
+    ) -> Task:
+        """The outcome of a submission (edges 10, 11), by task id or by receipt id:
+        ``ok=True`` → ``succeeded``; ``ok=False`` → classified like §7 (``queued`` for a
+        retry, or ``dead``). A repeat of a confirmation that already happened returns the
+        task unchanged."""
+        if (task_id is None) == (receipt_id is None):
+            raise ValueError("give task_id or receipt_id (exactly one)")
+        if not isinstance(ok, bool):
+            raise TypeError("ok must be True or False")
+        with self._driver.transaction() as tx:
+            if receipt_id is not None:
+                found = tx.all("task_by_receipt", {"receipt_id": str(receipt_id)})
+                if not found:
+                    raise TaskNotFound(f"receipt {receipt_id}")
+                task_id = found[0]["id"]
+            assert task_id is not None
+            row = self._row(tx, task_id)
+            state = State(row["state"])
+            if state is not State.AWAITING_RECEIPT:
+                if ok and row["last_reason"] == Reason.RECEIPT_CONFIRMED:
+                    return self._task_from_row(row)
+                raise IllegalTransition(str(row["id"]), state, "confirm a receipt")
+            decision = outcome(
+                ok, category=category, error=error, spec=self._kinds.get(row["kind"]), row=row
+            )
+            if apply_outcome(self._driver, tx, row, decision, by, note) is None:
+                raise IllegalTransition(str(row["id"]), state, "confirm a receipt")
+            if decision.to_state is State.QUEUED:
+                self._driver.notify_queued(tx, row["queue"])
+            return self._task_from_row(self._row(tx, row["id"]))
+
+    # -- workflows -------------------------------------------------------------------------------
+    def enqueue_workflow(
+        self,
+        kind: str,
+        children: Sequence[Any],
+        *,
+        sequential: bool = False,
+        payload: Any = None,
+        idempotency_key: str | None = None,
+        tenant: str = "",
+        queue: str | None = None,
+        priority: int = 0,
+        connection: Any = None,
+    ) -> Task:
+        """A parent in ``waiting`` (its kind is a label) and one child task per item:
+        ``(kind, payload)`` or a dict of ``enqueue`` arguments. With ``sequential`` each child
+        becomes due only when the one before it succeeded. The parent's state follows the
+        fixed rule of §10, re-derived in the same transaction as every child transition."""
+        if isinstance(children, str | bytes) or not isinstance(children, Sequence) or not children:
+            raise ValueError("a workflow needs a non-empty list of children")
+        parent = self._new_task(
+            dict(
+                kind=kind,
+                payload=payload,
+                idempotency_key=idempotency_key,
+                tenant=tenant,
+                queue=queue,
+                priority=priority,
+            ),
+            label=True,
+        )
+        parent = _with_state(parent, State.WAITING)
+        items = []
+        for i, child in enumerate(children):
+            if isinstance(child, Mapping):
+                args = dict(child)
+            elif isinstance(child, tuple | builtins.list) and len(child) == 2:
+                args = {"kind": child[0], "payload": child[1]}
+            else:
+                raise TypeError(f"workflow child {i} must be (kind, payload) or a dict")
+            if "parent" in args or ("run_at" in args and sequential):
+                raise ValueError(f"workflow child {i}: parent/run_at are set by the workflow")
+            args.setdefault("tenant", tenant)
+            if sequential and i > 0:
+                args["run_at"] = workflow.NOT_YET
+            try:
+                items.append(self._new_task(args))
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"workflow child {i}: {exc}") from exc
+        with self._driver.transaction(connection=connection) as tx:
+            row, created = transition.create(self._driver, tx, parent)
+            if not created:
+                if row["payload_hash"] != parent.payload_hash:
+                    raise IdempotencyConflict(str(row["id"]), idempotency_key or "")
+                return self._task_from_row(row)
+            previous = None
+            for item in items:
+                child, _ = transition.create(self._driver, tx, _with_parent(item, row["id"]))
+                if sequential and previous is not None:
+                    tx.run("task_set_after", {"id": child["id"], "after_id": previous})
+                previous = child["id"]
+                self._driver.notify_queued(tx, item.queue)
+        if connection is None:
+            self._driver.wake()
+        return self._task_from_row(row, created=True)
+
+    def children(self, task_id: str | int) -> builtins.list[Task]:
+        """A workflow parent's children, in order."""
+        with self._driver.transaction(write=False) as tx:
+            row = self._row(tx, task_id)
+            ids = [c["id"] for c in tx.all("children_list", {"id": row["id"]})]
+            return [self._task_from_row(self._row(tx, i)) for i in ids]
+
+
+def _with_state(new: NewTask, state: State) -> NewTask:
+    from dataclasses import replace
+
+    return replace(new, state=state, max_attempts=1)
+
+
+def _with_parent(new: NewTask, parent_id: int) -> NewTask:
+    from dataclasses import replace
+
+    return replace(new, parent_id=parent_id)

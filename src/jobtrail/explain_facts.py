@@ -1,0 +1,106 @@
+"""Live facts for an explanation that only the store knows: the step a sequential child waits
+for, a workflow's children, steps and effects with their keys and receipts, outbox deliveries."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from . import workflow
+from .machine import State
+from .store.base import Row, Tx
+
+_WORDS = {
+    "en": {
+        "waits": "waiting for the previous step #{id} ({kind}, {state})",
+        "children": "children: {summary}",
+        "steps": "steps and effects:",
+        "step": "  step   {name}: confirmed (attempt {attempt}) → {result}",
+        "effect_ok": "  effect {name} [key {key}]: confirmed (attempt {attempt}), receipt {result}",
+        "effect_open": "  effect {name} [key {key}]: started by attempt {attempt}, outcome "
+        "uncertain{error}",
+        "outbox": "outbox: {n} message(s), {pending} delivering, {done} delivered",
+        "message": "  #{id} {topic}: {state}{extra}",
+    },
+    "zh": {
+        "waits": "等待上一步 #{id}（{kind}，{state}）完成",
+        "children": "子任务：{summary}",
+        "steps": "步骤与副作用：",
+        "step": "  步骤   {name}：已确认（第 {attempt} 次尝试）→ {result}",
+        "effect_ok": "  副作用 {name} [键 {key}]：已确认（第 {attempt} 次尝试），回执 {result}",
+        "effect_open": "  副作用 {name} [键 {key}]：第 {attempt} 次尝试已开始，结果不确定{error}",
+        "outbox": "发件箱：{n} 条消息，{pending} 条发送中，{done} 条已送达",
+        "message": "  #{id} {topic}：{state}{extra}",
+    },
+}
+
+
+@dataclass
+class Facts:
+    why: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+
+
+def _short(value: object, limit: int = 120) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def gather(tx: Tx, row: Row, lang: str) -> Facts:
+    words = _WORDS[lang]
+    facts = Facts()
+    if (
+        row["state"] == State.QUEUED
+        and row.get("after_id") is not None
+        and row["run_at"] >= workflow.NOT_YET
+    ):
+        before = tx.one("task_get", {"id": row["after_id"]})
+        if before is not None:
+            facts.why.append(
+                words["waits"].format(id=before["id"], kind=before["kind"], state=before["state"])
+            )
+    children = tx.all("children_list", {"id": row["id"]})
+    if children:
+        line = words["children"].format(summary=workflow.summary(children))
+        facts.details.append(line)
+        if row["state"] == State.WAITING:
+            facts.why.append(line)
+    steps = tx.all("step_list", {"id": row["id"]})
+    if steps:
+        facts.details.append(words["steps"])
+        for s in steps:
+            key = s["effect_key"]
+            if not s["is_effect"]:
+                facts.details.append(
+                    words["step"].format(
+                        name=s["name"], attempt=s["attempt"], result=_short(s["result"])
+                    )
+                )
+            elif s["status"] == "confirmed":
+                facts.details.append(
+                    words["effect_ok"].format(
+                        name=s["name"], key=key, attempt=s["attempt"], result=_short(s["result"])
+                    )
+                )
+            else:
+                error = f" ({s['error']})" if s["error"] else ""
+                facts.details.append(
+                    words["effect_open"].format(
+                        name=s["name"], key=key, attempt=s["attempt"], error=error
+                    )
+                )
+    messages = tx.all("outbox_list", {"id": row["id"]})
+    if messages:
+        pending = sum(1 for m in messages if m["state"] == "pending")
+        facts.details.append(
+            words["outbox"].format(n=len(messages), pending=pending, done=len(messages) - pending)
+        )
+        for m in messages:
+            state = "delivering" if m["state"] == "pending" else "delivered"
+            extra = f", {m['attempts']} attempt(s)" if m["attempts"] else ""
+            if m["state"] == "pending" and m["last_error"]:
+                extra += f", last error: {m['last_error'][:80]}"
+            facts.details.append(
+                words["message"].format(id=m["id"], topic=m["topic"], state=state, extra=extra)
+            )
+    return facts

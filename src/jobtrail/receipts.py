@@ -1,0 +1,107 @@
+"""Receipts (§8, edges 10–12): the outcome of a submission that happened outside.
+
+``confirm_receipt`` is called by the caller or a webhook; the sweeper handles deadlines, asking
+the kind's ``check_receipt(receipt_id)`` hook first (``receipt_requeried``): ``True`` →
+succeeded, ``False`` → failed (classified like §7), ``None`` or an exception → ``receipt_timeout``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any
+
+from . import transition
+from .decide import Decision, decide_receipt_failure
+from .kinds import KindSpec
+from .machine import ErrorCategory, Reason, State
+from .store.base import Driver, Move, Row, Tx
+
+log = logging.getLogger("jobtrail.receipts")
+
+
+def outcome(
+    ok: bool, *, category: str | None, error: str | None, spec: KindSpec | None, row: Row
+) -> Decision:
+    if ok:
+        return Decision(State.SUCCEEDED, Reason.RECEIPT_CONFIRMED)
+    try:
+        cat = ErrorCategory(category or ErrorCategory.UNCLASSIFIED)
+    except ValueError:
+        raise ValueError(f"unknown error category {category!r}") from None
+    return decide_receipt_failure(
+        cat, spec=spec, attempts=row["attempts"], max_attempts=row["max_attempts"], error=error
+    )
+
+
+def apply_outcome(
+    driver: Driver, tx: Tx, row: Row, decision: Decision, actor: str, note: str | None = None
+) -> Row | None:
+    return transition.apply(
+        driver,
+        tx,
+        Move(
+            task_id=row["id"],
+            from_state=State.AWAITING_RECEIPT,
+            to_state=decision.to_state,
+            reason=decision.reason,
+            actor=actor,
+            run_in=decision.delay,
+            set_error=decision.category is not None,
+            error_category=decision.category,
+            error=decision.error,
+            note=note,
+            data={"receipt_id": row["receipt_id"]},
+        ),
+    )
+
+
+def sweep_receipts(driver: Driver, kinds: dict[str, KindSpec], *, batch: int = 200) -> Counter[str]:
+    moved: Counter[str] = Counter()
+    with driver.transaction() as tx:
+        rows = tx.all("task_receipt_expired", {"limit": batch})
+        for row in rows:
+            full = driver.task_get(tx, row["id"])
+            assert full is not None
+            spec = kinds.get(row["kind"])
+            verdict: Any = None
+            if spec is not None and spec.check_receipt is not None:
+                try:
+                    verdict = spec.check_receipt(row["receipt_id"])
+                except Exception as exc:
+                    log.warning(
+                        "check_receipt for task %s raised %s", row["id"], type(exc).__name__
+                    )
+                    verdict = None
+                transition.apply(
+                    driver,
+                    tx,
+                    Move(
+                        task_id=row["id"],
+                        from_state=State.AWAITING_RECEIPT,
+                        to_state=State.AWAITING_RECEIPT,
+                        reason=Reason.RECEIPT_REQUERIED,
+                        actor="sweeper",
+                        data={"verdict": verdict if isinstance(verdict, bool) else None},
+                    ),
+                )
+                full = driver.task_get(tx, row["id"])
+                assert full is not None
+            if verdict is True or verdict is False:
+                decision = outcome(
+                    verdict,
+                    category=None if verdict else "unclassified",
+                    error=None if verdict else "the provider reported a failure",
+                    spec=spec,
+                    row=full,
+                )
+            else:
+                decision = Decision(
+                    State.DEAD,
+                    Reason.RECEIPT_TIMEOUT,
+                    category=ErrorCategory.TIMEOUT,
+                    error="no receipt before the deadline",
+                )
+            if apply_outcome(driver, tx, full, decision, "sweeper") is not None:
+                moved[decision.reason] += 1
+    return moved

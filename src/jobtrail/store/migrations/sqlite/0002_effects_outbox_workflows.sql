@@ -1,0 +1,46 @@
+-- Steps and effects (§8), the outbox, and sequential workflow children (§10).
+
+-- A sequential child waits for the sibling before it: it stays queued with a far-future run_at
+-- until that sibling succeeds (then run_at = now, in the same transaction).
+ALTER TABLE jobtrail_tasks ADD COLUMN after_id INTEGER REFERENCES jobtrail_tasks (id);
+
+CREATE UNIQUE INDEX jobtrail_tasks_receipt_id
+    ON jobtrail_tasks (receipt_id) WHERE state = 'awaiting_receipt';
+
+-- One row per confirmed step, and per effect from its intent (written before the call) to its
+-- receipt (written after). status: 'confirmed' | 'intent' (started, outcome unknown).
+CREATE TABLE jobtrail_steps (
+    task_id      INTEGER NOT NULL REFERENCES jobtrail_tasks (id),
+    name         TEXT    NOT NULL,
+    is_effect    INTEGER NOT NULL CHECK (is_effect IN (0, 1)),
+    status       TEXT    NOT NULL CHECK (status IN ('intent', 'confirmed')),
+    effect_key   TEXT UNIQUE,
+    result       TEXT CHECK (result IS NULL OR json_valid(result)),
+    attempt      INTEGER NOT NULL,
+    error        TEXT,
+    created_at   REAL    NOT NULL,
+    confirmed_at REAL,
+    PRIMARY KEY (task_id, name),
+    CHECK ((status = 'confirmed') = (confirmed_at IS NOT NULL)),
+    CHECK ((is_effect = 1) = (effect_key IS NOT NULL))
+);
+
+CREATE TABLE jobtrail_outbox (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_id      INTEGER NOT NULL REFERENCES jobtrail_tasks (id),
+    topic        TEXT    NOT NULL,
+    payload      TEXT    NOT NULL CHECK (json_valid(payload)),
+    state        TEXT    NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered')),
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    next_at      REAL    NOT NULL,
+    locked_until REAL,
+    last_error   TEXT,
+    created_at   REAL    NOT NULL,
+    delivered_at REAL,
+    CHECK ((state = 'delivered') = (delivered_at IS NOT NULL))
+);
+CREATE INDEX jobtrail_outbox_pending ON jobtrail_outbox (next_at, id) WHERE state = 'pending';
+CREATE INDEX jobtrail_outbox_task ON jobtrail_outbox (task_id);
+CREATE INDEX jobtrail_tasks_receipt_lookup ON jobtrail_tasks (receipt_id)
+    WHERE receipt_id IS NOT NULL;
+CREATE INDEX jobtrail_tasks_after ON jobtrail_tasks (after_id) WHERE after_id IS NOT NULL;

@@ -1,0 +1,63 @@
+"""Parents and children (§10): the fixed aggregation rule, evaluated in the same transaction as
+every child transition, and the release of the next sequential child.
+
+The rule: any child ``dead`` → parent ``dead`` (``child_dead``); else any child not terminal →
+``waiting``; else all ``succeeded`` → ``succeeded`` (``children_succeeded``); else
+``cancelled`` (``children_cancelled``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+from .machine import TERMINAL, Reason, State
+from .store.base import Driver, Move, Row, Tx
+
+#: ``run_at`` of a sequential child whose previous sibling has not succeeded yet.
+NOT_YET = datetime(9999, 12, 31, tzinfo=UTC)
+
+
+def aggregate(states: Sequence[State]) -> tuple[State, Reason | None]:
+    """The parent's state for its children's states (pure)."""
+    if any(s is State.DEAD for s in states):
+        return State.DEAD, Reason.CHILD_DEAD
+    if not states or any(s not in TERMINAL for s in states):
+        return State.WAITING, None
+    if all(s is State.SUCCEEDED for s in states):
+        return State.SUCCEEDED, Reason.CHILDREN_SUCCEEDED
+    return State.CANCELLED, Reason.CHILDREN_CANCELLED
+
+
+def after_child_moved(
+    driver: Driver, tx: Tx, child: Row, apply: Callable[[Driver, Tx, Move], Row | None]
+) -> None:
+    """Called by ``transition.apply`` after a child task moved to a terminal state."""
+    if child["state"] == State.SUCCEEDED:
+        for released in tx.all("task_release_next", {"id": child["id"]}):
+            driver.notify_queued(tx, released["queue"])
+    parent_id = child["parent_id"]
+    parent = tx.one("task_lock", {"id": parent_id})
+    if parent is None or parent["state"] != State.WAITING:
+        return
+    children = tx.all("children_list", {"id": parent_id})
+    target, reason = aggregate([State(c["state"]) for c in children])
+    if reason is None:
+        return
+    apply(
+        driver,
+        tx,
+        Move(
+            task_id=parent_id,
+            from_state=State.WAITING,
+            to_state=target,
+            reason=reason,
+            actor="system",
+            data={"children": {str(c["id"]): c["state"] for c in children}},
+        ),
+    )
+
+
+def summary(children: list[Row]) -> str:
+    """``render #2 succeeded, publish #3 cancelled``."""
+    return ", ".join(f"{c['kind']} #{c['id']} {c['state']}" for c in children)
