@@ -1,15 +1,18 @@
 """``jobtrail demo``: the publish-note example on a fresh SQLite file, then every explanation.
 
-A simulated external platform runs in this process and keeps its own ledger keyed by the
-idempotency key jobtrail hands it, so the demo can show that nothing was published twice.
-Scenarios: a plain publish; an upstream that times out once and recovers; a revoked token
-(dead after one attempt, no retry); a cancel before start; a cancel mid-run; and a real worker
-process killed with SIGKILL mid-publish — a reentrant kind is requeued and finished, a
-non-reentrant kind goes to ``dead`` (effect uncertain) for a person to check.
+Each note is published in three parts — upload images (a step), submit the body (an effect,
+with the effect key as the platform's idempotency key), await the platform's receipt — against
+a simulated platform whose ledger lives in files, so a second worker process sees it too. The
+scenarios: a plain publish whose receipt arrives; an upstream timeout that recovers without
+uploading twice; a revoked token (dead after one attempt); a cancel before start; a cancel
+mid-run; a cancel too late (after the submission); a worker process killed with SIGKILL between
+the platform accepting a submission and the worker recording it (reentrant: reconciled, never
+submitted twice; non-reentrant: dead for a person to check); and a two-step workflow.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -27,84 +30,150 @@ from .machine import State
 
 
 class Platform:
-    """A stand-in for the note platform: a ledger of accepted submissions by idempotency key."""
+    """A stand-in for the note platform. Its ledger is a folder of files keyed by the
+    idempotency key (created with O_EXCL), shared by every process of the demo."""
 
-    def __init__(self) -> None:
-        self.ledger: dict[str, dict[str, Any]] = {}
-        self.calls = 0
-        self._flaky_seen: set[str] = set()
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        (folder / "ledger").mkdir(parents=True, exist_ok=True)
+        (folder / "uploads").mkdir(exist_ok=True)
         self._lock = threading.Lock()
 
+    def upload(self, images: list[str]) -> list[str]:
+        ids = []
+        for name in images:
+            with (self.folder / "uploads" / "log").open("a") as log:
+                log.write(name + "\n")
+            ids.append(f"img-{name}")
+        return ids
+
     def submit(self, body: str, *, token: str, idempotency_key: str) -> dict[str, Any]:
+        if token == "revoked":
+            raise PermanentError("platform said 401: token revoked", category="unauthorized")
+        safe = idempotency_key.replace("/", "_")
+        if body.startswith("flaky") and not (self.folder / f"flaky_{safe}").exists():
+            (self.folder / f"flaky_{safe}").touch()
+            raise TransientError("platform timed out", category="timeout")
+        path = self.folder / "ledger" / f"{safe}.json"
         with self._lock:
-            self.calls += 1
-            if token == "revoked":
-                raise PermanentError("platform said 401: token revoked", category="unauthorized")
-            if body.startswith("flaky") and idempotency_key not in self._flaky_seen:
-                self._flaky_seen.add(idempotency_key)
-                raise TransientError("platform timed out", category="timeout")
-            if idempotency_key in self.ledger:  # the provider's own dedup by key
-                return self.ledger[idempotency_key]
-            receipt = {"id": f"r-{len(self.ledger) + 1}", "body": body}
-            self.ledger[idempotency_key] = receipt
-            return receipt
+            if path.exists():  # the platform's own dedup by idempotency key
+                return dict(json.loads(path.read_text()))
+            receipt = {"id": f"receipt-{safe}", "body": body}
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            with os.fdopen(fd, "w") as f:
+                f.write(json.dumps(receipt))
+        return receipt
+
+    def lookup(self, idempotency_key: str) -> dict[str, Any] | None:
+        """The ``reconcile`` hook: the receipt if the submission happened, else ``None``."""
+        path = self.folder / "ledger" / f"{idempotency_key.replace('/', '_')}.json"
+        return dict(json.loads(path.read_text())) if path.exists() else None
+
+    def submissions(self) -> int:
+        return len(list((self.folder / "ledger").iterdir()))
+
+    def uploads(self) -> list[str]:
+        log = self.folder / "uploads" / "log"
+        return log.read_text().split() if log.exists() else []
 
 
-def build_app(url: str, platform: Platform | None = None, markers: Path | None = None) -> App:
+def build_app(url: str, folder: Path) -> App:
     app = App(url, version="demo-1")
-    platform = platform or Platform()
+    platform = Platform(folder)
     gate = threading.Event()
     app.demo_platform = platform  # type: ignore[attr-defined]
     app.demo_gate = gate  # type: ignore[attr-defined]
+    app.demo_events = []  # type: ignore[attr-defined]
 
-    @app.task("publish_note", backoff_base=0.05, backoff_cap=0.2, lease_seconds=2.0)
-    def publish_note(ctx: Context, payload: dict[str, Any]) -> None:
-        if payload.get("wait_for_cancel"):
-            # a long render: the handler looks for a cancel at each safe boundary
+    def publish(ctx: Context, payload: dict[str, Any], crash: bool = False) -> None:
+        images = ctx.step("upload_images", lambda: platform.upload(payload.get("images", [])))
+        if payload.get("wait_for_cancel"):  # a long render with safe boundaries
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
                 ctx.check_cancelled()
                 gate.wait(0.02)
-        platform.submit(
-            payload["body"],
-            token=payload.get("token", "ok"),
-            idempotency_key=f"{ctx.task_id}/submit",
-        )
 
-    def crashing(ctx: Context, payload: dict[str, Any]) -> None:
-        if markers is not None and not (markers / f"{ctx.task_id}.ran").exists():
-            (markers / f"{ctx.task_id}.ran").touch()
-            time.sleep(60)  # killed here by the demo, mid-publish
-        platform.submit(payload["body"], token="ok", idempotency_key=f"{ctx.task_id}/submit")
+        def submit(key: str) -> dict[str, Any]:
+            receipt = platform.submit(
+                payload["body"], token=payload.get("token", "ok"), idempotency_key=key
+            )
+            if crash:  # accepted by the platform, then the worker dies before recording it
+                (folder / f"{ctx.task_id}.submitted").touch()
+                time.sleep(60)
+            return receipt
 
-    app.task("publish_crash_reentrant", lease_seconds=0.6, reentrant=True)(crashing)
-    app.task("publish_crash_once", lease_seconds=0.6, reentrant=False)(crashing)
+        receipt = ctx.effect("submit_body", submit)
+        if payload.get("hold_after_submit"):  # still running when a cancel arrives
+            (folder / f"{ctx.task_id}.submitted").touch()
+            gate.wait(10)
+        ctx.emit("note.published", {"note": payload.get("note"), "images": len(images)})
+        ctx.await_receipt(receipt["id"], timeout=60)
+
+    app.task(
+        "publish_note",
+        backoff_base=0.05,
+        backoff_cap=0.2,
+        lease_seconds=2.0,
+        reconcile=platform.lookup,
+    )(publish)
+
+    @app.task("publish_note_crash", lease_seconds=0.6, reconcile=platform.lookup)
+    def publish_crash(ctx: Context, payload: dict[str, Any]) -> None:
+        publish(ctx, payload, crash=ctx.attempt == 1)
+
+    @app.task("publish_note_crash_once", lease_seconds=0.6, reentrant=False)
+    def publish_crash_once(ctx: Context, payload: dict[str, Any]) -> None:
+        publish(ctx, payload, crash=ctx.attempt == 1)
+
+    @app.task("render_cover")
+    def render_cover(ctx: Context, payload: dict[str, Any]) -> None:
+        ctx.step("render", lambda: {"cover": f"{payload['note']}.png"})
+
+    @app.sink("note.published")
+    def on_published(message_id: int, topic: str, payload: Any) -> None:
+        app.demo_events.append((message_id, payload))  # type: ignore[attr-defined]
+
     return app
 
 
-def crash_worker_main(url: str, markers: str) -> None:
+def crash_worker_main(url: str, folder: str) -> None:
     """Entry point of the worker process the demo kills with SIGKILL."""
-    app = build_app(url, markers=Path(markers))
+    app = build_app(url, Path(folder))
     app.run_worker(queues=["default"], concurrency=2, poll_interval=0.05)
+
+
+def _wait(predicate: Any, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the demo timed out waiting for {what}")
+        time.sleep(0.01)
 
 
 def run(lang: str = "en", keep: str | None = None, out: Any = None) -> int:
     out = out or sys.stdout
+    say = out.write
     workdir = Path(tempfile.mkdtemp(prefix="jobtrail-demo-"))
     path = Path(keep).resolve() if keep else workdir / "demo.db"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     url = f"sqlite:///{path}"
-    say = out.write
     say(f"jobtrail demo — a fresh SQLite store at {path}\n\n")
-    platform = Platform()
-    app = build_app(url, platform, markers=workdir)
+    app = build_app(url, workdir)
+    platform: Platform = app.demo_platform  # type: ignore[attr-defined]
+    gate: threading.Event = app.demo_gate  # type: ignore[attr-defined]
     app.migrate()
     ids: dict[str, str] = {}
     try:
-        # 1. A worker process that will be killed with SIGKILL mid-publish.
-        for kind in ("publish_crash_reentrant", "publish_crash_once"):
-            ids[kind] = app.enqueue(kind, {"body": f"note via {kind}"}).id
+        # 1. A worker process killed with SIGKILL after the platform accepted a submission but
+        #    before the worker recorded the receipt.
+        for name, kind in (
+            ("crash_reentrant", "publish_note_crash"),
+            ("crash_not_reentrant", "publish_note_crash_once"),
+        ):
+            ids[name] = app.enqueue(
+                kind, {"note": name, "body": f"note {name}", "images": [f"{name}.jpg"]}
+            ).id
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
         proc = subprocess.Popen(
             [
@@ -119,66 +188,113 @@ def run(lang: str = "en", keep: str | None = None, out: Any = None) -> int:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 30
-        while not all(
-            (workdir / f"{ids[k]}.ran").exists()
-            for k in ("publish_crash_reentrant", "publish_crash_once")
-        ):
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError("the demo's worker process did not start its tasks")
-            time.sleep(0.02)
+        _wait(
+            lambda: (
+                all(
+                    (workdir / f"{ids[n]}.submitted").exists()
+                    for n in ("crash_reentrant", "crash_not_reentrant")
+                )
+                or proc.poll() is not None
+            ),
+            "the worker process to submit",
+        )
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        say(f"killed worker process {proc.pid} with SIGKILL in the middle of two publishes\n")
+        say(
+            f"killed worker process {proc.pid} with SIGKILL right after the platform accepted "
+            "two submissions\n"
+        )
 
         # 2. The everyday cases.
-        ids["plain"] = app.enqueue(
-            "publish_note", {"body": "hello world"}, idempotency_key="note-1/publish"
+        ids["receipt_arrives"] = app.enqueue(
+            "publish_note",
+            {"note": "n1", "body": "hello", "images": ["n1-a.jpg", "n1-b.jpg"]},
+            idempotency_key="note-1/publish",
         ).id
         again = app.enqueue(
-            "publish_note", {"body": "hello world"}, idempotency_key="note-1/publish"
+            "publish_note",
+            {"note": "n1", "body": "hello", "images": ["n1-a.jpg", "n1-b.jpg"]},
+            idempotency_key="note-1/publish",
         )
         say(
-            f"double click: the same key returned task {again.id} again (created={again.created})\n"
+            f"double click: the same idempotency key returned task {again.id} "
+            f"(created={again.created})\n"
         )
-        ids["flaky"] = app.enqueue("publish_note", {"body": "flaky upstream"}).id
-        ids["revoked"] = app.enqueue("publish_note", {"body": "x", "token": "revoked"}).id
-        ids["cancel_before"] = app.enqueue("publish_note", {"body": "later"}, delay=3600).id
-        result = app.cancel(ids["cancel_before"], by="alice", note="wrong note")
+        ids["timeout_recovers"] = app.enqueue(
+            "publish_note", {"note": "n2", "body": "flaky upstream", "images": ["n2-a.jpg"]}
+        ).id
+        ids["revoked_token"] = app.enqueue(
+            "publish_note", {"note": "n3", "body": "x", "token": "revoked"}
+        ).id
+        ids["cancel_before_start"] = app.enqueue(
+            "publish_note", {"note": "n4", "body": "later"}, delay=3600
+        ).id
+        result = app.cancel(ids["cancel_before_start"], by="alice", note="wrong note")
         say(f"cancel before start: {result.outcome}\n")
-        ids["cancel_mid"] = app.enqueue(
-            "publish_note", {"body": "long", "wait_for_cancel": True}
+        ids["cancel_mid_run"] = app.enqueue(
+            "publish_note", {"note": "n5", "body": "long", "wait_for_cancel": True}
+        ).id
+        ids["cancel_too_late"] = app.enqueue(
+            "publish_note", {"note": "n6", "body": "quick", "hold_after_submit": True}
+        ).id
+        ids["workflow"] = app.enqueue_workflow(
+            "note_with_cover",
+            [
+                ("render_cover", {"note": "n7"}),
+                ("publish_note", {"note": "n7", "body": "with cover"}),
+            ],
+            sequential=True,
         ).id
 
-        # 3. Run a worker here; cancel the long one once it is running; sweep the dead lease.
+        # 3. A worker in this process; cancels while tasks run; the sweeper finds the crash.
         worker = threading.Thread(
             target=app.run_worker,
-            kwargs=dict(concurrency=4, burst=True, poll_interval=0.05, sweep_interval=0.1),
+            kwargs=dict(concurrency=6, burst=True, poll_interval=0.05, sweep_interval=0.1),
         )
         worker.start()
-        deadline = time.monotonic() + 30
-        while app.get(ids["cancel_mid"]).state is State.QUEUED and time.monotonic() < deadline:
-            time.sleep(0.01)
-        result = app.cancel(ids["cancel_mid"], by="bob", note="changed my mind")
+        _wait(lambda: app.get(ids["cancel_mid_run"]).state is not State.QUEUED, "a claim")
+        result = app.cancel(ids["cancel_mid_run"], by="bob", note="changed my mind")
         say(f"cancel mid-run: {result.outcome}\n")
+        _wait(lambda: (workdir / f"{ids['cancel_too_late']}.submitted").exists(), "a submit")
+        result = app.cancel(ids["cancel_too_late"], by="carol", note="stop it")
+        say(f"cancel after the submission: {result.outcome}\n")
+        gate.set()
         worker.join()
-        deadline = time.monotonic() + 30
-        while any(not app.get(i).terminal for i in ids.values()) and time.monotonic() < deadline:
-            app.sweep()
-            app.run_worker(concurrency=4, burst=True, poll_interval=0.05, sweep_interval=0.1)
-            time.sleep(0.05)
 
+        def settled() -> bool:
+            app.sweep()
+            app.run_worker(concurrency=6, burst=True, poll_interval=0.05, sweep_interval=0.1)
+            for task in app.list(state="awaiting_receipt"):  # the platform calls back
+                app.confirm_receipt(receipt_id=task.receipt_id, by="platform-webhook")
+            return all(app.get(i).terminal for i in ids.values())
+
+        _wait(settled, "every task to settle")
+        result = app.cancel(ids["receipt_arrives"], by="dave", note="too late now")
+        say(f"cancel of a finished task: {result.outcome}\n")
+
+        uploads = platform.uploads()
         say(
-            f"\nthe platform accepted {len(platform.ledger)} submissions "
-            f"({platform.calls} calls); no key was accepted twice\n"
+            f"\nthe platform holds {platform.submissions()} submissions (one per effect key) "
+            f"and {len(uploads)} image uploads, {len(set(uploads))} distinct: nothing was done "
+            "twice\n"
+            if len(uploads) == len(set(uploads))
+            else f"\nWARNING: images uploaded twice: {sorted(uploads)}\n"
         )
         for name, task_id in ids.items():
             say("\n" + "=" * 100 + f"\n[{name}]\n")
             say(app.explain(task_id, lang=lang) + "\n")
+        say("\n" + "=" * 100 + "\nsummary\n")
+        for name, task_id in ids.items():
+            task = app.get(task_id)
+            say(f"  {name:<22} task {task.id:<4} {task.state.value:<10} ({task.last_reason})\n")
         violations = app.check()
-        say(f"\ninvariant check: {'clean' if not violations else violations}\n")
+        say(
+            f"\ninvariant check (state == last transition): "
+            f"{'clean' if not violations else violations}\n"
+        )
         if keep:
             say(f"the database is kept at {path}: try `jobtrail list --db {url}`\n")
         return 0 if not violations else 1
     finally:
+        gate.set()
         app.close()
