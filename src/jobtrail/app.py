@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from . import explain_facts, payloads, transition
 from .app_effects import EffectsAPI
+from .app_ops import OpsAPI
 from .errors import IdempotencyConflict, IllegalTransition, TaskNotFound, UnknownKind
 from .kinds import DEFAULT_MAX_PAYLOAD, Classifier, KindSpec
 from .machine import TERMINAL, Reason, State
@@ -40,7 +41,7 @@ _ENQUEUE_KEYS = frozenset(
 )
 
 
-class App(EffectsAPI):
+class App(EffectsAPI, OpsAPI):
     """One jobtrail application: a store (``url``) and the task kinds registered on it.
 
     ``url`` is ``sqlite:///path.db`` or ``postgresql://…``; else ``JOBTRAIL_DATABASE_URL``; else
@@ -360,7 +361,9 @@ class App(EffectsAPI):
         return text + "".join("\n" + line for line in facts.details)
 
     def _live_facts(self, tx: Tx, row: Row, lang: str) -> explain_facts.Facts:
-        return explain_facts.gather(tx, row, lang)
+        facts = explain_facts.gather(tx, row, lang)
+        facts.why[:0] = self._queue_facts(tx, row, lang)
+        return facts
 
     def _row(self, tx: Tx, task_id: str | int) -> Row:
         row = self._driver.task_get(tx, self._parse_id(task_id))

@@ -586,3 +586,6 @@ def main(argv: list[str] | None = None) -> None:
         os.dup2(devnull, sys.stdout.fileno())
         code = 141
     sys.exit(code)
+
+
+from . import cli_ops  # noqa: E402,F401  (registers the operator verbs)

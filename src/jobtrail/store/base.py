@@ -21,6 +21,30 @@ from . import queries
 
 Row = dict[str, Any]
 
+#: Columns (and query aliases) that hold times; drivers hand them out as aware UTC datetimes.
+TIME_COLUMNS = frozenset(
+    {
+        "run_at",
+        "lease_expires_at",
+        "receipt_deadline",
+        "budget_started_at",
+        "created_at",
+        "updated_at",
+        "finished_at",
+        "dismissed_at",
+        "at",
+        "now",
+        "db_now",
+        "confirmed_at",
+        "next_at",
+        "locked_until",
+        "delivered_at",
+        "paused_at",
+        "oldest",
+        "oldest_due",
+    }
+)
+
 
 class Tx(Protocol):
     """One open transaction. ``one``/``all``/``run`` execute a named query of the dialect."""
@@ -190,16 +214,40 @@ class Driver(abc.ABC):
         return row, True
 
     def task_claim(self, tx: Tx, claim: Claim) -> list[Row]:
-        rows = tx.all(
-            "task_claim",
-            {
-                "owner": claim.owner,
-                "queues": self._list(claim.queues),
-                "kinds": self._list(claim.kinds),
-                "limit": claim.limit,
-                "data": dumps({"version": claim.version} if claim.version else {}),
-            },
-        )
+        """Edge 3 for up to ``claim.limit`` due tasks of unpaused queues, within the
+        concurrency limits of limited queues (enforced here, in the claim, for every worker)."""
+        common = {
+            "owner": claim.owner,
+            "kinds": self._list(claim.kinds),
+            "data": dumps({"version": claim.version} if claim.version else {}),
+        }
+        limited = tx.all("queue_limits_lock", {"queues": self._list(claim.queues)})
+        names = {q["name"] for q in limited}
+        free = [q for q in claim.queues if q not in names]
+        rows: list[Row] = []
+        if free:
+            rows = tx.all(
+                "task_claim", {**common, "queues": self._list(free), "limit": claim.limit}
+            )
+        for queue in limited:
+            room = claim.limit - len(rows)
+            if room <= 0:
+                break
+            if queue["limit_total"] is not None:
+                held = tx.one("queue_held_count", {"queue": queue["name"]})
+                room = min(room, queue["limit_total"] - (held["n"] if held else 0))
+            if room <= 0:
+                continue
+            rows += tx.all(
+                "task_claim_limited",
+                {
+                    **common,
+                    "queue": queue["name"],
+                    "limit": room,
+                    "per_tenant": queue["limit_per_tenant"],
+                    "scan": max(500, room * 20),
+                },
+            )
         if not self.logs_in_statement:
             for row in rows:
                 data: dict[str, Any] = {"waited": round(float(row["waited"]), 6)}

@@ -22,30 +22,15 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import StoreUnavailable
 from . import queries
-from .base import Driver, Row
+from .base import TIME_COLUMNS, Driver, Row
 
 log = logging.getLogger("jobtrail.store")
 
 CHANNEL = "jobtrail_queued"
-_TIME_COLUMNS = frozenset(
-    {
-        "run_at",
-        "lease_expires_at",
-        "receipt_deadline",
-        "budget_started_at",
-        "created_at",
-        "updated_at",
-        "finished_at",
-        "dismissed_at",
-        "at",
-        "now",
-        "db_now",
-    }
-)
 
 
 def _decode(row: dict[str, Any]) -> Row:
-    for key in _TIME_COLUMNS.intersection(row):
+    for key in TIME_COLUMNS.intersection(row):
         value = row[key]
         if isinstance(value, datetime):
             row[key] = value.astimezone(UTC)

@@ -16,25 +16,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import queries
-from .base import Driver, Row
+from .base import TIME_COLUMNS, Driver, Row
 
-_TIME_COLUMNS = frozenset(
-    {
-        "run_at",
-        "lease_expires_at",
-        "receipt_deadline",
-        "budget_started_at",
-        "created_at",
-        "updated_at",
-        "finished_at",
-        "dismissed_at",
-        "at",
-        "now",
-        "db_now",
-    }
-)
 _JSON_COLUMNS = frozenset({"payload", "data", "result"})
-_BOOL_COLUMNS = frozenset({"reentrant", "is_effect"})
+_BOOL_COLUMNS = frozenset({"reentrant", "is_effect", "paused"})
 
 
 def _decode(row: sqlite3.Row) -> Row:
@@ -42,7 +27,7 @@ def _decode(row: sqlite3.Row) -> Row:
     for key in row.keys():
         value = row[key]
         if value is not None:
-            if key in _TIME_COLUMNS:
+            if key in TIME_COLUMNS:
                 value = datetime.fromtimestamp(value, UTC)
             elif key in _JSON_COLUMNS:
                 value = json.loads(value)

@@ -53,6 +53,7 @@ WITH upd AS (
           AND run_at <= now()
           AND queue = ANY(%(queues)s::text[])
           AND kind = ANY(%(kinds)s::text[])
+          AND queue NOT IN (SELECT name FROM jobtrail_queues WHERE paused)
         ORDER BY priority DESC, run_at, id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED))

@@ -48,6 +48,7 @@ WHERE id IN (
       AND run_at <= ((julianday('now') - 2440587.5) * 86400.0)
       AND queue IN (SELECT value FROM json_each(:queues))
       AND kind IN (SELECT value FROM json_each(:kinds))
+      AND queue NOT IN (SELECT name FROM jobtrail_queues WHERE paused = 1)
     ORDER BY priority DESC, run_at, id
     LIMIT :limit)
 RETURNING *, ((julianday('now') - 2440587.5) * 86400.0) - run_at AS waited;

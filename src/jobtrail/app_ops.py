@@ -1,0 +1,253 @@
+"""The operator's side of ``App`` (§12): pause and resume queues, concurrency limits, queue
+health, dead letters as work to close, and pruning. Mixed into ``App``."""
+
+from __future__ import annotations
+
+import builtins
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from . import stats as stats_module
+from .store.base import Driver, Row, Tx, dumps
+from .timeparse import parse_duration
+
+if TYPE_CHECKING:
+    from .kinds import KindSpec
+
+PRUNE_BATCH = 500
+
+
+def _queue_view(row: Row | None, name: str) -> dict[str, Any]:
+    row = row or {}
+    return {
+        "queue": name,
+        "paused": bool(row.get("paused")),
+        "paused_by": row.get("paused_by"),
+        "paused_note": row.get("paused_note"),
+        "paused_since": row.get("paused_at"),
+        "limit_total": row.get("limit_total"),
+        "limit_per_tenant": row.get("limit_per_tenant"),
+    }
+
+
+class OpsAPI:
+    _driver: Driver
+    _kinds: dict[str, KindSpec]
+    default_queue: str
+
+    # -- pause, resume, limits ------------------------------------------------------------------
+    def pause(self, queue: str, *, by: str, note: str) -> dict[str, Any]:
+        """Stop claims from ``queue`` (within one poll, on every worker); running tasks finish.
+        Audited in ``queue_history``. Pausing a paused queue changes nothing."""
+        return self._set_queue(queue, "pause", by, note, paused=True)
+
+    def resume(self, queue: str, *, by: str, note: str) -> dict[str, Any]:
+        """Let workers claim from ``queue`` again. Audited."""
+        return self._set_queue(queue, "resume", by, note, paused=False)
+
+    def set_limit(
+        self,
+        queue: str,
+        *,
+        total: int | None = None,
+        per_tenant: int | None = None,
+        by: str,
+        note: str,
+    ) -> dict[str, Any]:
+        """At most ``total`` tasks of ``queue`` leased at once across all workers, and at most
+        ``per_tenant`` per tenant; ``None`` lifts a limit. Audited."""
+        for name, value in (("total", total), ("per_tenant", per_tenant)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 0
+            ):
+                raise ValueError(f"{name} must be a non-negative integer or None")
+        return self._set_queue(queue, "limit", by, note, total=total, per_tenant=per_tenant)
+
+    def _set_queue(
+        self,
+        queue: str,
+        action: str,
+        by: str,
+        note: str,
+        *,
+        paused: bool | None = None,
+        total: int | None = None,
+        per_tenant: int | None = None,
+    ) -> dict[str, Any]:
+        from .app import _require_name, _require_text
+
+        _require_name(queue, "queue")
+        _require_text(by, "by")
+        _require_text(note, "note")
+        with self._driver.transaction() as tx:
+            current = tx.one("queue_get", {"name": queue}) or {}
+            was_paused = bool(current.get("paused"))
+            if action == "limit":
+                now_paused = was_paused
+                limits = (total, per_tenant)
+                changed = limits != (current.get("limit_total"), current.get("limit_per_tenant"))
+            else:
+                assert paused is not None
+                now_paused = paused
+                limits = (current.get("limit_total"), current.get("limit_per_tenant"))
+                changed = paused != was_paused
+            if not changed:
+                return _queue_view(current, queue)
+            row = tx.one(
+                "queue_upsert",
+                {
+                    "name": queue,
+                    "paused": now_paused,
+                    "paused_by": by
+                    if now_paused and action == "pause"
+                    else current.get("paused_by")
+                    if now_paused
+                    else None,
+                    "paused_note": note
+                    if now_paused and action == "pause"
+                    else current.get("paused_note")
+                    if now_paused
+                    else None,
+                    "limit_total": limits[0],
+                    "limit_per_tenant": limits[1],
+                },
+            )
+            data: dict[str, Any] = {}
+            if action == "limit":
+                data = {"total": total, "per_tenant": per_tenant}
+            tx.run(
+                "queue_history_insert",
+                {"queue": queue, "action": action, "actor": by, "note": note, "data": dumps(data)},
+            )
+            if action == "resume":
+                self._driver.notify_queued(tx, queue)
+        return _queue_view(row, queue)
+
+    def queues(self) -> builtins.list[dict[str, Any]]:
+        """Every known queue (registered kinds' queues, the default, and any configured one)
+        with paused, by, note, since and limits."""
+        with self._driver.transaction(write=False) as tx:
+            rows = {r["name"]: r for r in tx.all("queue_list")}
+        names = set(rows) | {s.queue for s in self._kinds.values()} | {self.default_queue}
+        return [_queue_view(rows.get(name), name) for name in sorted(names)]
+
+    def queue_history(self, queue: str, *, limit: int = 100) -> builtins.list[dict[str, Any]]:
+        """The audited pause / resume / limit changes of a queue, newest first."""
+        with self._driver.transaction(write=False) as tx:
+            rows = tx.all("queue_history_list", {"queue": queue, "limit": limit})
+        return [
+            {
+                "action": r["action"],
+                "by": r["actor"],
+                "note": r["note"],
+                "data": r["data"],
+                "at": r["at"],
+            }
+            for r in rows
+        ]
+
+    # -- health ----------------------------------------------------------------------------------
+    def stats(self, *, window: float = 300.0) -> dict[str, Any]:
+        """Queue health per queue and kind (§12): counts by state, oldest due age, arrival and
+        completion rates per minute over the last ``window`` seconds, retries and lease
+        expiries, dead count and oldest dead age, queue wait and run time p50/p95, and the
+        estimated drain time."""
+        if not window > 0:
+            raise ValueError("window must be a positive number of seconds")
+        with self._driver.transaction(write=False) as tx:
+            return stats_module.collect(self._driver, tx, window)
+
+    def dead(self) -> builtins.list[dict[str, Any]]:
+        """Dead tasks that still need a person, grouped by reason code and kind: count, oldest
+        age, and the code versions that failed them."""
+        with self._driver.transaction(write=False) as tx:
+            now = self._driver.db_now(tx)
+            rows = tx.all("dead_groups")
+        return [
+            {
+                "reason": r["reason"],
+                "kind": r["kind"],
+                "count": r["n"],
+                "oldest_age": (now - r["oldest"]).total_seconds() if r["oldest"] else None,
+                "versions": sorted(set((r["versions"] or "?").split(","))),
+            }
+            for r in rows
+        ]
+
+    # -- pruning ---------------------------------------------------------------------------------
+    def prune(self, older_than: float | timedelta | str) -> dict[str, int]:
+        """Delete ``succeeded`` and ``cancelled`` tasks that finished more than ``older_than``
+        ago, with their transitions, steps and outbox rows, in bounded batches — the one
+        documented exception to the append-only log. Dead tasks are kept."""
+        seconds = parse_duration(older_than, "older_than")
+        total = {"tasks": 0, "transitions": 0}
+        while True:
+            with self._driver.transaction() as tx:
+                ids = [
+                    r["id"]
+                    for r in tx.all("prune_select", {"older_than": seconds, "limit": PRUNE_BATCH})
+                ]
+                if not ids:
+                    break
+                listed = self._driver._list(ids)
+                tx.one("prune_guard_on") if self._driver.dialect == "postgres" else tx.run(
+                    "prune_guard_on"
+                )
+                total["transitions"] += tx.run("prune_transitions", {"ids": listed})
+                tx.run("prune_steps", {"ids": listed})
+                tx.run("prune_outbox", {"ids": listed})
+                total["tasks"] += tx.run("prune_tasks", {"ids": listed})
+                tx.one("prune_guard_off") if self._driver.dialect == "postgres" else tx.run(
+                    "prune_guard_off"
+                )
+            if len(ids) < PRUNE_BATCH:
+                break
+        return total
+
+    # -- live facts for explanations -------------------------------------------------------------
+    def _queue_facts(self, tx: Tx, row: Row, lang: str) -> builtins.list[str]:
+        """Why a due queued task is held back: a paused queue or a full concurrency limit."""
+        if row["state"] != "queued":
+            return []
+        queue = tx.one("queue_get", {"name": row["queue"]})
+        if queue is None:
+            return []
+        zh = lang == "zh"
+        out = []
+        if queue["paused"]:
+            when = _iso(queue["paused_at"])
+            out.append(
+                f"队列 {row['queue']} 已被 {queue['paused_by']} 于 {when} 暂停"
+                f"（“{queue['paused_note']}”）"
+                if zh
+                else f"queue {row['queue']} paused by {queue['paused_by']} at {when} "
+                f'("{queue["paused_note"]}")'
+            )
+        if queue["limit_total"] is not None:
+            held = tx.one("queue_held_count", {"queue": row["queue"]})
+            n = held["n"] if held else 0
+            if n >= queue["limit_total"]:
+                out.append(
+                    f"队列 {row['queue']} 并发上限已满：{n}/{queue['limit_total']} 个在执行"
+                    if zh
+                    else f"queue {row['queue']} concurrency limit reached: "
+                    f"{n} of {queue['limit_total']} leased"
+                )
+        if queue["limit_per_tenant"] is not None:
+            held = tx.one("queue_tenant_held", {"queue": row["queue"], "tenant": row["tenant"]})
+            n = held["n"] if held else 0
+            if n >= queue["limit_per_tenant"]:
+                tenant = row["tenant"] or "(none)"
+                out.append(
+                    f"租户 {tenant} 并发上限已满：{n}/{queue['limit_per_tenant']} 个在执行"
+                    if zh
+                    else f"tenant {tenant}: {n} of {queue['limit_per_tenant']} "
+                    "leased (per-tenant limit)"
+                )
+        return out
+
+
+def _iso(value: datetime | None) -> str:
+    from .models import iso
+
+    return iso(value) if value is not None else "?"

@@ -1,0 +1,230 @@
+"""Operator verbs of the CLI (§12): stats, pause, resume, limit, queues, dead, prune.
+
+Registered on the ``jobtrail`` group by importing this module (``cli.py`` does).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from . import cli_format as fmt
+from .cli import EXIT_OK, Fail, Runtime, _required, verb
+from .timeparse import parse_duration
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.1f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f}m"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.0f}ms" if value < 10 else _age(value)
+
+
+def stats_text(report: dict[str, Any]) -> str:
+    rows = []
+    for q in report["queues"]:
+        c = q["counts"]
+        drain = q["drain_time"]
+        rows.append(
+            [
+                q["queue"],
+                q["kind"],
+                str(c["queued"]),
+                str(c["leased"] + c["cancel_requested"]),
+                str(c["awaiting_receipt"] + c["waiting"]),
+                str(q["dead"]),
+                _age(q["oldest_due_age"]),
+                f"{q['arrivals_per_min']:g}",
+                f"{q['completions_per_min']:g}",
+                str(q["retries"]),
+                str(q["lease_expiries"]),
+                f"{_ms(q['wait_p50'])}/{_ms(q['wait_p95'])}",
+                f"{_ms(q['run_p50'])}/{_ms(q['run_p95'])}",
+                _age(q["oldest_dead_age"]),
+                drain if isinstance(drain, str) else _age(drain),
+            ]
+        )
+    head = (
+        f"queue health at {report['at']} (rates per minute over the last "
+        f"{report['window_seconds']:g}s)\n"
+    )
+    if not rows:
+        return head + "no tasks"
+    return head + fmt.table(
+        [
+            "QUEUE",
+            "KIND",
+            "QUEUED",
+            "LEASED",
+            "WAITING",
+            "DEAD",
+            "OLDEST DUE",
+            "IN/MIN",
+            "OUT/MIN",
+            "RETRIES",
+            "EXPIRED",
+            "WAIT p50/p95",
+            "RUN p50/p95",
+            "OLDEST DEAD",
+            "DRAIN",
+        ],
+        rows,
+    )
+
+
+def queue_text(q: dict[str, Any]) -> str:
+    state = (
+        f'paused by {q["paused_by"]} since {fmt.when(q["paused_since"])} ("{q["paused_note"]}")'
+        if q["paused"]
+        else "running"
+    )
+    limits = []
+    if q["limit_total"] is not None:
+        limits.append(f"at most {q['limit_total']} leased")
+    if q["limit_per_tenant"] is not None:
+        limits.append(f"at most {q['limit_per_tenant']} per tenant")
+    return f"queue {q['queue']}: {state}; " + (", ".join(limits) if limits else "no limits")
+
+
+@verb("stats")
+@click.option(
+    "--window",
+    default="5m",
+    show_default=True,
+    metavar="D",
+    help="Window for rates and percentiles (90s, 5m, 1h).",
+)
+def stats(rt: Runtime, window: str) -> None:
+    """Queue health per queue and kind."""
+    report = rt.app().stats(window=parse_duration(window, "--window"))
+    rt.emit(report, stats_text(report))
+
+
+@verb("pause")
+@click.argument("queue", metavar="Q")
+@_required("by")
+@_required("note")
+def pause(rt: Runtime, queue: str, by: str, note: str) -> None:
+    """Stop workers claiming from queue Q (running tasks finish). Audited."""
+    result = rt.app().pause(queue, by=by, note=note)
+    rt.emit(result, queue_text(result))
+
+
+@verb("resume")
+@click.argument("queue", metavar="Q")
+@_required("by")
+@_required("note")
+def resume(rt: Runtime, queue: str, by: str, note: str) -> None:
+    """Let workers claim from queue Q again. Audited."""
+    result = rt.app().resume(queue, by=by, note=note)
+    rt.emit(result, queue_text(result))
+
+
+def _limit(value: str | None, name: str) -> int | None:
+    if value is None or value.lower() in ("none", "off", "-"):
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise Fail(f"{name} takes a non-negative integer or 'none', not {value!r}") from None
+    if number < 0:
+        raise Fail(f"{name} must not be negative")
+    return number
+
+
+@verb("limit")
+@click.argument("queue", metavar="Q")
+@click.option("--total", metavar="N", help="At most N leased in the queue ('none' lifts it).")
+@click.option("--per-tenant", metavar="M", help="At most M leased per tenant ('none' lifts it).")
+@_required("by")
+@_required("note")
+def limit(
+    rt: Runtime, queue: str, total: str | None, per_tenant: str | None, by: str, note: str
+) -> None:
+    """Set queue Q's concurrency limits, honoured by every worker. Audited."""
+    app = rt.app()
+    current = next((q for q in app.queues() if q["queue"] == queue), None) or {}
+    new_total = _limit(total, "--total") if total is not None else current.get("limit_total")
+    new_tenant = (
+        _limit(per_tenant, "--per-tenant")
+        if per_tenant is not None
+        else current.get("limit_per_tenant")
+    )
+    result = app.set_limit(queue, total=new_total, per_tenant=new_tenant, by=by, note=note)
+    rt.emit(result, queue_text(result))
+
+
+@verb("queues")
+@click.option("--history", metavar="Q", help="Show the audited changes of queue Q.")
+def queues(rt: Runtime, history: str | None) -> None:
+    """Queues with their pause state and limits (or one queue's change history)."""
+    app = rt.app()
+    if history:
+        rows = app.queue_history(history)
+        text = (
+            fmt.table(
+                ["AT", "ACTION", "BY", "NOTE", "DATA"],
+                [
+                    [
+                        fmt.when(r["at"]),
+                        r["action"],
+                        r["by"],
+                        r["note"],
+                        json.dumps(r["data"], separators=(",", ":")),
+                    ]
+                    for r in rows
+                ],
+            )
+            if rows
+            else f"no changes recorded for queue {history}"
+        )
+        rt.emit(rows, text)
+        return
+    listed = app.queues()
+    rt.emit(listed, "\n".join(queue_text(q) for q in listed))
+
+
+@verb("dead")
+def dead(rt: Runtime) -> None:
+    """Dead tasks that need a person, grouped by reason code and kind."""
+    groups = rt.app().dead()
+    text = (
+        fmt.table(
+            ["REASON", "KIND", "COUNT", "OLDEST", "VERSIONS"],
+            [
+                [
+                    g["reason"],
+                    g["kind"],
+                    str(g["count"]),
+                    _age(g["oldest_age"]),
+                    ",".join(g["versions"]),
+                ]
+                for g in groups
+            ],
+        )
+        if groups
+        else "no dead tasks need attention"
+    )
+    rt.emit(groups, text)
+
+
+@verb("prune")
+@click.option("--older-than", required=True, metavar="D", help="e.g. 30d, 12h.")
+def prune(rt: Runtime, older_than: str) -> int:
+    """Delete succeeded and cancelled tasks finished more than D ago (dead ones are kept)."""
+    result = rt.app().prune(parse_duration(older_than, "--older-than"))
+    rt.emit(
+        result, f"pruned {result['tasks']} finished tasks and {result['transitions']} transitions"
+    )
+    return EXIT_OK

@@ -1,0 +1,118 @@
+"""Queue health (§12), computed from the store with indexed queries.
+
+Per queue and kind: counts of open states (from the partial indexes), dead tasks still needing
+a person, tasks finished in the window, arrival and completion rates per minute, retries and
+lease expiries, queue wait (claimed − due) and run time (outcome − claimed) p50/p95 from the
+transitions in the window — so time spent queued is never mistaken for slow work — and the
+estimated drain time: backlog ÷ (completion rate − arrival rate), ``never`` when arrivals keep up.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from .machine import TERMINAL, Reason
+from .models import iso
+from .store.base import Driver, Tx
+
+OPEN_STATES = ("queued", "leased", "cancel_requested", "awaiting_receipt", "waiting")
+LEASE_EXPIRIES = {
+    Reason.LEASE_EXPIRED,
+    Reason.LEASE_EXPIRED_CANCELLED,
+    Reason.LEASE_EXPIRED_EFFECT_UNCERTAIN,
+}
+
+
+def percentile(values: list[float], p: float) -> float | None:
+    """Nearest-rank percentile (``p`` in 0..100) of ``values``; ``None`` when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), int(-(-p * len(ordered) // 100))))
+    return ordered[rank - 1]
+
+
+def drain_time(backlog: int, arrivals_per_min: float, completions_per_min: float) -> float | str:
+    """Seconds to empty the backlog at the current net rate, or ``"never"``."""
+    if backlog == 0:
+        return 0.0
+    net = completions_per_min - arrivals_per_min
+    if net <= 0:
+        return "never"
+    return backlog / net * 60.0
+
+
+def _entry() -> dict[str, Any]:
+    return {
+        "counts": {s: 0 for s in OPEN_STATES},
+        "dead": 0,
+        "oldest_dead_age": None,
+        "finished_in_window": {"succeeded": 0, "cancelled": 0},
+        "oldest_due_age": None,
+        "arrivals": 0,
+        "completions": 0,
+        "retries": 0,
+        "lease_expiries": 0,
+        "waits": [],
+        "runs": [],
+    }
+
+
+def collect(driver: Driver, tx: Tx, window: float) -> dict[str, Any]:
+    now = driver.db_now(tx)
+    from datetime import timedelta
+
+    since = now - timedelta(seconds=window)
+    groups: dict[tuple[str, str], dict[str, Any]] = defaultdict(_entry)
+    for r in tx.all("stats_open"):
+        g = groups[(r["queue"], r["kind"])]
+        g["counts"][r["state"]] = r["n"]
+        if r["oldest_due"] is not None:
+            g["oldest_due_age"] = max(0.0, (now - r["oldest_due"]).total_seconds())
+    for r in tx.all("stats_dead"):
+        g = groups[(r["queue"], r["kind"])]
+        g["dead"] = r["n"]
+        g["oldest_dead_age"] = (now - r["oldest"]).total_seconds() if r["oldest"] else None
+    when = driver.encode_time(since)
+    for r in tx.all("stats_finished", {"since": when}):
+        groups[(r["queue"], r["kind"])]["finished_in_window"][r["state"]] = r["n"]
+    for r in tx.all("stats_reasons", {"since": when}):
+        g = groups[(r["queue"], r["kind"])]
+        if r["reason"] == Reason.ENQUEUED:
+            g["arrivals"] += r["n"]
+        if r["to_state"] in TERMINAL and r["reason"] not in ("dismissed", "correction"):
+            g["completions"] += r["n"]
+        if r["reason"] == Reason.RETRY_SCHEDULED:
+            g["retries"] += r["n"]
+        if r["reason"] in LEASE_EXPIRIES:
+            g["lease_expiries"] += r["n"]
+    for r in tx.all("stats_waits", {"since": when}):
+        if r["seconds"] is not None:
+            groups[(r["queue"], r["kind"])]["waits"].append(float(r["seconds"]))
+    for r in tx.all("stats_runs", {"since": when}):
+        if r["seconds"] is not None:
+            groups[(r["queue"], r["kind"])]["runs"].append(float(r["seconds"]))
+    minutes = window / 60.0
+    rows = []
+    for (queue, kind), g in sorted(groups.items()):
+        arrivals = g.pop("arrivals") / minutes
+        completions = g.pop("completions") / minutes
+        waits, runs = g.pop("waits"), g.pop("runs")
+        backlog = g["counts"]["queued"] + g["counts"]["leased"] + g["counts"]["cancel_requested"]
+        rows.append(
+            {
+                "queue": queue,
+                "kind": kind,
+                **g,
+                "arrivals_per_min": round(arrivals, 3),
+                "completions_per_min": round(completions, 3),
+                "wait_p50": percentile(waits, 50),
+                "wait_p95": percentile(waits, 95),
+                "run_p50": percentile(runs, 50),
+                "run_p95": percentile(runs, 95),
+                "backlog": backlog,
+                "drain_time": drain_time(backlog, arrivals, completions),
+            }
+        )
+    return {"at": iso(now), "window_seconds": window, "queues": rows}
