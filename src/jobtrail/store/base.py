@@ -225,10 +225,11 @@ class Driver(abc.ABC):
         names = {q["name"] for q in limited}
         free = [q for q in claim.queues if q not in names]
         rows: list[Row] = []
-        if free:
-            rows = tx.all(
-                "task_claim", {**common, "queues": self._list(free), "limit": claim.limit}
-            )
+        for queue_name in free:
+            room = claim.limit - len(rows)
+            if room <= 0:
+                break
+            rows += tx.all("task_claim", {**common, "queue": queue_name, "limit": room})
         for queue in limited:
             room = claim.limit - len(rows)
             if room <= 0:

@@ -36,6 +36,8 @@ WHERE tenant = %(tenant)s AND kind = %(kind)s AND idempotency_key = %(idempotenc
 SELECT *, now() AS db_now FROM jobtrail_tasks WHERE id = %(id)s;
 
 -- name: task_claim
+-- One queue at a time, so the claim reads the due index (queue, priority, run_at, id) in
+-- order and stops at the limit instead of sorting every queued row of several queues.
 -- SKIP LOCKED lets many workers claim at once without waiting on each other; the
 -- id = ANY(ARRAY(...)) shape keeps the update on the primary key for any batch size.
 WITH upd AS (
@@ -51,7 +53,7 @@ WITH upd AS (
         SELECT id FROM jobtrail_tasks
         WHERE state = 'queued'
           AND run_at <= now()
-          AND queue = ANY(%(queues)s::text[])
+          AND queue = %(queue)s
           AND kind = ANY(%(kinds)s::text[])
           AND queue NOT IN (SELECT name FROM jobtrail_queues WHERE paused)
         ORDER BY priority DESC, run_at, id

@@ -32,6 +32,7 @@ SELECT *, ((julianday('now') - 2440587.5) * 86400.0) AS db_now
 FROM jobtrail_tasks WHERE id = :id;
 
 -- name: task_claim
+-- One queue at a time, so the claim reads the due index in order and stops at :limit.
 -- Writers are serialised by BEGIN IMMEDIATE, so no row locking is needed to take each due
 -- task exactly once. Order: priority (higher first), then run_at, then enqueue order.
 UPDATE jobtrail_tasks
@@ -46,7 +47,7 @@ WHERE id IN (
     SELECT id FROM jobtrail_tasks
     WHERE state = 'queued'
       AND run_at <= ((julianday('now') - 2440587.5) * 86400.0)
-      AND queue IN (SELECT value FROM json_each(:queues))
+      AND queue = :queue
       AND kind IN (SELECT value FROM json_each(:kinds))
       AND queue NOT IN (SELECT name FROM jobtrail_queues WHERE paused = 1)
     ORDER BY priority DESC, run_at, id
