@@ -1,4 +1,4 @@
-# ruff: noqa: E501
+# ruff: noqa: E501, S608
 """How fast is queue health on a big store? Loads N tasks (default 1,000,000) with their
 transitions into a fresh PostgreSQL schema (or SQLite file), then times `app.stats()`, each of
 its queries, `app.dead()`, a claim, and `app.list()` paging.
