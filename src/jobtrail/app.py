@@ -643,6 +643,8 @@ class App(EffectsAPI, OpsAPI):
             row = self._row(tx, task_id)
             if row["state"] != State.DEAD:
                 raise IllegalTransition(str(row["id"]), row["state"], "dismiss (only dead tasks)")
+            if row["dismissed_at"] is not None:  # dismissing twice records nothing
+                return
             self._annotate(tx, row, Reason.DISMISSED, by, note, None)
 
     def _annotate(

@@ -200,8 +200,8 @@ class OpsAPI:
                 tx.one("prune_guard_off") if self._driver.dialect == "postgres" else tx.run(
                     "prune_guard_off"
                 )
-            if len(ids) < PRUNE_BATCH:
-                break
+            # no early exit on a short batch: a workflow's parent becomes prunable only once
+            # its children are gone, so keep going until nothing is left to select
         return total
 
     # -- live facts for explanations -------------------------------------------------------------
