@@ -136,7 +136,10 @@ class Worker:
                     log.warning("sweep failed: %s", type(exc).__name__)
                 next_sweep = now + self.options.sweep_interval
             with self._running_lock:
-                free = self.options.concurrency - len(self.running)
+                # Read before claiming: a handler that finishes during the claim may release
+                # more work (a workflow's next step) that this claim could not see yet.
+                busy_before = len(self.running)
+            free = self.options.concurrency - busy_before
             claimed = 0
             if free > 0 and kinds:
                 try:
@@ -148,9 +151,7 @@ class Worker:
                     log.warning("claim failed (%s); retrying in %.1fs", type(exc).__name__, delay)
                     self._stop.wait(delay)
                     continue
-            with self._running_lock:
-                busy = len(self.running)
-            if self.options.burst and claimed == 0 and busy == 0:
+            if self.options.burst and claimed == 0 and busy_before == 0:
                 return
             if claimed and claimed == free:
                 continue  # there may be more due work: claim again at once
