@@ -282,7 +282,30 @@ class Worker:
                         attempt.number,
                     )
                 return
-            except Exception as error:  # the store is unreachable: retry while the lease lasts
+            except Exception as error:
+                if not self.driver.is_outage(error):
+                    # Not an outage: the write itself is refused (a constraint, a bug). Record
+                    # that as the attempt's failure once, so the cause is on the timeline.
+                    if isinstance(exc, OutcomeNotRecorded):
+                        log.error(
+                            "task %s attempt %d: the failure could not be recorded "
+                            "either (%s); the sweeper will decide",
+                            attempt.task_id,
+                            attempt.number,
+                            type(error).__name__,
+                        )
+                        return
+                    log.error(
+                        "task %s attempt %d: the outcome was refused by the store (%s)",
+                        attempt.task_id,
+                        attempt.number,
+                        type(error).__name__,
+                    )
+                    exc = OutcomeNotRecorded(
+                        f"the outcome could not be recorded: {type(error).__name__}: {error}"
+                    )
+                    continue
+                # the store is unreachable: retry while the lease lasts
                 if time.monotonic() >= attempt.lease_deadline or self._done.is_set():
                     log.warning(
                         "task %s attempt %d: could not write the outcome (%s); the "
@@ -421,6 +444,11 @@ class Worker:
                 len(left),
                 left,
             )
+
+
+class OutcomeNotRecorded(Exception):  # noqa: N818
+    """The store refused to record an attempt's outcome (not an outage); recorded as its
+    failure instead."""
 
 
 def _attempt_timeout(attempt: Attempt) -> TimeoutError:
