@@ -218,6 +218,12 @@ class PostgresDriver(Driver):
                 self._closed.wait(delay)
                 delay = min(5.0, delay * 2)
 
+    def is_outage(self, error: BaseException) -> bool:
+        # serialization failures and deadlocks are worth the same write again
+        return isinstance(
+            error, (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
+        ) or super().is_outage(error)
+
     # -- encoding ------------------------------------------------------------------------------
     def encode_time(self, value: datetime) -> datetime:
         if value.tzinfo is None:
