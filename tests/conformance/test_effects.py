@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from _effects_support import WAIT, Background, Gate, burst, reasons
+from ._effects_support import WAIT, Background, Gate, burst, reasons
 
 import jobtrail
 from jobtrail import Cancelled, TransientError
@@ -453,12 +453,6 @@ def test_how_a_handler_ends_after_a_cancel_decides_the_outcome(app: jobtrail.App
 # -- the burst worker ------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: worker.py Worker._claim_loop reads `busy` after the claim query: an attempt "
-    "that finishes between the two (writing a due retry) makes a burst worker return with work "
-    "due",
-)
 def test_a_burst_worker_does_not_return_while_a_retry_it_wrote_is_due(
     app: jobtrail.App, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from _effects_support import WAIT, burst, reasons
+from ._effects_support import WAIT, burst, reasons
 
 import jobtrail
 from jobtrail import PermanentError, TransientError

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _effects_support import Background, Gate, burst, reasons, wait_for
+from ._effects_support import Background, Gate, burst, reasons, wait_for
 
 import jobtrail
 from jobtrail import IllegalTransition
@@ -218,13 +218,6 @@ def test_the_sweeper_handles_receipt_deadlines(app: jobtrail.App) -> None:
             assert (last.from_state, last.actor) == ("awaiting_receipt", "sweeper"), hook
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: worker.py Worker._write_outcome (line ~298) treats every exception from the "
-    "outcome write as a store outage; the unique index jobtrail_tasks_receipt_id (migration "
-    "0002) makes the second `submitted` write fail every time, so the attempt spins until its "
-    "lease runs out and the sweeper ends it with a misleading reason",
-)
 def test_a_receipt_id_already_awaited_by_another_task_is_decided_by_the_worker(
     app: jobtrail.App,
 ) -> None:

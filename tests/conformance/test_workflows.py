@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 import pytest
-from _effects_support import WAIT, Background, Gate, burst, reasons, wait_for
+from ._effects_support import WAIT, Background, Gate, burst, reasons, wait_for
 
 import jobtrail
 from jobtrail import PermanentError

@@ -52,6 +52,7 @@ UPDATE jobtrail_outbox
 SET locked_until = round((julianday('now') - 2440587.5) * 86400.0, 3) + :lock_seconds, attempts = attempts + 1
 WHERE id IN (SELECT id FROM jobtrail_outbox
              WHERE state = 'pending' AND next_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)
+               AND (:any_topic OR topic IN (SELECT value FROM json_each(:topics)))
                AND (locked_until IS NULL OR locked_until <= round((julianday('now') - 2440587.5) * 86400.0, 3))
              ORDER BY next_at, id LIMIT :limit)
 RETURNING id, task_id, topic, payload, attempts;
@@ -89,7 +90,8 @@ RETURNING id, queue;
 UPDATE jobtrail_tasks SET after_id = :after_id WHERE id = :id;
 
 -- name: task_by_receipt
-SELECT id FROM jobtrail_tasks WHERE receipt_id = :receipt_id
+SELECT id, state FROM jobtrail_tasks
+WHERE receipt_id = :receipt_id AND (:kind IS NULL OR kind = :kind)
 ORDER BY (state = 'awaiting_receipt') DESC, id DESC LIMIT 2;
 
 -- name: task_receipt_expired
