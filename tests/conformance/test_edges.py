@@ -399,6 +399,18 @@ def edge_15_failed(store, app: jobtrail.App) -> None:
     assert "disk full" in (t.error or "")  # the error is recorded
 
 
+def edge_15_snooze(store, app: jobtrail.App) -> None:
+    """Asking to run later after a cancel was requested does not put the task back."""
+
+    def snooze(ctx):
+        raise jobtrail.Snooze(0)
+
+    task, outcome = _cancel_while_running(app, snooze)
+    assert isinstance(outcome[0], jobtrail.Snooze)
+    assert_row(last(app, task.id), "cancel_requested", "cancelled", "cancel_confirmed", is_worker)
+    assert app.get(task.id).state == "cancelled"
+
+
 def edge_16(store, app: jobtrail.App) -> None:
     task, outcome = _cancel_while_running(app, lambda ctx: None)
     assert outcome == ["returned"]
@@ -513,7 +525,7 @@ DRIVERS: dict[str, list[Callable[..., None]]] = {
     "8": [edge_8],
     "13": [edge_13],
     "14": [edge_14],
-    "15": [edge_15, edge_15_failed],
+    "15": [edge_15, edge_15_failed, edge_15_snooze],
     "16": [edge_16],
     "18": [edge_18],
     "19": [edge_19],
@@ -636,3 +648,24 @@ def test_workers_take_only_their_queues(app: jobtrail.App) -> None:
     assert app.get(b.id).state == "succeeded" and app.get(moved.id).state == "succeeded"
     run(app)
     assert app.get(a.id).state == "succeeded"
+
+
+def test_concurrent_workers_claim_each_task_once(store, app: jobtrail.App) -> None:
+    runs: list[str] = []
+    lock = threading.Lock()
+
+    def handler(ctx, p):
+        with lock:
+            runs.append(ctx.task_id)
+
+    other = store.app()
+    for a in (app, other):
+        a.task("k")(handler)
+    ids = [t.id for t in app.enqueue_many([{"kind": "k", "payload": i} for i in range(40)])]
+    with background_worker(app, concurrency=3), background_worker(other, concurrency=3):
+        pass
+    for a in (app, other):  # whatever a racing burst worker left behind
+        run(a)
+    assert sorted(runs) == sorted(ids)
+    for task_id in ids:
+        assert reasons(app, task_id) == ["enqueued", "claimed", "completed"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import threading
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -356,3 +357,30 @@ def test_unknown_numeric_parent_is_task_not_found(kapp: jobtrail.App) -> None:
     with pytest.raises(jobtrail.TaskNotFound, match="999999"):
         kapp.enqueue("k", parent="999999")
     assert kapp.list() == []
+
+
+def test_concurrent_enqueues_with_one_key_make_one_task(store, kapp: jobtrail.App) -> None:
+    apps = [kapp] + [store.app() for _ in range(3)]
+    for other in apps[1:]:
+        other.task("k")(lambda ctx, p: None)
+    barrier = threading.Barrier(8)
+    results: list[jobtrail.Task] = []
+    errors: list[BaseException] = []
+
+    def enqueue(app: jobtrail.App) -> None:
+        try:
+            barrier.wait(5)
+            results.append(app.enqueue("k", {"order": 9}, idempotency_key="order-9"))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=enqueue, args=(apps[i % 4],)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(15)
+    assert errors == []
+    assert len(results) == 8 and len({t.id for t in results}) == 1
+    assert sum(t.created for t in results) == 1
+    assert len(kapp.list()) == 1
+    assert reasons(kapp, results[0].id) == ["enqueued"]
