@@ -12,11 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from ._effects_support import WAIT, Background, Gate, burst, reasons
 
 import jobtrail
 from jobtrail import Cancelled, TransientError
 from jobtrail.worker import Worker
+
+from ._effects_support import WAIT, Background, Gate, burst, reasons
 
 # -- ctx.step --------------------------------------------------------------------------------------
 

@@ -10,10 +10,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from ._effects_support import WAIT, burst, reasons
 
 import jobtrail
 from jobtrail import PermanentError, TransientError
+
+from ._effects_support import WAIT, burst, reasons
 
 
 def deliver_until(app: jobtrail.App, task_id: str, timeout: float = WAIT) -> list[dict[str, Any]]:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ._effects_support import Background, Gate, burst, reasons, wait_for
 
 import jobtrail
 from jobtrail import IllegalTransition
+
+from ._effects_support import Background, Gate, burst, reasons, wait_for
 
 
 def register_submit(app: jobtrail.App, kind: str = "submit", **options: Any) -> None:

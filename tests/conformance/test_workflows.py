@@ -6,10 +6,11 @@ import threading
 from typing import Any
 
 import pytest
-from ._effects_support import WAIT, Background, Gate, burst, reasons, wait_for
 
 import jobtrail
 from jobtrail import PermanentError
+
+from ._effects_support import WAIT, Background, Gate, burst, reasons, wait_for
 
 
 def register(app: jobtrail.App, *kinds: str, fail: tuple[str, ...] = ()) -> list[str]:
