@@ -280,6 +280,8 @@ class App(EffectsAPI, OpsAPI):
         )
 
     def _insert(self, tx: Tx, new: NewTask) -> Task:
+        if new.parent_id is not None and self._driver.task_get(tx, new.parent_id) is None:
+            raise TaskNotFound(str(new.parent_id))
         row, created = transition.create(self._driver, tx, new)
         if not created and row["payload_hash"] != new.payload_hash:
             raise IdempotencyConflict(str(row["id"]), new.idempotency_key or "")

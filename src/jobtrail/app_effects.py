@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import transition, workflow
+from . import payloads, transition, workflow
 from .errors import IdempotencyConflict, IllegalTransition, TaskNotFound
 from .kinds import KindSpec
 from .machine import Reason, State
@@ -78,6 +79,7 @@ class EffectsAPI:
         task_id: str | int | None = None,
         *,
         receipt_id: str | None = None,
+        kind: str | None = None,
         ok: bool = True,
         category: str | None = None,
         error: str | None = None,
@@ -87,16 +89,23 @@ class EffectsAPI:
         """The outcome of a submission (edges 10, 11), by task id or by receipt id:
         ``ok=True`` → ``succeeded``; ``ok=False`` → classified like §7 (``queued`` for a
         retry, or ``dead``). A repeat of a confirmation that already happened returns the
-        task unchanged."""
+        task unchanged. Receipt ids are unique per kind: pass ``kind`` when two kinds'
+        providers could hand out the same id."""
         if (task_id is None) == (receipt_id is None):
             raise ValueError("give task_id or receipt_id (exactly one)")
         if not isinstance(ok, bool):
             raise TypeError("ok must be True or False")
         with self._driver.transaction() as tx:
             if receipt_id is not None:
-                found = tx.all("task_by_receipt", {"receipt_id": str(receipt_id)})
+                found = tx.all("task_by_receipt", {"receipt_id": str(receipt_id), "kind": kind})
                 if not found:
                     raise TaskNotFound(f"receipt {receipt_id}")
+                awaiting = [f for f in found if f["state"] == State.AWAITING_RECEIPT]
+                if len(awaiting) > 1:
+                    raise ValueError(
+                        f"receipt {receipt_id!r} is awaited by several tasks of "
+                        "different kinds; pass kind= or the task id"
+                    )
                 task_id = found[0]["id"]
             assert task_id is not None
             row = self._row(tx, task_id)
@@ -146,6 +155,16 @@ class EffectsAPI:
             label=True,
         )
         parent = _with_state(parent, State.WAITING)
+        # the key names the whole workflow: changed children are a changed intent too
+        _, shape = payloads.encode(
+            {
+                "payload": payload,
+                "sequential": bool(sequential),
+                "children": [_child_shape(c) for c in children],
+            },
+            1 << 30,
+        )
+        parent = replace(parent, payload_hash=shape)
         items = []
         for i, child in enumerate(children):
             if isinstance(child, Mapping):
@@ -186,6 +205,14 @@ class EffectsAPI:
             row = self._row(tx, task_id)
             ids = [c["id"] for c in tx.all("children_list", {"id": row["id"]})]
             return [self._task_from_row(self._row(tx, i)) for i in ids]
+
+
+def _child_shape(child: Any) -> Any:
+    if isinstance(child, Mapping):
+        return {k: child[k] for k in sorted(child) if k in ("kind", "payload", "queue")}
+    if isinstance(child, tuple | builtins.list) and len(child) == 2:
+        return {"kind": child[0], "payload": child[1]}
+    return repr(child)
 
 
 def _with_state(new: NewTask, state: State) -> NewTask:

@@ -117,7 +117,7 @@ def decide_failure(
         if cancel_requested:
             return _after_cancel(exc, None, effect_confirmed)
         return Decision(State.QUEUED, Reason.SNOOZED, delay=exc.seconds, counts_attempt=False)
-    if isinstance(exc, Cancelled):
+    if isinstance(exc, Cancelled) and cancel_requested:
         return Decision(State.CANCELLED, Reason.CANCEL_CONFIRMED)
     category = classify(exc, spec.classify)
     if cancel_requested:

@@ -375,6 +375,8 @@ def _details(t: Transition, lang: str) -> str:
 def _header(task: Task, now: datetime, lang: str, extra: list[str] | None) -> list[str]:
     text = _TEXT[lang]
     name = STATE_NAMES[lang][task.state]
+    if task.state is State.DEAD and task.dismissed:
+        name = "dismissed, no action needed" if lang == "en" else "已关闭，无需处理"
     code = task.state.value
     if task.last_reason:
         state = text["state_reason"].format(

@@ -58,8 +58,20 @@ def dispatch(
     driver: Driver, sinks: dict[str, list[Sink]], *, limit: int = 100, lock_seconds: float = 30.0
 ) -> int:
     """One pass: deliver due pending messages; returns how many were delivered."""
+    topics = sorted(t for t in sinks if t != "*")
+    if not topics and "*" not in sinks:
+        return 0
     with driver.transaction() as tx:
-        rows = tx.all("outbox_claim", {"limit": limit, "lock_seconds": lock_seconds})
+        # only topics this process can deliver: others stay for a process that has the sink
+        rows = tx.all(
+            "outbox_claim",
+            {
+                "limit": limit,
+                "lock_seconds": lock_seconds,
+                "any_topic": "*" in sinks,
+                "topics": driver._list(topics),
+            },
+        )
     delivered = 0
     for row in rows:
         targets = sinks.get(row["topic"], []) + sinks.get("*", [])

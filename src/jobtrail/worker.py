@@ -148,7 +148,10 @@ class Worker:
                     log.warning("sweep failed: %s", type(exc).__name__)
                 next_sweep = now + self.options.sweep_interval
             with self._running_lock:
-                free = self.options.concurrency - len(self.running)
+                # Read before claiming: a handler that finishes during the claim may release
+                # more work (a workflow's next step) that this claim could not see yet.
+                busy_before = len(self.running)
+            free = self.options.concurrency - busy_before
             claimed = 0
             if free > 0 and kinds:
                 try:
@@ -160,9 +163,7 @@ class Worker:
                     log.warning("claim failed (%s); retrying in %.1fs", type(exc).__name__, delay)
                     self._stop.wait(delay)
                     continue
-            with self._running_lock:
-                busy = len(self.running)
-            if self.options.burst and claimed == 0 and busy == 0:
+            if self.options.burst and claimed == 0 and busy_before == 0:
                 return
             if claimed and claimed == free:
                 continue  # there may be more due work: claim again at once
@@ -295,7 +296,30 @@ class Worker:
                         attempt.number,
                     )
                 return
-            except Exception as error:  # the store is unreachable: retry while the lease lasts
+            except Exception as error:
+                if not self.driver.is_outage(error):
+                    # Not an outage: the write itself is refused (a constraint, a bug). Record
+                    # that as the attempt's failure once, so the cause is on the timeline.
+                    if isinstance(exc, OutcomeNotRecorded):
+                        log.error(
+                            "task %s attempt %d: the failure could not be recorded "
+                            "either (%s); the sweeper will decide",
+                            attempt.task_id,
+                            attempt.number,
+                            type(error).__name__,
+                        )
+                        return
+                    log.error(
+                        "task %s attempt %d: the outcome was refused by the store (%s)",
+                        attempt.task_id,
+                        attempt.number,
+                        type(error).__name__,
+                    )
+                    exc = OutcomeNotRecorded(
+                        f"the outcome could not be recorded: {type(error).__name__}: {error}"
+                    )
+                    continue
+                # the store is unreachable: retry while the lease lasts
                 if time.monotonic() >= attempt.lease_deadline or self._done.is_set():
                     log.warning(
                         "task %s attempt %d: could not write the outcome (%s); the "
@@ -462,6 +486,11 @@ class Worker:
                 len(left),
                 left,
             )
+
+
+class OutcomeNotRecorded(Exception):  # noqa: N818
+    """The store refused to record an attempt's outcome (not an outage); recorded as its
+    failure instead."""
 
 
 def _attempt_timeout(attempt: Attempt) -> TimeoutError:

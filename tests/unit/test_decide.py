@@ -187,8 +187,13 @@ def test_outcomes_after_a_cancel_request() -> None:
         effect_confirmed=True,
     )
     assert (d.to_state, d.reason) == (State.DEAD, Reason.FAILED_AFTER_CANCEL)
-    d = decide_failure(Cancelled(), spec=spec(), attempt=1, max_attempts=5, elapsed=0)
+    d = decide_failure(
+        Cancelled(), spec=spec(), attempt=1, max_attempts=5, elapsed=0, cancel_requested=True
+    )
     assert (d.to_state, d.reason) == (State.CANCELLED, Reason.CANCEL_CONFIRMED)
+    # raised by the handler's own code with no cancel requested: an ordinary failure
+    d = decide_failure(Cancelled(), spec=spec(), attempt=1, max_attempts=5, elapsed=0)
+    assert (d.to_state, d.reason) == (State.QUEUED, Reason.RETRY_SCHEDULED)
 
 
 @pytest.mark.parametrize(

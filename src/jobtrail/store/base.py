@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from ..errors import StoreUnavailable
 from ..machine import HELD, TERMINAL, State
 from . import queries
 
@@ -163,6 +164,11 @@ class Driver(abc.ABC):
 
     @abc.abstractmethod
     def encode_time(self, value: datetime) -> Any: ...
+
+    def is_outage(self, error: BaseException) -> bool:
+        """Whether ``error`` means the store could not be reached or was busy (worth retrying
+        the same write), as opposed to a write the store refuses."""
+        return isinstance(error, StoreUnavailable)
 
     @abc.abstractmethod
     def notify_queued(self, tx: Tx, queue: str) -> None: ...

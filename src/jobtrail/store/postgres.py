@@ -156,6 +156,12 @@ class PostgresDriver(Driver):
     def close(self) -> None:
         self._closed.set()
         self._wakeup.set()
+        if self._listener is not None and self._listener.is_alive():
+            try:  # wake the listener out of its wait so it sees the close at once
+                with self.pool.connection(timeout=1.0) as conn:
+                    conn.execute("SELECT pg_notify(%s, '')", (CHANNEL,))
+            except (psycopg.Error, PoolTimeout):
+                pass
         self.pool.close()
         if self._listener is not None:
             self._listener.join(timeout=3)
@@ -202,6 +208,12 @@ class PostgresDriver(Driver):
                 )
                 self._closed.wait(delay)
                 delay = min(5.0, delay * 2)
+
+    def is_outage(self, error: BaseException) -> bool:
+        # serialization failures and deadlocks are worth the same write again
+        return isinstance(
+            error, (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
+        ) or super().is_outage(error)
 
     # -- encoding ------------------------------------------------------------------------------
     def encode_time(self, value: datetime) -> datetime:

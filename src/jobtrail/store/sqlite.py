@@ -212,7 +212,13 @@ class SQLiteDriver(Driver):
     def encode_time(self, value: datetime) -> float:
         if value.tzinfo is None:
             raise ValueError("times must be timezone-aware (UTC)")
+        # Stored times are epoch seconds rounded to milliseconds (julianday's precision), so a
+        # time read back through the API compares equal to the stored value.
         return value.timestamp()
+
+    def is_outage(self, error: BaseException) -> bool:
+        # locked / busy past the timeout, disk I/O: the same write may succeed later
+        return isinstance(error, sqlite3.OperationalError) or super().is_outage(error)
 
     def _list(self, values: list[str]) -> str:
         return json.dumps(values)

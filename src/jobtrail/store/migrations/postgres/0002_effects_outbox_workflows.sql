@@ -4,8 +4,9 @@
 -- until that sibling succeeds (then run_at = now(), in the same transaction).
 ALTER TABLE jobtrail_tasks ADD COLUMN after_id BIGINT REFERENCES jobtrail_tasks (id);
 
+-- Receipt ids are the provider's: unique per kind among tasks awaiting one.
 CREATE UNIQUE INDEX jobtrail_tasks_receipt_id
-    ON jobtrail_tasks (receipt_id) WHERE state = 'awaiting_receipt';
+    ON jobtrail_tasks (kind, receipt_id) WHERE state = 'awaiting_receipt';
 
 CREATE TABLE jobtrail_steps (
     task_id      BIGINT      NOT NULL REFERENCES jobtrail_tasks (id),

@@ -54,6 +54,7 @@ SET locked_until = now() + make_interval(secs => %(lock_seconds)s::float8),
 WHERE id = ANY(ARRAY(
     SELECT id FROM jobtrail_outbox
     WHERE state = 'pending' AND next_at <= now()
+      AND (%(any_topic)s OR topic = ANY(%(topics)s::text[]))
       AND (locked_until IS NULL OR locked_until <= now())
     ORDER BY next_at, id LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED))
@@ -93,7 +94,8 @@ RETURNING id, queue;
 UPDATE jobtrail_tasks SET after_id = %(after_id)s WHERE id = %(id)s;
 
 -- name: task_by_receipt
-SELECT id FROM jobtrail_tasks WHERE receipt_id = %(receipt_id)s
+SELECT id, state FROM jobtrail_tasks
+WHERE receipt_id = %(receipt_id)s AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
 ORDER BY (state = 'awaiting_receipt') DESC, id DESC LIMIT 2;
 
 -- name: task_receipt_expired

@@ -8,11 +8,11 @@ SELECT * FROM jobtrail_steps WHERE task_id = :id ORDER BY created_at, name;
 -- name: step_confirm
 INSERT INTO jobtrail_steps (task_id, name, is_effect, status, effect_key, result, attempt,
                             created_at, confirmed_at)
-SELECT :id, :name, :is_effect, 'confirmed', :effect_key, :result, :attempt, ((julianday('now') - 2440587.5) * 86400.0), ((julianday('now') - 2440587.5) * 86400.0)
+SELECT :id, :name, :is_effect, 'confirmed', :effect_key, :result, :attempt, round((julianday('now') - 2440587.5) * 86400.0, 3), round((julianday('now') - 2440587.5) * 86400.0, 3)
 WHERE EXISTS (SELECT 1 FROM jobtrail_tasks
               WHERE id = :id AND state IN ('leased', 'cancel_requested')
                 AND lease_owner = :owner AND attempts = :attempt
-                AND lease_expires_at > ((julianday('now') - 2440587.5) * 86400.0))
+                AND lease_expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3))
 ON CONFLICT (task_id, name) DO UPDATE
 SET status = 'confirmed', result = excluded.result, attempt = excluded.attempt,
     confirmed_at = excluded.confirmed_at, error = NULL
@@ -21,11 +21,11 @@ RETURNING name;
 
 -- name: effect_intent
 INSERT INTO jobtrail_steps (task_id, name, is_effect, status, effect_key, attempt, created_at)
-SELECT :id, :name, 1, 'intent', :effect_key, :attempt, ((julianday('now') - 2440587.5) * 86400.0)
+SELECT :id, :name, 1, 'intent', :effect_key, :attempt, round((julianday('now') - 2440587.5) * 86400.0, 3)
 WHERE EXISTS (SELECT 1 FROM jobtrail_tasks
               WHERE id = :id AND state IN ('leased', 'cancel_requested')
                 AND lease_owner = :owner AND attempts = :attempt
-                AND lease_expires_at > ((julianday('now') - 2440587.5) * 86400.0))
+                AND lease_expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3))
 ON CONFLICT (task_id, name) DO UPDATE
 SET attempt = excluded.attempt, error = NULL
 WHERE jobtrail_steps.status = 'intent'
@@ -45,24 +45,25 @@ WHERE task_id = :id AND is_effect = 1 AND status = 'confirmed';
 
 -- name: outbox_insert
 INSERT INTO jobtrail_outbox (task_id, topic, payload, next_at, created_at)
-VALUES (:task_id, :topic, :payload, ((julianday('now') - 2440587.5) * 86400.0), ((julianday('now') - 2440587.5) * 86400.0));
+VALUES (:task_id, :topic, :payload, round((julianday('now') - 2440587.5) * 86400.0, 3), round((julianday('now') - 2440587.5) * 86400.0, 3));
 
 -- name: outbox_claim
 UPDATE jobtrail_outbox
-SET locked_until = ((julianday('now') - 2440587.5) * 86400.0) + :lock_seconds, attempts = attempts + 1
+SET locked_until = round((julianday('now') - 2440587.5) * 86400.0, 3) + :lock_seconds, attempts = attempts + 1
 WHERE id IN (SELECT id FROM jobtrail_outbox
-             WHERE state = 'pending' AND next_at <= ((julianday('now') - 2440587.5) * 86400.0)
-               AND (locked_until IS NULL OR locked_until <= ((julianday('now') - 2440587.5) * 86400.0))
+             WHERE state = 'pending' AND next_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)
+               AND (:any_topic OR topic IN (SELECT value FROM json_each(:topics)))
+               AND (locked_until IS NULL OR locked_until <= round((julianday('now') - 2440587.5) * 86400.0, 3))
              ORDER BY next_at, id LIMIT :limit)
 RETURNING id, task_id, topic, payload, attempts;
 
 -- name: outbox_delivered
-UPDATE jobtrail_outbox SET state = 'delivered', delivered_at = ((julianday('now') - 2440587.5) * 86400.0), locked_until = NULL
+UPDATE jobtrail_outbox SET state = 'delivered', delivered_at = round((julianday('now') - 2440587.5) * 86400.0, 3), locked_until = NULL
 WHERE id = :id AND state = 'pending';
 
 -- name: outbox_failed
 UPDATE jobtrail_outbox
-SET next_at = ((julianday('now') - 2440587.5) * 86400.0) + :delay, locked_until = NULL, last_error = :error
+SET next_at = round((julianday('now') - 2440587.5) * 86400.0, 3) + :delay, locked_until = NULL, last_error = :error
 WHERE id = :id AND state = 'pending';
 
 -- name: outbox_list
@@ -81,7 +82,7 @@ WHERE parent_id = :id ORDER BY id;
 
 -- name: task_release_next
 -- Not a state change: the next sequential sibling becomes due (run_at = now).
-UPDATE jobtrail_tasks SET run_at = ((julianday('now') - 2440587.5) * 86400.0)
+UPDATE jobtrail_tasks SET run_at = round((julianday('now') - 2440587.5) * 86400.0, 3)
 WHERE after_id = :id AND state = 'queued'
 RETURNING id, queue;
 
@@ -89,10 +90,11 @@ RETURNING id, queue;
 UPDATE jobtrail_tasks SET after_id = :after_id WHERE id = :id;
 
 -- name: task_by_receipt
-SELECT id FROM jobtrail_tasks WHERE receipt_id = :receipt_id
+SELECT id, state FROM jobtrail_tasks
+WHERE receipt_id = :receipt_id AND (:kind IS NULL OR kind = :kind)
 ORDER BY (state = 'awaiting_receipt') DESC, id DESC LIMIT 2;
 
 -- name: task_receipt_expired
 SELECT id, kind, receipt_id, attempts, max_attempts FROM jobtrail_tasks
-WHERE state = 'awaiting_receipt' AND receipt_deadline <= ((julianday('now') - 2440587.5) * 86400.0)
+WHERE state = 'awaiting_receipt' AND receipt_deadline <= round((julianday('now') - 2440587.5) * 86400.0, 3)
 ORDER BY receipt_deadline LIMIT :limit;

@@ -20,11 +20,11 @@ WHERE queue = :queue AND state IN ('leased', 'cancel_requested');
 UPDATE jobtrail_tasks
 SET state = 'leased',
     lease_owner = :owner,
-    lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + lease_seconds,
+    lease_expires_at = round((julianday('now') - 2440587.5) * 86400.0, 3) + lease_seconds,
     attempts = attempts + 1,
     seq = seq + 1,
     last_reason = 'claimed',
-    updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+    updated_at = round((julianday('now') - 2440587.5) * 86400.0, 3)
 WHERE state = 'queued' AND id IN (
     SELECT id FROM (
         SELECT c.id, c.priority, c.run_at,
@@ -32,7 +32,7 @@ WHERE state = 'queued' AND id IN (
                                   ORDER BY c.priority DESC, c.run_at, c.id) AS tn,
                COALESCE(h.n, 0) AS held
         FROM (SELECT id, tenant, priority, run_at FROM jobtrail_tasks
-              WHERE state = 'queued' AND queue = :queue AND run_at <= ((julianday('now') - 2440587.5) * 86400.0)
+              WHERE state = 'queued' AND queue = :queue AND run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)
                 AND kind IN (SELECT value FROM json_each(:kinds))
               ORDER BY priority DESC, run_at, id
               LIMIT :scan) c
@@ -43,7 +43,7 @@ WHERE state = 'queued' AND id IN (
     WHERE :per_tenant IS NULL OR x.tn + x.held <= :per_tenant
     ORDER BY x.priority DESC, x.run_at, x.id
     LIMIT :limit)
-RETURNING *, ((julianday('now') - 2440587.5) * 86400.0) - run_at AS waited;
+RETURNING *, round((julianday('now') - 2440587.5) * 86400.0, 3) - run_at AS waited;
 
 -- name: queue_get
 SELECT * FROM jobtrail_queues WHERE name = :name;
@@ -55,7 +55,7 @@ SELECT * FROM jobtrail_queues ORDER BY name;
 INSERT INTO jobtrail_queues (name, paused, paused_by, paused_note, paused_at, limit_total,
                              limit_per_tenant, updated_at)
 VALUES (:name, :paused, :paused_by, :paused_note,
-        CASE WHEN :paused THEN ((julianday('now') - 2440587.5) * 86400.0) END, :limit_total, :limit_per_tenant, ((julianday('now') - 2440587.5) * 86400.0))
+        CASE WHEN :paused THEN round((julianday('now') - 2440587.5) * 86400.0, 3) END, :limit_total, :limit_per_tenant, round((julianday('now') - 2440587.5) * 86400.0, 3))
 ON CONFLICT (name) DO UPDATE
 SET paused = excluded.paused,
     paused_by = excluded.paused_by,
@@ -70,7 +70,7 @@ RETURNING *;
 
 -- name: queue_history_insert
 INSERT INTO jobtrail_queue_history (queue, action, actor, note, data, at)
-VALUES (:queue, :action, :actor, :note, :data, ((julianday('now') - 2440587.5) * 86400.0));
+VALUES (:queue, :action, :actor, :note, :data, round((julianday('now') - 2440587.5) * 86400.0, 3));
 
 -- name: queue_history_list
 SELECT * FROM jobtrail_queue_history WHERE queue = :queue ORDER BY id DESC LIMIT :limit;
@@ -81,7 +81,7 @@ WHERE queue = :queue AND tenant = :tenant AND state IN ('leased', 'cancel_reques
 
 -- name: stats_open
 SELECT queue, kind, state, COUNT(*) AS n,
-       MIN(CASE WHEN state = 'queued' AND run_at <= ((julianday('now') - 2440587.5) * 86400.0) THEN run_at END) AS oldest_due
+       MIN(CASE WHEN state = 'queued' AND run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3) THEN run_at END) AS oldest_due
 FROM jobtrail_tasks
 WHERE state IN ('queued', 'leased', 'cancel_requested', 'awaiting_receipt', 'waiting')
 GROUP BY queue, kind, state;
@@ -132,7 +132,7 @@ ORDER BY n DESC, reason, kind;
 
 -- name: prune_select
 SELECT id FROM jobtrail_tasks t
-WHERE t.state IN ('succeeded', 'cancelled') AND t.finished_at < ((julianday('now') - 2440587.5) * 86400.0) - :older_than
+WHERE t.state IN ('succeeded', 'cancelled') AND t.finished_at < round((julianday('now') - 2440587.5) * 86400.0, 3) - :older_than
   AND NOT EXISTS (SELECT 1 FROM jobtrail_tasks c WHERE c.parent_id = t.id)
   AND NOT EXISTS (SELECT 1 FROM jobtrail_tasks c WHERE c.after_id = t.id)
   AND NOT EXISTS (SELECT 1 FROM jobtrail_outbox o WHERE o.task_id = t.id AND o.state = 'pending')

@@ -1,11 +1,11 @@
 -- Named queries for SQLite. NOW is written out as
--- ((julianday('now') - 2440587.5) * 86400.0): seconds since the epoch by the database clock.
+-- round((julianday('now') - 2440587.5) * 86400.0, 3): seconds since the epoch by the database clock.
 -- (datetime('now','subsec') returns NULL on SQLite 3.40, so it is not used.)
 -- SQLite has no data-modifying CTEs: the driver appends the transition row with a second
 -- statement in the same transaction (transition_insert).
 
 -- name: db_now
-SELECT ((julianday('now') - 2440587.5) * 86400.0) AS now;
+SELECT round((julianday('now') - 2440587.5) * 86400.0, 3) AS now;
 
 -- name: task_insert
 INSERT INTO jobtrail_tasks (
@@ -15,11 +15,11 @@ INSERT INTO jobtrail_tasks (
 VALUES (
     :kind, :queue, :tenant, :state, :payload, :payload_hash, :idempotency_key, :priority,
     :max_attempts, :lease_seconds, :reentrant,
-    COALESCE(:run_at, ((julianday('now') - 2440587.5) * 86400.0) + COALESCE(:delay, 0)),
+    COALESCE(:run_at, round((julianday('now') - 2440587.5) * 86400.0, 3) + COALESCE(:delay, 0)),
     :parent_id, 'enqueued', 1,
-    ((julianday('now') - 2440587.5) * 86400.0),
-    ((julianday('now') - 2440587.5) * 86400.0),
-    ((julianday('now') - 2440587.5) * 86400.0))
+    round((julianday('now') - 2440587.5) * 86400.0, 3),
+    round((julianday('now') - 2440587.5) * 86400.0, 3),
+    round((julianday('now') - 2440587.5) * 86400.0, 3))
 ON CONFLICT (tenant, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING *;
 
@@ -28,7 +28,7 @@ SELECT * FROM jobtrail_tasks
 WHERE tenant = :tenant AND kind = :kind AND idempotency_key = :idempotency_key;
 
 -- name: task_get
-SELECT *, ((julianday('now') - 2440587.5) * 86400.0) AS db_now
+SELECT *, round((julianday('now') - 2440587.5) * 86400.0, 3) AS db_now
 FROM jobtrail_tasks WHERE id = :id;
 
 -- name: task_claim
@@ -38,31 +38,31 @@ FROM jobtrail_tasks WHERE id = :id;
 UPDATE jobtrail_tasks
 SET state = 'leased',
     lease_owner = :owner,
-    lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + lease_seconds,
+    lease_expires_at = round((julianday('now') - 2440587.5) * 86400.0, 3) + lease_seconds,
     attempts = attempts + 1,
     seq = seq + 1,
     last_reason = 'claimed',
-    updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+    updated_at = round((julianday('now') - 2440587.5) * 86400.0, 3)
 WHERE id IN (
     SELECT id FROM jobtrail_tasks
     WHERE state = 'queued'
-      AND run_at <= ((julianday('now') - 2440587.5) * 86400.0)
+      AND run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)
       AND queue = :queue
       AND kind IN (SELECT value FROM json_each(:kinds))
       AND queue NOT IN (SELECT name FROM jobtrail_queues WHERE paused = 1)
     ORDER BY priority DESC, run_at, id
     LIMIT :limit)
-RETURNING *, ((julianday('now') - 2440587.5) * 86400.0) - run_at AS waited;
+RETURNING *, round((julianday('now') - 2440587.5) * 86400.0, 3) - run_at AS waited;
 
 -- name: task_move
 UPDATE jobtrail_tasks
 SET state = :to_state,
     last_reason = :reason,
     seq = seq + 1,
-    updated_at = ((julianday('now') - 2440587.5) * 86400.0),
-    finished_at = CASE WHEN :terminal THEN ((julianday('now') - 2440587.5) * 86400.0) END,
+    updated_at = round((julianday('now') - 2440587.5) * 86400.0, 3),
+    finished_at = CASE WHEN :terminal THEN round((julianday('now') - 2440587.5) * 86400.0, 3) END,
     run_at = CASE WHEN :run_in IS NULL THEN run_at
-                  ELSE ((julianday('now') - 2440587.5) * 86400.0) + :run_in END,
+                  ELSE round((julianday('now') - 2440587.5) * 86400.0, 3) + :run_in END,
     lease_owner = CASE WHEN :keep_lease THEN lease_owner END,
     lease_expires_at = CASE WHEN :keep_lease THEN lease_expires_at END,
     attempts = CASE WHEN :reset_attempts THEN 0
@@ -70,28 +70,28 @@ SET state = :to_state,
                     ELSE attempts END,
     replay_count = replay_count + :replay,
     budget_started_at = CASE WHEN :reset_attempts
-                             THEN ((julianday('now') - 2440587.5) * 86400.0)
+                             THEN round((julianday('now') - 2440587.5) * 86400.0, 3)
                              ELSE budget_started_at END,
     last_error_category = CASE WHEN :set_error THEN :error_category ELSE last_error_category END,
     last_error = CASE WHEN :set_error THEN :error ELSE last_error END,
     receipt_id = COALESCE(:receipt_id, receipt_id),
     receipt_deadline = CASE WHEN :to_state = 'awaiting_receipt' AND :receipt_in IS NOT NULL
-                            THEN ((julianday('now') - 2440587.5) * 86400.0) + :receipt_in
+                            THEN round((julianday('now') - 2440587.5) * 86400.0, 3) + :receipt_in
                             WHEN :to_state = 'awaiting_receipt' THEN receipt_deadline END,
     dismissed_at = NULL
 WHERE id = :id
   AND state = :from_state
   AND (:owner IS NULL OR (lease_owner = :owner AND attempts = :attempt
-       AND lease_expires_at > ((julianday('now') - 2440587.5) * 86400.0)))
+       AND lease_expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3)))
   AND (:expired_owner IS NULL OR (lease_owner = :expired_owner AND attempts = :attempt
-       AND lease_expires_at <= ((julianday('now') - 2440587.5) * 86400.0)))
+       AND lease_expires_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)))
 RETURNING id, state, attempts, seq, updated_at, parent_id, queue, kind;
 
 -- name: task_annotate
 UPDATE jobtrail_tasks
 SET seq = seq + 1,
-    updated_at = ((julianday('now') - 2440587.5) * 86400.0),
-    dismissed_at = CASE WHEN :dismiss THEN ((julianday('now') - 2440587.5) * 86400.0)
+    updated_at = round((julianday('now') - 2440587.5) * 86400.0, 3),
+    dismissed_at = CASE WHEN :dismiss THEN round((julianday('now') - 2440587.5) * 86400.0, 3)
                         ELSE dismissed_at END
 WHERE id = :id AND state = :from_state
 RETURNING id, state, attempts, seq, updated_at, parent_id, queue, kind;
@@ -107,11 +107,11 @@ VALUES (:task_id, :seq, :from_state, :to_state, :reason, :error_category, :error
 -- Renewal carries the same guard as every worker edge; the state it returns tells the worker
 -- whether a cancel was requested meanwhile.
 UPDATE jobtrail_tasks
-SET lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :seconds
+SET lease_expires_at = round((julianday('now') - 2440587.5) * 86400.0, 3) + :seconds
 WHERE id = :id
   AND state IN ('leased', 'cancel_requested')
   AND lease_owner = :owner AND attempts = :attempt
-  AND lease_expires_at > ((julianday('now') - 2440587.5) * 86400.0)
+  AND lease_expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3)
 RETURNING state, lease_expires_at;
 
 -- name: task_list
@@ -131,7 +131,7 @@ SELECT * FROM jobtrail_transitions WHERE task_id = :id ORDER BY seq;
 SELECT id, state, attempts, max_attempts, reentrant, lease_owner, kind
 FROM jobtrail_tasks
 WHERE state IN ('leased', 'cancel_requested')
-  AND lease_expires_at <= ((julianday('now') - 2440587.5) * 86400.0)
+  AND lease_expires_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)
 ORDER BY lease_expires_at
 LIMIT :limit;
 
@@ -161,5 +161,5 @@ WHERE t.state IS NOT (SELECT to_state FROM jobtrail_transitions x
 -- name: task_holder
 -- Does this attempt still hold the task? (state, and whether the lease is still valid)
 SELECT state, lease_owner, attempts,
-       lease_expires_at > ((julianday('now') - 2440587.5) * 86400.0) AS lease_valid
+       lease_expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3) AS lease_valid
 FROM jobtrail_tasks WHERE id = :id;

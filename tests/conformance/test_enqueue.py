@@ -1,0 +1,386 @@
+"""SPEC §6, §14, §15: enqueue — idempotency, timing, priority, bulk, transactional enqueue on
+the caller's own connection, and bad input that changes nothing."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import threading
+from contextlib import closing
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+import jobtrail
+
+from .support import reasons, run
+
+
+@pytest.fixture
+def kapp(app: jobtrail.App) -> jobtrail.App:
+    """The fixture app with a do-nothing kind ``k`` registered."""
+    app.task("k")(lambda ctx, p: None)
+    return app
+
+
+# -- idempotency (§6.2) ----------------------------------------------------------------------
+
+
+def test_same_key_returns_the_same_task(kapp: jobtrail.App) -> None:
+    first = kapp.enqueue("k", {"note": 1}, idempotency_key="order-1")
+    again = kapp.enqueue("k", {"note": 1}, idempotency_key="order-1")
+    assert first.created is True and again.created is False
+    assert again.id == first.id and again.state == "queued"
+    assert len(kapp.list()) == 1
+    assert reasons(kapp, first.id) == ["enqueued"]
+    # the repeat answers with the *current* state
+    run(kapp)
+    later = kapp.enqueue("k", {"note": 1}, idempotency_key="order-1")
+    assert (later.id, later.created, later.state) == (first.id, False, "succeeded")
+    assert len(kapp.list()) == 1
+
+
+def test_same_payload_in_another_key_order_is_the_same_intent(kapp: jobtrail.App) -> None:
+    first = kapp.enqueue("k", {"a": 1, "b": [1, 2]}, idempotency_key="key")
+    again = kapp.enqueue("k", {"b": [1, 2], "a": 1}, idempotency_key="key")
+    assert again.id == first.id and again.created is False
+
+
+def test_same_key_with_another_payload_conflicts(kapp: jobtrail.App) -> None:
+    first = kapp.enqueue("k", {"note": 1}, idempotency_key="order-1")
+    for changed in ({"note": 2}, {"note": 1, "extra": True}, None, [1], {"note": 1.5}):
+        with pytest.raises(jobtrail.IdempotencyConflict, match="order-1") as info:
+            kapp.enqueue("k", changed, idempotency_key="order-1")
+        assert info.value.task_id == first.id
+    assert [t.id for t in kapp.list()] == [first.id]
+    assert kapp.get(first.id).payload == {"note": 1}
+    assert reasons(kapp, first.id) == ["enqueued"]
+
+
+def test_key_is_scoped_by_tenant_and_kind(kapp: jobtrail.App) -> None:
+    kapp.task("other")(lambda ctx, p: None)
+    a = kapp.enqueue("k", {"n": 1}, idempotency_key="same", tenant="acme")
+    b = kapp.enqueue("k", {"n": 1}, idempotency_key="same", tenant="globex")
+    c = kapp.enqueue("other", {"n": 1}, idempotency_key="same", tenant="acme")
+    d = kapp.enqueue("k", {"n": 2}, idempotency_key="same")  # tenant "" is its own scope
+    assert len({a.id, b.id, c.id, d.id}) == 4
+    assert all(t.created for t in (a, b, c, d))
+    assert (b.tenant, kapp.get(b.id).tenant) == ("globex", "globex")
+    # and within each scope the key still collapses repeats
+    assert kapp.enqueue("k", {"n": 1}, idempotency_key="same", tenant="globex").id == b.id
+    assert len(kapp.list()) == 4
+
+
+def test_tasks_without_a_key_are_never_collapsed(kapp: jobtrail.App) -> None:
+    a = kapp.enqueue("k", {"n": 1})
+    b = kapp.enqueue("k", {"n": 1})
+    assert a.id != b.id and a.created and b.created
+
+
+def test_intent_key_is_stable_opaque_and_high_entropy() -> None:
+    email, token = "alice@example.com", "sk-live-SECRET-123"
+    key = jobtrail.intent_key("publish", 42, email, {"token": token, "body": "hello"})
+    assert key == jobtrail.intent_key("publish", 42, email, {"body": "hello", "token": token})
+    for secret in (email, token, "hello", "publish", "alice"):
+        assert secret not in key
+    assert len(key) >= 32
+    hexpart = key.split("_")[-1]
+    assert len(set(hexpart)) >= 10  # not a short or constant string
+    # any change in any part gives a different key, and order matters
+    others = {
+        jobtrail.intent_key("publish", 43, email, {"token": token, "body": "hello"}),
+        jobtrail.intent_key("publish", 42, email, {"token": token, "body": "hello!"}),
+        jobtrail.intent_key("publish", email, 42, {"token": token, "body": "hello"}),
+        jobtrail.intent_key("publish", "42", email, {"token": token, "body": "hello"}),
+    }
+    assert key not in others and len(others) == 4
+    with pytest.raises(ValueError):
+        jobtrail.intent_key()
+
+
+def test_intent_key_works_as_an_idempotency_key(kapp: jobtrail.App) -> None:
+    payload = {"note": 7, "email": "bob@example.com"}
+    key = jobtrail.intent_key("note", 7, payload)
+    a = kapp.enqueue("k", payload, idempotency_key=key)
+    b = kapp.enqueue("k", dict(payload), idempotency_key=jobtrail.intent_key("note", 7, payload))
+    assert a.id == b.id and b.created is False
+    assert kapp.get(a.id).idempotency_key == key
+
+
+# -- timing and order (§6, §15) --------------------------------------------------------------
+
+
+def test_delay_makes_a_task_not_due(app: jobtrail.App) -> None:
+    ran: list[str] = []
+    app.task("k")(lambda ctx, p: ran.append(ctx.task_id))
+    task = app.enqueue("k", delay=60)
+    assert task.state == "queued" and task.run_at is not None
+    # run_at is the database's now + delay
+    assert abs((task.run_at - task.created_at).total_seconds() - 60) < 0.01
+    run(app)
+    assert ran == [] and app.get(task.id).state == "queued"
+    assert reasons(app, task.id) == ["enqueued"]
+
+
+def test_run_at_in_the_future_waits_and_in_the_past_runs_at_once(app: jobtrail.App) -> None:
+    ran: list[str] = []
+    app.task("k")(lambda ctx, p: ran.append(ctx.payload))
+    now = datetime.now(UTC)
+    future = app.enqueue("k", "future", run_at=now + timedelta(hours=1))
+    past = app.enqueue("k", "past", run_at=now - timedelta(days=3))
+    as_text = app.enqueue("k", "text", run_at="2001-02-03T04:05:06Z")
+    assert future.run_at is not None
+    assert abs((future.run_at - (now + timedelta(hours=1))).total_seconds()) < 0.001
+    assert as_text.run_at == datetime(2001, 2, 3, 4, 5, 6, tzinfo=UTC)
+    run(app, concurrency=1)
+    assert ran == ["text", "past"]  # both overdue, earlier run_at first
+    assert app.get(future.id).state == "queued"
+    assert app.get(past.id).state == "succeeded"
+
+
+def test_priority_then_run_at_then_enqueue_order(app: jobtrail.App) -> None:
+    order: list[str] = []
+    app.task("k")(lambda ctx, p: order.append(p))
+    old = datetime.now(UTC) - timedelta(minutes=5)
+    app.enqueue("k", "p0-a")
+    app.enqueue("k", "p5-a", priority=5)
+    app.enqueue("k", "p0-b")
+    app.enqueue("k", "p-1", priority=-1)
+    app.enqueue("k", "p5-b", priority=5)
+    app.enqueue("k", "p0-old", run_at=old)
+    app.enqueue("k", "p9", priority=9, delay=3600)  # highest, but not due
+    app.enqueue("k", "p5-old", priority=5, run_at=old)
+    run(app, concurrency=1)
+    assert order == ["p5-old", "p5-a", "p5-b", "p0-old", "p0-a", "p0-b", "p-1"]
+
+
+# -- bulk (§15) ------------------------------------------------------------------------------
+
+
+def test_enqueue_many_stores_all_in_order(kapp: jobtrail.App) -> None:
+    tasks = kapp.enqueue_many(
+        [
+            {"kind": "k", "payload": {"n": 1}, "idempotency_key": "a"},
+            {"kind": "k", "payload": {"n": 2}, "priority": 3},
+            {"kind": "k", "payload": {"n": 3}, "delay": 60, "tenant": "acme"},
+        ]
+    )
+    assert [t.payload for t in tasks] == [{"n": 1}, {"n": 2}, {"n": 3}]
+    assert all(t.created and t.state == "queued" for t in tasks)
+    assert (tasks[1].priority, tasks[2].tenant) == (3, "acme")
+    assert len(kapp.list()) == 3
+    # a repeat of a keyed item inside a batch returns the existing task
+    again = kapp.enqueue_many(
+        [
+            {"kind": "k", "payload": {"n": 1}, "idempotency_key": "a"},
+            {"kind": "k", "payload": {"n": 4}},
+        ]
+    )
+    assert again[0].id == tasks[0].id and again[0].created is False and again[1].created
+
+
+BAD_ITEMS: list[tuple[dict[str, Any], type[Exception]]] = [
+    ({"kind": "nope"}, jobtrail.UnknownKind),
+    ({"kind": "k", "payload": {1, 2}}, TypeError),
+    ({"kind": "k", "payload": math.nan}, ValueError),
+    ({"kind": "k", "delay": -1}, ValueError),
+    ({"kind": "k", "priority": "high"}, TypeError),
+    ({"kind": "k", "bogus": 1}, TypeError),
+    ({"payload": {}}, TypeError),
+]
+
+
+def test_enqueue_many_is_all_or_nothing(kapp: jobtrail.App) -> None:
+    for bad, error in BAD_ITEMS:
+        items = [
+            {"kind": "k", "payload": {"n": 0}},
+            {"kind": "k", "payload": {"n": 1}},
+            bad,
+            {"kind": "k", "payload": {"n": 3}},
+        ]
+        with pytest.raises(error, match=r"\b2\b"):  # the error names the item
+            kapp.enqueue_many(items)
+        assert kapp.list() == [], bad
+
+
+def test_enqueue_many_rolls_back_on_a_conflict_in_the_store(kapp: jobtrail.App) -> None:
+    existing = kapp.enqueue("k", {"n": 1}, idempotency_key="taken")
+    with pytest.raises(jobtrail.IdempotencyConflict):
+        kapp.enqueue_many(
+            [
+                {"kind": "k", "payload": {"n": 10}},
+                {"kind": "k", "payload": {"n": 11}},
+                {"kind": "k", "payload": {"n": 2}, "idempotency_key": "taken"},
+            ]
+        )
+    assert [t.id for t in kapp.list()] == [existing.id]
+
+
+# -- transactional enqueue on the caller's connection (§6.1) ----------------------------------
+
+
+def _caller_connection(store) -> Any:
+    if store.backend == "sqlite":
+        return sqlite3.connect(store.url[len("sqlite:///") :])
+    return psycopg.connect(store.url)
+
+
+def _orders(store, conn: Any) -> None:
+    conn.execute("CREATE TABLE shop_orders (id INTEGER PRIMARY KEY, note TEXT)")
+    conn.commit()
+
+
+def _insert_order(store, conn: Any, order_id: int) -> None:
+    if store.backend == "sqlite":
+        conn.execute("INSERT INTO shop_orders (id, note) VALUES (?, 'x')", (order_id,))
+    else:
+        conn.execute("INSERT INTO shop_orders (id, note) VALUES (%s, 'x')", (order_id,))
+
+
+def _order_ids(store, conn: Any) -> list[int]:
+    rows = conn.execute("SELECT id FROM shop_orders ORDER BY id").fetchall()
+    conn.commit()
+    return [r[0] for r in rows]
+
+
+def test_enqueue_on_the_callers_connection_follows_its_transaction(store, kapp) -> None:
+    with closing(_caller_connection(store)) as conn:
+        _orders(store, conn)
+        # rollback: neither the order nor the task exists
+        _insert_order(store, conn, 1)
+        gone = kapp.enqueue("k", {"order": 1}, connection=conn)
+        assert gone.created and gone.state == "queued"
+        assert kapp.list() == []  # not visible before the caller commits
+        conn.rollback()
+        assert kapp.list() == []
+        with pytest.raises(jobtrail.TaskNotFound):
+            kapp.get(gone.id)
+        # commit: both exist, with the task's history
+        _insert_order(store, conn, 2)
+        kept = kapp.enqueue("k", {"order": 2}, connection=conn)
+        conn.commit()
+        assert [t.id for t in kapp.list()] == [kept.id]
+        assert reasons(kapp, kept.id) == ["enqueued"]
+        assert _order_ids(store, conn) == [2]
+        # and it runs like any other task
+        run(kapp)
+        assert kapp.get(kept.id).state == "succeeded"
+
+
+def test_enqueue_many_on_the_callers_connection(store, kapp) -> None:
+    with closing(_caller_connection(store)) as conn:
+        kapp.enqueue_many([{"kind": "k"}, {"kind": "k"}], connection=conn)
+        conn.rollback()
+        assert kapp.list() == []
+        kapp.enqueue_many([{"kind": "k"}, {"kind": "k"}], connection=conn)
+        conn.commit()
+        assert len(kapp.list()) == 2
+
+
+def test_failed_enqueue_leaves_the_callers_transaction_usable(store, kapp) -> None:
+    with closing(_caller_connection(store)) as conn:
+        _orders(store, conn)
+        _insert_order(store, conn, 1)
+        kapp.enqueue("k", {"n": 1}, idempotency_key="once", connection=conn)
+        with pytest.raises(jobtrail.IdempotencyConflict):
+            kapp.enqueue("k", {"n": 2}, idempotency_key="once", connection=conn)
+        _insert_order(store, conn, 2)
+        conn.commit()
+        assert _order_ids(store, conn) == [1, 2]
+        assert len(kapp.list()) == 1
+
+
+def test_wrong_connection_type_is_refused(store, kapp) -> None:
+    with pytest.raises(TypeError, match="connection"):
+        kapp.enqueue("k", connection=object())
+    assert kapp.list() == []
+
+
+# -- bad input changes nothing (§14) ---------------------------------------------------------
+
+NAIVE = datetime(2030, 1, 1, 12, 0, 0)
+
+
+BAD_INPUT: list[tuple[tuple[Any, ...], dict[str, Any], type[Exception], str]] = [
+    (("nope",), {}, jobtrail.UnknownKind, "nope"),
+    (("",), {}, TypeError, "kind"),
+    (("k", object()), {}, TypeError, "object"),
+    (("k", {"s": {1, 2}}), {}, TypeError, "set"),
+    (("k", {1: "x"}), {}, TypeError, "key"),
+    (("k", (1, 2)), {}, TypeError, "tuple"),
+    (("k", b"bytes"), {}, TypeError, "bytes"),
+    (("k", {"x": math.nan}), {}, ValueError, "nan"),
+    (("k", [math.inf]), {}, ValueError, "inf"),
+    (("k", {"x": "a\x00b"}), {}, ValueError, "NUL"),
+    (("k", {"x\x00": 1}), {}, ValueError, "NUL"),
+    (("k", {"x": "\ud800"}), {}, ValueError, "surrogate"),
+    (("k", "x" * (1024 * 1024 + 1)), {}, ValueError, "limit"),
+    (("k",), {"run_at": NAIVE}, ValueError, "run_at"),
+    (("k",), {"run_at": "not a time"}, ValueError, "run_at"),
+    (("k",), {"run_at": datetime.now(UTC), "delay": 5}, ValueError, "delay"),
+    (("k",), {"delay": -1}, ValueError, "delay"),
+    (("k",), {"delay": math.nan}, ValueError, "delay"),
+    (("k",), {"delay": "5"}, ValueError, "delay"),
+    (("k",), {"priority": "high"}, TypeError, "priority"),
+    (("k",), {"priority": 1.5}, TypeError, "priority"),
+    (("k",), {"priority": True}, TypeError, "priority"),
+    (("k",), {"priority": 2**40}, TypeError, "priority"),
+    (("k",), {"max_attempts": 0}, ValueError, "max_attempts"),
+    (("k",), {"idempotency_key": ""}, ValueError, "idempotency_key"),
+    (("k",), {"idempotency_key": "x" * 256}, ValueError, "idempotency_key"),
+    (("k",), {"queue": " padded "}, ValueError, "queue"),
+    (("k",), {"tenant": 5}, TypeError, "tenant"),
+    (("k",), {"parent": "no-such-task"}, jobtrail.TaskNotFound, "no-such-task"),
+]
+
+
+def test_bad_input_raises_and_stores_nothing(kapp: jobtrail.App) -> None:
+    for args, kwargs, error, names in BAD_INPUT:
+        with pytest.raises(error) as info:
+            kapp.enqueue(*args, **kwargs)
+        assert names.lower() in str(info.value).lower(), (names, str(info.value))
+        assert kapp.list() == [], (args, kwargs)
+
+
+def test_payload_at_the_limit_is_accepted_and_read_back_equal(kapp: jobtrail.App) -> None:
+    payload = {"text": "é" * 1000, "nested": [{"a": None, "b": True, "c": 1.5}], "big": 2**53}
+    task = kapp.enqueue("k", payload)
+    assert kapp.get(task.id).payload == payload
+    limit = 1024 * 1024
+    exact = "y" * (limit - 2)  # a JSON string adds two quotes
+    assert kapp.get(kapp.enqueue("k", exact).id).payload == exact
+
+
+def test_unknown_numeric_parent_is_task_not_found(kapp: jobtrail.App) -> None:
+    with pytest.raises(jobtrail.TaskNotFound, match="999999"):
+        kapp.enqueue("k", parent="999999")
+    assert kapp.list() == []
+
+
+def test_concurrent_enqueues_with_one_key_make_one_task(store, kapp: jobtrail.App) -> None:
+    apps = [kapp] + [store.app() for _ in range(3)]
+    for other in apps[1:]:
+        other.task("k")(lambda ctx, p: None)
+    barrier = threading.Barrier(8)
+    results: list[jobtrail.Task] = []
+    errors: list[BaseException] = []
+
+    def enqueue(app: jobtrail.App) -> None:
+        try:
+            barrier.wait(5)
+            results.append(app.enqueue("k", {"order": 9}, idempotency_key="order-9"))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=enqueue, args=(apps[i % 4],)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(15)
+    assert errors == []
+    assert len(results) == 8 and len({t.id for t in results}) == 1
+    assert sum(t.created for t in results) == 1
+    assert len(kapp.list()) == 1
+    assert reasons(kapp, results[0].id) == ["enqueued"]

@@ -1,0 +1,338 @@
+"""PostgreSQL restarts and outages under a running worker (SPEC §14: the worker keeps running,
+backs off, reconnects and loses no task; an enqueue that cannot be made durable raises).
+
+These tests stop and restart a PostgreSQL server, so they are PostgreSQL only and marked
+``pg_restart`` (deselect with ``-m "not pg_restart"``).
+
+Which server: by default a private, throwaway cluster (``initdb`` in a temporary directory, a
+free port on 127.0.0.1, run as the ``postgres`` user), because the shared server on :5432 is
+used concurrently by other test runs and by CI: restarting it breaks their runs, and a CI
+script that starts a server it finds down makes an "outage" end before the test is done with
+it. ``JOBTRAIL_TEST_PG_RESTART=shared`` restarts the shared cluster instead, with
+``pg_ctlcluster --skip-systemctl-redirect <version> main restart`` (needs root).
+
+Either way, after every test the server is running again and accepts connections, even when
+the test failed.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import psycopg
+import pytest
+from _integration_helpers import WorkerDir, wait_until
+
+import jobtrail
+from jobtrail.machine import State
+
+pytestmark = pytest.mark.pg_restart
+
+SHARED_URL = os.environ.get("JOBTRAIL_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def _pg_version() -> str | None:
+    try:
+        versions = [v for v in os.listdir("/etc/postgresql") if v.replace(".", "").isdigit()]
+    except OSError:
+        versions = []
+    if not versions:
+        found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+        versions = [p.parts[-3] for p in found]
+    return max(versions, key=float) if versions else None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PgServer:
+    """A PostgreSQL server this module may stop and restart."""
+
+    url: str  # a database the tests may create schemas in
+
+    def ctl(self, action: str) -> None:
+        raise NotImplementedError
+
+    def accepts_connections(self) -> bool:
+        try:
+            with psycopg.connect(self.url, connect_timeout=2) as conn:
+                conn.execute("SELECT 1")
+            return True
+        except psycopg.Error:
+            return False
+
+    def ensure_running(self) -> None:
+        if not self.accepts_connections():
+            try:
+                self.ctl("start")
+            except subprocess.CalledProcessError as exc:  # e.g. someone started it meanwhile
+                print(f"start: {exc.stderr!r}")
+        wait_until(
+            self.accepts_connections,
+            timeout=60,
+            what="PostgreSQL to accept connections",
+            interval=0.2,
+        )
+
+    def started_at(self) -> Any:
+        with psycopg.connect(self.url, connect_timeout=5) as conn:
+            return conn.execute("SELECT pg_postmaster_start_time()").fetchone()[0]  # type: ignore[index]
+
+    def close(self) -> None:
+        pass
+
+
+class PrivateCluster(PgServer):
+    def __init__(self, version: str) -> None:
+        self.bin = Path(f"/usr/lib/postgresql/{version}/bin")
+        self.user = pwd.getpwnam("postgres")
+        self.dir = Path(tempfile.mkdtemp(prefix="jobtrail-pg-restart-"))
+        os.chown(self.dir, self.user.pw_uid, self.user.pw_gid)
+        self.data = self.dir / "data"
+        self.port = _free_port()
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self._run(
+            "initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "-N", "-E", "UTF8"
+        )
+        self.ctl("start")
+
+    def _run(self, tool: str, *args: str) -> None:
+        subprocess.run(
+            ["runuser", "-u", "postgres", "--", str(self.bin / tool), *args],
+            check=True,
+            capture_output=True,
+            timeout=120,
+            cwd=self.dir,
+        )
+
+    def ctl(self, action: str) -> None:
+        options = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1"
+        args = ["-D", str(self.data), "-w", "-t", "60", "-l", str(self.dir / "server.log")]
+        if action in ("stop", "restart"):
+            args += ["-m", "fast"]
+        self._run("pg_ctl", action, *args, "-o", options)
+
+    def close(self) -> None:
+        try:
+            self._run("pg_ctl", "stop", "-D", str(self.data), "-m", "immediate", "-w")
+        except subprocess.CalledProcessError:
+            pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class SharedCluster(PgServer):
+    def __init__(self, version: str) -> None:
+        self.version = version
+        self.url = SHARED_URL
+
+    def ctl(self, action: str) -> None:
+        subprocess.run(
+            ["pg_ctlcluster", "--skip-systemctl-redirect", self.version, "main", action],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[PgServer]:
+    version = _pg_version()
+    if version is None or os.geteuid() != 0:
+        pytest.skip("needs a local PostgreSQL installation and root to stop and start it")
+    if os.environ.get("JOBTRAIL_TEST_PG_RESTART") == "shared":
+        if shutil.which("pg_ctlcluster") is None:
+            pytest.skip("JOBTRAIL_TEST_PG_RESTART=shared needs pg_ctlcluster")
+        srv: PgServer = SharedCluster(version)
+        srv.ensure_running()
+    else:
+        if (
+            shutil.which("runuser") is None
+            or not Path(f"/usr/lib/postgresql/{version}/bin/initdb").exists()
+        ):
+            pytest.skip("needs initdb/pg_ctl and runuser for a private PostgreSQL cluster")
+        srv = PrivateCluster(version)
+    try:
+        yield srv
+    finally:
+        srv.close()
+
+
+@pytest.fixture
+def pg(server: PgServer) -> Iterator[str]:
+    """A fresh schema on ``server``; its URL. Afterwards the server is running again."""
+    schema = "r_" + secrets.token_hex(6)
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    sep = "&" if "?" in server.url else "?"
+    try:
+        yield f"{server.url}{sep}options={quote(f'-csearch_path={schema}')}"
+    finally:
+        server.ensure_running()
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def open_app(pg: str) -> Iterator[list[jobtrail.App]]:
+    apps: list[jobtrail.App] = []
+    try:
+        yield apps
+    finally:
+        for app in apps:
+            app.close()
+
+
+def _new_app(pg: str, apps: list[jobtrail.App], **options: object) -> jobtrail.App:
+    app = jobtrail.App(pg, **options)  # type: ignore[arg-type]
+    apps.append(app)
+    app.migrate()
+    return app
+
+
+def _register(app: jobtrail.App) -> None:
+    def not_here(ctx: jobtrail.Context, payload: Any) -> None:
+        raise AssertionError("handlers run in the worker subprocess, not in the test")
+
+    app.task("tick", lease_seconds=2)(not_here)
+
+
+def _count_succeeded(app: jobtrail.App) -> int | None:
+    """How many ``tick`` tasks succeeded, or ``None`` while the store is unreachable."""
+    try:
+        return len(app.list(state="succeeded", kind="tick", limit=10_000))
+    except (jobtrail.StoreUnavailable, psycopg.Error):
+        return None
+
+
+def test_worker_keeps_going_across_a_server_restart(
+    server: PgServer, pg: str, open_app: list[jobtrail.App], tmp_path: Path
+) -> None:
+    n_tasks = 300
+    app = _new_app(pg, open_app)
+    _register(app)
+    tasks = app.enqueue_many([{"kind": "tick", "payload": {"i": i}} for i in range(n_tasks)])
+    ids = {t.id for t in tasks}
+
+    workers = WorkerDir(tmp_path / "workerdir", pg)
+    try:
+        proc = workers.start("--concurrency", "4")
+        wait_until(
+            lambda: (_count_succeeded(app) or 0) >= 30 or proc.poll() is not None,
+            timeout=30,
+            what="the worker to get going",
+        )
+        assert proc.poll() is None, workers.output(proc)
+        before = _count_succeeded(app)
+        assert before is not None and before < n_tasks, "the stream finished before the restart"
+
+        started_at = server.started_at()
+        server.ctl("restart")
+        server.ensure_running()
+        assert server.started_at() > started_at  # it really was restarted
+        assert proc.poll() is None, "the worker died with the server:\n" + workers.output(proc)
+
+        # A longer outage, past the 2 s lease of the tasks in flight: their renewals and
+        # completions fail, the sweeper requeues them after the server is back, and they run
+        # again. (The sleep is the length of the outage; nothing races with it.)
+        wait_until(
+            lambda: (_count_succeeded(app) or 0) >= before + 100 or proc.poll() is not None,
+            timeout=30,
+            what="the worker to make progress after the restart",
+        )
+        assert proc.poll() is None, workers.output(proc)
+        middle = _count_succeeded(app)
+        assert middle is not None and middle < n_tasks, "the stream finished before the outage"
+        server.ctl("stop")
+        try:
+            time.sleep(3.0)
+        finally:
+            server.ensure_running()
+        assert proc.poll() is None, "the worker died in the outage:\n" + workers.output(proc)
+
+        wait_until(
+            lambda: _count_succeeded(app) == n_tasks or proc.poll() is not None,
+            timeout=60,
+            what=f"all {n_tasks} tasks to succeed after the restart",
+            interval=0.2,
+        )
+        assert proc.poll() is None, workers.output(proc)
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, workers.output(proc)
+    finally:
+        workers.cleanup()
+
+    runs = Counter(line.split()[0] for line in workers.mark("runs").read_text().splitlines())
+    assert set(runs) == ids, f"never ran: {sorted(ids - set(runs))[:10]}"
+    twice = {}
+    for task in app.list(kind="tick", limit=10_000):
+        assert task.state is State.SUCCEEDED, (task.id, task.state)
+        log = app.transitions(task.id)
+        claims = sum(1 for t in log if t.reason == "claimed")
+        completions = [t for t in log if t.reason == "completed"]
+        assert len(completions) == 1, [t.reason for t in log]
+        assert log[-1].reason == "completed" and log[-1].attempt == task.attempts
+        # A handler can only have run for a claim the worker saw; a claim whose answer was lost
+        # with the connection shows in the log without a run (its lease expires, it is swept).
+        assert 1 <= runs[task.id] <= claims, (task.id, runs[task.id], [t.reason for t in log])
+        if claims > 1:
+            twice[task.id] = [t.reason for t in log]
+    print(
+        f"done at the restart: {before}, at the outage: {middle}; re-claimed: {len(twice)}:",
+        dict(list(twice.items())[:5]),
+    )
+    assert app.check() == []
+
+
+def test_enqueue_while_the_server_is_down_raises(
+    server: PgServer, pg: str, open_app: list[jobtrail.App]
+) -> None:
+    app = _new_app(pg, open_app, connect_timeout=2.0)
+    _register(app)
+    ok = app.enqueue("tick", {"n": 1}, idempotency_key="before")
+    assert ok.created
+
+    server.ctl("stop")
+    try:
+        assert not server.accepts_connections()
+        with pytest.raises(jobtrail.StoreUnavailable):
+            app.enqueue("tick", {"n": 2}, idempotency_key="during")
+        with pytest.raises(jobtrail.StoreUnavailable):
+            app.enqueue_many([{"kind": "tick", "payload": {"n": 3}}])
+    finally:
+        server.ensure_running()
+
+    # The same App works again once the server is back, and the refused enqueue stored nothing:
+    # its key is new.
+    again = wait_until(
+        lambda: _enqueue_or_none(app, "during"),
+        timeout=30,
+        what="an enqueue to succeed after the restart",
+        interval=0.2,
+    )
+    assert again.created and again.state is State.QUEUED
+    assert {t.idempotency_key for t in app.list(kind="tick")} == {"before", "during"}
+    assert app.check() == []
+
+
+def _enqueue_or_none(app: jobtrail.App, key: str) -> jobtrail.Task | None:
+    try:
+        return app.enqueue("tick", {"n": 2}, idempotency_key=key)
+    except jobtrail.StoreUnavailable:
+        return None
