@@ -122,7 +122,7 @@ def test_due_windows_are_enqueued_once_with_run_at_the_window(app: jobtrail.App)
 
     @app.periodic("0 0 * * *", catch_up=5, payload={"n": 1})
     def nightly(ctx: Any, payload: Any) -> None:
-        seen.append((ctx.task.run_at, payload))
+        seen.append((scheduler.window_of_key(ctx.task.idempotency_key), ctx.task.run_at, payload))
 
     app.schedule_due()
     today = day_floor(app.db_now())
@@ -147,7 +147,7 @@ def test_due_windows_are_enqueued_once_with_run_at_the_window(app: jobtrail.App)
     assert len(app.list()) == 3
 
     app.run_worker(burst=True)
-    assert sorted(seen) == [(w, {"n": 1}) for w in windows]
+    assert sorted(seen, key=lambda x: x[0]) == [(w, w, {"n": 1}) for w in windows]
     assert {t.state for t in app.list()} == {"succeeded"}
 
 
