@@ -387,3 +387,16 @@ def test_dst_days_in_berlin_end_to_end(app: jobtrail.App) -> None:
     assert datetime(2025, 11, 2, 1, 30, tzinfo=UTC) in windows  # 02:30 CET
     assert len(windows) == len(set(windows))
     assert all(w.astimezone(scheduler.ZoneInfo("Europe/Berlin")).weekday() == 6 for w in windows)
+
+
+def test_the_workers_pass_never_raises(
+    app: jobtrail.App, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    daily(app)
+
+    def down() -> list[dict[str, Any]]:
+        raise jobtrail.StoreUnavailable("PostgreSQL is unreachable")
+
+    monkeypatch.setattr(app, "schedule_due", down)
+    app._cron_tick()  # logged, not raised: the worker keeps running
+    assert "cron scheduling failed: StoreUnavailable" in caplog.text
