@@ -12,12 +12,14 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from . import explain_facts, payloads, transition
+from .app_cron import CronAPI  # cron (§12): @app.periodic, schedule_due, cron_windows
 from .app_effects import EffectsAPI
 from .app_ops import OpsAPI
 from .errors import IdempotencyConflict, IllegalTransition, TaskNotFound, UnknownKind
 from .kinds import DEFAULT_MAX_PAYLOAD, Classifier, KindSpec
 from .machine import TERMINAL, Reason, State
 from .models import CancelResult, Task, Transition
+from .scheduler import Schedule
 from .store.base import Driver, Move, NewTask, Row, Tx, open_driver
 from .timeparse import parse_time
 
@@ -41,7 +43,7 @@ _ENQUEUE_KEYS = frozenset(
 )
 
 
-class App(EffectsAPI, OpsAPI):
+class App(EffectsAPI, OpsAPI, CronAPI):
     """One jobtrail application: a store (``url``) and the task kinds registered on it.
 
     ``url`` is ``sqlite:///path.db`` or ``postgresql://…``; else ``JOBTRAIL_DATABASE_URL``; else
@@ -65,6 +67,7 @@ class App(EffectsAPI, OpsAPI):
         self.max_payload_bytes = max_payload_bytes
         self._kinds: dict[str, KindSpec] = {}
         self._sinks: dict[str, builtins.list[Any]] = {}
+        self._periodic: dict[str, Schedule] = {}  # cron (app_cron.py)
         self._driver: Driver = open_driver(self.url, **driver_options)
 
     # -- lifecycle ------------------------------------------------------------------------------

@@ -147,9 +147,12 @@ def cli() -> None:
     """jobtrail — durable background tasks whose every state can be explained."""
 
 
-def verb(name: str) -> Callable[[Callable[..., int | None]], click.Command]:
-    """Register a verb: add ``--db``, ``--app`` and ``--json``, and turn expected errors into
-    one line on stderr with the exit code of their kind."""
+def verb(
+    name: str, group: click.Group | None = None
+) -> Callable[[Callable[..., int | None]], click.Command]:
+    """Register a verb (on ``group``, e.g. ``cron list``): add ``--db``, ``--app`` and
+    ``--json``, and turn expected errors into one line on stderr with the exit code of their
+    kind."""
 
     def decorate(fn: Callable[..., int | None]) -> click.Command:
         @functools.wraps(fn)
@@ -190,7 +193,7 @@ def verb(name: str) -> Callable[[Callable[..., int | None]], click.Command]:
             help="Database URL [default: the --app's URL, else env "
             f"JOBTRAIL_DATABASE_URL, else {DEFAULT_URL}].",
         )(run)
-        return cli.command(name)(run)
+        return (group or cli).command(name)(run)
 
     return decorate
 
@@ -558,6 +561,54 @@ def demo(rt: Runtime, lang: str, keep: str | None) -> int:
     from . import demo as demo_module
 
     return demo_module.run(lang=lang, keep=keep)
+
+
+# -- cron (scheduler.py, app_cron.py) ------------------------------------------------------------
+@cli.group("cron")
+def cron() -> None:
+    """Cron schedules: their windows, and which windows were skipped and why."""
+
+
+@verb("list", group=cron)
+@click.option(
+    "--skipped",
+    type=click.IntRange(0, 1000),
+    default=5,
+    show_default=True,
+    metavar="N",
+    help="Recent skipped windows shown per schedule.",
+)
+def cron_list(rt: Runtime, skipped: int) -> None:
+    """Each schedule (of --app, and any the store knows) with its last and next window and its
+    recent skipped windows with their reasons."""
+    app = rt.app()
+    items = []
+    for schedule in app.schedules():
+        recent = app.cron_windows(schedule["kind"], skipped, state="skipped") if skipped else []
+        items.append({**schedule, "recent_skipped": recent})
+    rt.emit(items, _cron_text(items))
+
+
+def _cron_text(items: list[dict[str, Any]]) -> str:
+    from .explain import sentence
+
+    if not items:
+        return "no cron schedules (pass --app to list the schedules your app registers)"
+    lines = []
+    for s in items:
+        flags = "" if s["registered"] else "  (not registered by this app)"
+        lines.append(f"{s['kind']}  {s['cron']!r}  tz {s['tz']}  queue {s['queue']}{flags}")
+        lines.append(
+            f"  catch_up {s['catch_up']}, on_paused {s['on_paused']}; "
+            f"last window {fmt.when(s['last_window'])}; next window {fmt.when(s['next_window'])}"
+        )
+        for w in s["recent_skipped"]:
+            earlier = f" (and {w['earlier_skipped']} earlier)" if w["earlier_skipped"] else ""
+            lines.append(
+                f"  skipped {fmt.when(w['window'])}  {w['reason']}{earlier} — "
+                f"{sentence(w['reason'])}"
+            )
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -170,6 +170,7 @@ _TEXT: dict[str, dict[str, str]] = {
         "run_again_at": "runs again at {t}",
         "corrects": "corrects #{seq}",
         "effects_checked": "external effects checked",
+        "cron_window": "for cron window {w} ({cron}, {tz})",
     },
     "zh": {
         "not_due": "尚未到期，要到 {at} 才运行（{rel}）",
@@ -213,6 +214,7 @@ _TEXT: dict[str, dict[str, str]] = {
         "run_again_at": "下次运行 {t}",
         "corrects": "更正 #{seq}",
         "effects_checked": "已确认外部副作用",
+        "cron_window": "定时窗口 {w}（{cron}，{tz}）",
     },
 }
 
@@ -369,6 +371,9 @@ def _details(t: Transition, lang: str) -> str:
         segments.append(text["corrects"].format(seq=t.corrects))
     if t.data.get("effects_checked"):
         segments.append(text["effects_checked"])
+    if t.reason == Reason.ENQUEUED and t.data.get("cron_window"):  # cron (scheduler.py)
+        cron, tz = t.data.get("cron", "?"), t.data.get("tz", "UTC")
+        segments.append(text["cron_window"].format(w=t.data["cron_window"], cron=cron, tz=tz))
     return text["join"].join(segments) + " — " + sentence(t.reason, lang)
 
 

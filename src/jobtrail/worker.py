@@ -146,6 +146,7 @@ class Worker:
                     sweep(self.driver, self.app._kinds)
                 except Exception as exc:  # the store is down: keep running, try later
                     log.warning("sweep failed: %s", type(exc).__name__)
+                self.app._cron_tick()  # cron windows (scheduler.py): leader-free, never raises
                 next_sweep = now + self.options.sweep_interval
             with self._running_lock:
                 # Read before claiming: a handler that finishes during the claim may release
