@@ -1,7 +1,6 @@
-"""SPEC §4: the edge table, walked. Every edge of ``jobtrail.machine.EDGES`` is either driven
-here with a real task through the public API (worker and sweeper included) and its transition
-row checked, or — for edges that need receipts, effects or workflows (a later issue) — checked
-to be in the table and skipped with the reason."""
+"""SPEC §4: the edge table, walked. Every edge of ``jobtrail.machine.EDGES`` is driven here
+with a real task through the public API (worker and sweeper included) and its transition row
+checked."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 import jobtrail
-from jobtrail.machine import ANNOTATIONS, EDGES, Actor
+from jobtrail.machine import EDGES, Actor
 
 from .support import (
     DEAD_OWNER,
@@ -25,6 +24,7 @@ from .support import (
     last,
     reasons,
     run,
+    state,
     sweep_until_moved,
     wait_for,
 )
@@ -70,18 +70,8 @@ SPEC_EDGES = [
     ("23", "*", "*", "correction cancel_refused_submitted receipt_requeried dismissed", "any"),
 ]
 
-#: Edges that need receipts, effects or workflows: a later issue.
-LATER = {
-    "2": "workflows (enqueue_workflow, §10) are a later issue",
-    "9": "receipts (ctx.await_receipt, §8) are a later issue",
-    "10": "receipts (app.confirm_receipt, §8) are a later issue",
-    "11": "receipts (app.confirm_receipt ok=False, §8) are a later issue",
-    "12": "receipt deadlines (§8) are a later issue",
-    "17": "cancel after a submission needs receipts: a later issue",
-    "18f": "failed_after_cancel needs a confirmed ctx.effect (§8): a later issue",
-    "20": "parent aggregation (§10) is a later issue",
-    "21": "replaying a workflow parent (§10) is a later issue",
-}
+#: Edges not driven yet (none: every edge has a driver below).
+LATER: dict[str, str] = {}
 
 
 def _states(text: str) -> set[str]:
@@ -514,6 +504,140 @@ def edge_23(store, app: jobtrail.App) -> None:
     assert app.replay_dead(reason="permanent_error", by="gina", note="sweep") == []
 
 
+# -- edges of receipts, effects and workflows --------------------------------------------------
+
+
+def _receipt_kind(app: jobtrail.App, name: str = "submit", **options: object) -> None:
+    @app.task(name, **options)  # type: ignore[arg-type]
+    def submit(ctx, p):
+        ctx.await_receipt(f"r-{ctx.task_id}", timeout=float(p.get("timeout", 3600)))
+
+
+def edge_2(store, app: jobtrail.App) -> None:
+    app.task("k")(lambda ctx, p: None)
+    parent = app.enqueue_workflow("flow", [("k", 1)])
+    assert parent.state == "waiting" and parent.created
+    (t,) = app.transitions(parent.id)
+    assert_row(t, None, "waiting", "enqueued", "caller")
+
+
+def edge_9_10(store, app: jobtrail.App) -> None:
+    _receipt_kind(app)
+    task = app.enqueue("submit", {})
+    run(app)
+    got = app.get(task.id)
+    assert got.state == "awaiting_receipt" and got.lease_owner is None
+    assert got.receipt_id == f"r-{task.id}" and got.receipt_deadline is not None
+    assert_row(last(app, task.id), "leased", "awaiting_receipt", "submitted", is_worker)
+    app.confirm_receipt(receipt_id=f"r-{task.id}", by="webhook")
+    assert_row(last(app, task.id), "awaiting_receipt", "succeeded", "receipt_confirmed", "webhook")
+
+
+def edge_11(store, app: jobtrail.App) -> None:
+    _receipt_kind(app, backoff_base=0.0)
+    retried, dead = app.enqueue("submit", {"n": 1}), app.enqueue("submit", {"n": 2})
+    run(app)
+    app.confirm_receipt(retried.id, ok=False, category="unavailable", error="busy")
+    assert_row(last(app, retried.id), "awaiting_receipt", "queued", "receipt_failed", "caller")
+    app.confirm_receipt(dead.id, ok=False, category="unauthorized", error="token revoked")
+    t = last(app, dead.id)
+    assert_row(t, "awaiting_receipt", "dead", "receipt_failed", "caller")
+    assert t.error_category == "unauthorized"
+
+
+def edge_12(store, app: jobtrail.App) -> None:
+    _receipt_kind(app)
+    task = app.enqueue("submit", {"timeout": 0.1})
+    run(app)
+    _sweep_until_dead(app, task.id)
+    assert_row(last(app, task.id), "awaiting_receipt", "dead", "receipt_timeout", "sweeper")
+
+
+def _sweep_until_dead(app: jobtrail.App, task_id: str) -> None:
+    """Receipt deadlines are swept like leases: poll until the deadline passed and it moved."""
+    wait_for(lambda: app.sweep() and state(app, task_id) == "dead", what="receipt_timeout")
+
+
+def edge_17_and_18f(store, app: jobtrail.App) -> None:
+    go = threading.Event()
+
+    @app.task("late")
+    def late(ctx, p):
+        ctx.effect("submit", lambda key: {"id": key})  # past the point of no return
+        while not ctx.cancel_requested:
+            ctx.check_cancelled()  # does not raise once an effect is confirmed
+            go.wait(0.01)
+        if p.get("fail"):
+            raise RuntimeError("failed after the submission")
+        ctx.await_receipt("r-late", timeout=60)
+
+    for payload, target, reason in (
+        ({}, "awaiting_receipt", "cancel_too_late"),
+        ({"fail": True}, "dead", "failed_after_cancel"),
+    ):
+        task = app.enqueue("late", payload)
+        with background_worker(app, go):
+            wait_for(lambda task=task: state(app, task.id) == "leased", what="the claim")
+            assert app.cancel(task.id, by="ann").outcome == "cancel_requested"
+            wait_for(lambda task=task, target=target: state(app, task.id) == target, what=target)
+        assert_row(last(app, task.id), "cancel_requested", target, reason, is_worker)
+
+
+def edge_20(store, app: jobtrail.App) -> None:
+    app.task("ok")(lambda ctx, p: None)
+
+    @app.task("boom", max_attempts=1)
+    def boom(ctx, p):
+        raise jobtrail.PermanentError("no")
+
+    done = app.enqueue_workflow("flow", [("ok", 1), ("ok", 2)])
+    failed = app.enqueue_workflow("flow", [("ok", 3), ("boom", 4)])
+    stopped = app.enqueue_workflow("flow", [("ok", 5)], sequential=True)
+    app.cancel(stopped.id, by="ann")
+    run(app)
+    assert_row(last(app, done.id), "waiting", "succeeded", "children_succeeded", "system")
+    assert_row(last(app, failed.id), "waiting", "dead", "child_dead", "system")
+    assert_row(last(app, stopped.id), "waiting", "cancelled", "children_cancelled", "system")
+
+
+def edge_21(store, app: jobtrail.App) -> None:
+    attempts: list[int] = []
+
+    @app.task("flaky", max_attempts=1)
+    def flaky(ctx, p):
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise jobtrail.PermanentError("first time")
+
+    parent = app.enqueue_workflow("flow", [("flaky", 1)])
+    run(app)
+    assert state(app, parent.id) == "dead"
+    app.replay(parent.id, by="ann", note="fixed upstream")
+    assert_row(last(app, parent.id), "dead", "waiting", "replayed", "ann")
+    (child,) = app.children(parent.id)
+    assert_row(last(app, child.id), "dead", "queued", "replayed", "ann")
+    run(app)
+    assert state(app, parent.id) == "succeeded"
+
+
+def edge_23_receipts(store, app: jobtrail.App) -> None:
+    _receipt_kind(app, check_receipt=lambda receipt_id: None)
+    task = app.enqueue("submit", {"timeout": 0.1})
+    run(app)
+    assert app.cancel(task.id, by="ann").outcome == "too_late"
+    assert_row(
+        last(app, task.id),
+        "awaiting_receipt",
+        "awaiting_receipt",
+        "cancel_refused_submitted",
+        "ann",
+    )
+    _sweep_until_dead(app, task.id)
+    rows = app.transitions(task.id)
+    assert_row(rows[-2], "awaiting_receipt", "awaiting_receipt", "receipt_requeried", "sweeper")
+    assert_row(rows[-1], "awaiting_receipt", "dead", "receipt_timeout", "sweeper")
+
+
 DRIVERS: dict[str, list[Callable[..., None]]] = {
     "1": [edge_1],
     "3": [edge_3, edge_3_lease],
@@ -530,7 +654,16 @@ DRIVERS: dict[str, list[Callable[..., None]]] = {
     "18": [edge_18],
     "19": [edge_19],
     "22": [edge_22],
-    "23": [edge_23],
+    "23": [edge_23, edge_23_receipts],
+    "2": [edge_2],
+    "9": [edge_9_10],
+    "10": [edge_9_10],
+    "11": [edge_11],
+    "12": [edge_12],
+    "17": [edge_17_and_18f],
+    "18f": [edge_17_and_18f],
+    "20": [edge_20],
+    "21": [edge_21],
 }
 
 CASES = [
@@ -544,26 +677,6 @@ CASES = [
 def test_edge(store, app: jobtrail.App, number: str, driver: Callable[..., None]) -> None:
     assert any(e.number == number for e in EDGES)
     driver(store, app)
-
-
-@pytest.mark.parametrize("number", sorted(LATER))
-def test_later_edge(number: str) -> None:
-    """In the table now, driven once receipts, effects and workflows exist."""
-    (edge,) = [e for e in EDGES if e.number == number]
-    spec = next(s for s in SPEC_EDGES if s[0] == number)
-    assert {s.value for s in edge.sources} == _states(spec[1])
-    assert {s.value for s in edge.targets} == _states(spec[2])
-    assert {r.value for r in edge.reasons} == set(spec[3].split())
-    pytest.skip(f"edge {number}: {LATER[number]}")
-
-
-@pytest.mark.parametrize("reason", ["cancel_refused_submitted", "receipt_requeried"])
-def test_later_annotations(reason: str) -> None:
-    """Edge 23's receipt annotations need a task in awaiting_receipt: a later issue."""
-    (edge,) = [e for e in EDGES if e.number == "23"]
-    assert reason in {r.value for r in edge.reasons}
-    assert jobtrail.Reason(reason) in ANNOTATIONS
-    pytest.skip(f"edge 23 ({reason}) needs receipts: a later issue")
 
 
 def test_edge_3_claims_only_due_tasks(app: jobtrail.App) -> None:
