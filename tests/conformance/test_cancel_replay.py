@@ -198,17 +198,21 @@ def test_replay_requires_by_and_note(app: jobtrail.App) -> None:
 def test_replay_restarts_the_retry_budget(app: jobtrail.App) -> None:
     outcomes: list[str] = []
 
-    @app.task("k", max_elapsed=0.3, max_attempts=10)
+    # A retry_after of 2 s inside a 3 s budget: the second retry would overrun it. The margin
+    # (1 s) keeps the test honest on a loaded machine: the replayed attempt must fail within
+    # 1 s of the replay for its retry to fit the fresh budget.
+    @app.task("k", max_elapsed=3.0, max_attempts=10)
     def k(ctx, p):
         outcomes.append(f"attempt {ctx.attempt}")
-        raise jobtrail.TransientError("busy", retry_after=0.2)
+        raise jobtrail.TransientError("busy", retry_after=2.0)
 
     task = app.enqueue("k")
-    drain(app, task.id)
+    drain(app, task.id, timeout=20.0)
     assert app.get(task.id).last_reason == "retry_budget_exhausted"
     enqueued_at = app.transitions(task.id)[0].at
     wait_for(
-        lambda: db_now(app) > enqueued_at + timedelta(seconds=0.4),
+        lambda: db_now(app) > enqueued_at + timedelta(seconds=3.5),
+        timeout=10.0,
         what="the first budget to be long gone",
     )
     app.replay(task.id, by="ops", note="fresh budget")
