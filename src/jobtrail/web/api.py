@@ -190,12 +190,12 @@ def queues(app: Jobtrail, who: Reader) -> dict[str, Any]:
 
 
 @router.post("/api/queues/{queue}/pause", responses=ERRORS)
-def pause(queue: str, body: s.ActBody, app: Jobtrail, who: Actor) -> dict[str, Any]:
+def pause(queue: str, body: s.ActBody, app: Jobtrail, who: Actor) -> Any:
     untenanted(who)
     return plain(app.pause(queue, by=body.by, note=body.note or ""))
 
 
 @router.post("/api/queues/{queue}/resume", responses=ERRORS)
-def resume(queue: str, body: s.ActBody, app: Jobtrail, who: Actor) -> dict[str, Any]:
+def resume(queue: str, body: s.ActBody, app: Jobtrail, who: Actor) -> Any:
     untenanted(who)
     return plain(app.resume(queue, by=body.by, note=body.note or ""))
