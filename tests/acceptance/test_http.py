@@ -35,6 +35,11 @@ APP_MODULE = textwrap.dedent("""
         return payload
 
 
+    @app.task("send_email")
+    def send_email(ctx, payload):
+        return None
+
+
     @app.webhook("pay")
     def pay(ctx, event):
         return None
@@ -214,6 +219,8 @@ def test_schemathesis_finds_no_5xx(tmp_path: Path) -> None:
         pytest.skip("schemathesis is not installed")
     s = Server(tmp_path, f"sqlite:///{tmp_path / 'st.db'}").wait()
     try:
+        seeded = httpx.post(s.base + "/api/tasks", json={"kind": "send"}, headers=ADM)
+        assert seeded.json()["id"] == "1"  # the id the OpenAPI examples name
         proc = subprocess.run(
             [
                 st,

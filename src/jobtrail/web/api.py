@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..app import App
@@ -61,6 +61,8 @@ def untenanted(who: Principal) -> None:
 Reader = Annotated[Principal, Depends(principal)]
 Actor = Annotated[Principal, Depends(actor)]
 Jobtrail = Annotated[App, Depends(the_app)]
+TaskId = Annotated[str, Path(description="the task id", examples=["1"])]
+Queue = Annotated[str, Path(description="a queue name", examples=["default"])]
 
 
 def plain(value: Any) -> Any:
@@ -139,21 +141,21 @@ def list_tasks(
 
 
 @router.get("/api/tasks/{task_id}", response_model=s.TaskOut, responses=ERRORS)
-def get_task(task_id: str, app: Jobtrail, who: Reader) -> dict[str, Any]:
+def get_task(task_id: TaskId, app: Jobtrail, who: Reader) -> dict[str, Any]:
     return visible(app, who, task_id).to_dict()
 
 
 @router.get(
     "/api/tasks/{task_id}/transitions", response_model=list[s.TransitionOut], responses=ERRORS
 )
-def transitions(task_id: str, app: Jobtrail, who: Reader) -> list[dict[str, Any]]:
+def transitions(task_id: TaskId, app: Jobtrail, who: Reader) -> list[dict[str, Any]]:
     visible(app, who, task_id)
     return [t.to_dict() for t in app.transitions(task_id)]
 
 
 @router.get("/api/tasks/{task_id}/explain", response_model=s.Explanation, responses=ERRORS)
 def explain(
-    task_id: str,
+    task_id: TaskId,
     app: Jobtrail,
     who: Reader,
     lang: Annotated[str, Query(pattern="^(en|zh)$")] = "en",
@@ -163,19 +165,19 @@ def explain(
 
 
 @router.post("/api/tasks/{task_id}/cancel", response_model=s.CancelOut, responses=ERRORS)
-def cancel(task_id: str, body: s.ActBody, app: Jobtrail, who: Actor) -> dict[str, Any]:
+def cancel(task_id: TaskId, body: s.ActBody, app: Jobtrail, who: Actor) -> dict[str, Any]:
     task = visible(app, who, task_id)
     return app.cancel(task.id, by=body.by, note=body.note).to_dict()
 
 
 @router.post("/api/tasks/{task_id}/replay", response_model=s.TaskOut, responses=ERRORS)
-def replay(task_id: str, body: s.ActBody, app: Jobtrail, who: Actor) -> dict[str, Any]:
+def replay(task_id: TaskId, body: s.ActBody, app: Jobtrail, who: Actor) -> dict[str, Any]:
     task = visible(app, who, task_id)
     return app.replay(task.id, by=body.by, note=body.note or "").to_dict()
 
 
 @router.post("/api/tasks/{task_id}/receipt", response_model=s.TaskOut, responses=ERRORS)
-def receipt(task_id: str, body: s.ReceiptBody, app: Jobtrail, who: Actor) -> dict[str, Any]:
+def receipt(task_id: TaskId, body: s.ReceiptBody, app: Jobtrail, who: Actor) -> dict[str, Any]:
     task = visible(app, who, task_id)
     done = app.confirm_receipt(
         task.id, ok=body.ok, category=body.category, error=body.error, by="http"
@@ -190,12 +192,12 @@ def queues(app: Jobtrail, who: Reader) -> dict[str, Any]:
 
 
 @router.post("/api/queues/{queue}/pause", responses=ERRORS)
-def pause(queue: str, body: s.ActBody, app: Jobtrail, who: Actor) -> Any:
+def pause(queue: Queue, body: s.ActBody, app: Jobtrail, who: Actor) -> Any:
     untenanted(who)
     return plain(app.pause(queue, by=body.by, note=body.note or ""))
 
 
 @router.post("/api/queues/{queue}/resume", responses=ERRORS)
-def resume(queue: str, body: s.ActBody, app: Jobtrail, who: Actor) -> Any:
+def resume(queue: Queue, body: s.ActBody, app: Jobtrail, who: Actor) -> Any:
     untenanted(who)
     return plain(app.resume(queue, by=body.by, note=body.note or ""))

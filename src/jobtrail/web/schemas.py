@@ -13,8 +13,8 @@ class Strict(BaseModel):
 
 
 class EnqueueBody(Strict):
-    kind: str = Field(min_length=1, max_length=255)
-    payload: Any = None
+    kind: str = Field(min_length=1, max_length=255, examples=["send_email"])
+    payload: Any = Field(default=None, examples=[{"to": "a@example.com"}])
     queue: str | None = Field(default=None, min_length=1, max_length=128)
     priority: int = Field(default=0, ge=-(2**31 - 1), le=2**31 - 1)
     delay: float | None = Field(default=None, ge=0, le=10 * 365 * 86400)
@@ -23,8 +23,12 @@ class EnqueueBody(Strict):
 
 
 class ActBody(Strict):
-    by: str = Field(min_length=1, max_length=255, description="who does it (recorded)")
-    note: str | None = Field(default=None, max_length=10_000, description="why (recorded)")
+    by: str = Field(
+        min_length=1, max_length=255, description="who does it (recorded)", examples=["alice"]
+    )
+    note: str | None = Field(
+        default=None, max_length=10_000, description="why (recorded)", examples=["fixed"]
+    )
 
 
 class ReceiptBody(Strict):
