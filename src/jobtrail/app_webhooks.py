@@ -106,17 +106,10 @@ class WebhooksAPI:
         _check_source(source)
         if not isinstance(delivery_id, str) or not delivery_id or len(delivery_id) > 255:
             raise ValueError("a webhook delivery id must be a non-empty string of ≤ 255 chars")
-        try:
+        new: NewTask | None = None
+        bad: str | None = None
+        try:  # JSON that is no acceptable payload (too deep, NUL text…) is kept like non-JSON
             event: Any = json.loads(body)
-            bad: str | None = None
-        except (ValueError, UnicodeDecodeError):
-            event, bad = None, body.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
-        if event_type is None and isinstance(event, dict) and isinstance(event.get("type"), str):
-            event_type = event["type"]
-        if event_type is not None:
-            event_type = event_type[:255]
-        new = None
-        if bad is None:
             new = self._new_task(
                 {
                     "kind": webhook_kind(source),
@@ -124,6 +117,12 @@ class WebhooksAPI:
                     "idempotency_key": f"webhook:{source}:{delivery_id}"[:255],
                 }
             )
+        except (ValueError, TypeError, RecursionError):
+            event, bad = None, body.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+        if event_type is None and isinstance(event, dict) and isinstance(event.get("type"), str):
+            event_type = event["type"]
+        if event_type is not None:
+            event_type = event_type[:255]
         key = {"source": source, "delivery_id": delivery_id}
         with self._driver.transaction() as tx:
             fresh = tx.one(

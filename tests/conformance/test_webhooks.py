@@ -130,6 +130,17 @@ def test_verified_non_json_is_kept_and_400(web: TestClient, app: jobtrail.App) -
     assert rows(app) == (1, 0)
 
 
+@pytest.mark.parametrize(
+    "body", [b"[" * 100_000 + b"]" * 100_000, b'{"t": "nul \\u0000"}', b"[" * 200 + b"]" * 200]
+)
+def test_verified_json_that_is_no_payload_is_kept_and_400(
+    web: TestClient, app: jobtrail.App, body: bytes
+) -> None:
+    r = web.post("/webhooks/pay", content=body, headers=signed(body, "msg_deep"))
+    assert r.status_code == 400
+    assert rows(app) == (1, 0)
+
+
 def test_webhooks_need_no_bearer_token_and_count_in_metrics(
     web: TestClient, app: jobtrail.App
 ) -> None:
