@@ -198,3 +198,14 @@ def test_receipt_mapping_confirms_the_awaiting_task(app: jobtrail.App) -> None:
     done = app.get(task.id)
     assert done.state == "succeeded"
     assert app.transitions(task.id)[-1].actor == "webhook:prov"
+
+
+def test_racing_repeat_deliveries_make_one_task(app: jobtrail.App) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    register(app)
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: app.receive_webhook("pay", "msg_race", BODY), range(8)))
+    assert sum(not d.duplicate for d in got) == 1
+    assert {d.task_id for d in got} == {got[0].task_id}
+    assert rows(app) == (1, 1)
