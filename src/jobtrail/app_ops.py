@@ -157,6 +157,16 @@ class OpsAPI:
         with self._driver.transaction(write=False) as tx:
             return stats_module.collect(self._driver, tx, window)
 
+    def transition_counts(self, *, window: float = 300.0) -> builtins.list[dict[str, Any]]:
+        """Transitions recorded in the last ``window`` seconds, counted by queue, kind, reason
+        and target state (what ``GET /metrics`` exports)."""
+        if not window > 0:
+            raise ValueError("window must be a positive number of seconds")
+        with self._driver.transaction(write=False) as tx:
+            since = self._driver.db_now(tx) - timedelta(seconds=window)
+            rows = tx.all("stats_reasons", {"since": self._driver.encode_time(since)})
+        return [dict(r) for r in rows]
+
     def dead(self) -> builtins.list[dict[str, Any]]:
         """Dead tasks that still need a person, grouped by reason code and kind: count, oldest
         age, and the code versions that failed them."""

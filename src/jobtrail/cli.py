@@ -639,4 +639,5 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(code)
 
 
-from . import cli_ops  # noqa: E402,F401  (registers the operator verbs)
+# registers the operator verbs and serve
+from . import cli_ops, cli_serve  # noqa: E402,F401

@@ -1,0 +1,181 @@
+"""Webhook events as tasks (§12): ``@app.webhook(source)`` and the receiving side that the HTTP
+server calls once a delivery's signature is verified. Mixed into ``App``.
+
+A delivery is recorded under ``(source, delivery id)`` in the SAME transaction that enqueues its
+event task (kind ``webhook.<source>``, payload = the parsed JSON event), so a repeat delivery
+finds the record and answers with the same task id, changing nothing.
+
+A source may confirm receipts (§8): ``@app.webhook("pay", receipt=fn)`` where
+``fn(event) -> (receipt_id, ok, category, error) | None``. The event task calls it when it runs
+(not in the HTTP request, so the answer stays fast and the confirmation is retried like any
+task) and then ``confirm_receipt(receipt_id=..., ok=..., by="webhook:<source>")``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .errors import IllegalTransition, PermanentError, TaskNotFound
+from .store.base import Driver, NewTask, Tx
+
+if TYPE_CHECKING:
+    from .kinds import KindSpec
+    from .models import Task
+
+log = logging.getLogger("jobtrail.webhooks")
+
+F = TypeVar("F", bound=Callable[..., Any])
+ReceiptMap = Callable[[Any], "tuple[str, bool, str | None, str | None] | None"]
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What receiving one verified delivery did. ``task_id`` is ``None`` only for a body that
+    was not JSON (``bad_body``: it is kept in ``jobtrail_webhook_deliveries.bad_body``)."""
+
+    task_id: str | None
+    duplicate: bool
+    bad_body: bool = False
+
+
+def webhook_kind(source: str) -> str:
+    return f"webhook.{source}"
+
+
+class WebhooksAPI:
+    _driver: Driver
+    _kinds: dict[str, KindSpec]
+
+    if TYPE_CHECKING:  # provided by App
+
+        def _new_task(self, args: dict[str, Any], *, label: bool = False) -> NewTask: ...
+
+        def _insert(self, tx: Tx, new: NewTask) -> Task: ...
+
+        def confirm_receipt(
+            self,
+            task_id: str | int | None = None,
+            *,
+            receipt_id: str | None = None,
+            kind: str | None = None,
+            ok: bool = True,
+            category: str | None = None,
+            error: str | None = None,
+            by: str = "caller",
+            note: str | None = None,
+        ) -> Task: ...
+
+    def webhook(
+        self, source: str, *, receipt: ReceiptMap | None = None, **task_options: Any
+    ) -> Callable[[F], F]:
+        """Register ``fn(ctx, event)`` as the handler of ``source``'s event tasks (kind
+        ``webhook.<source>``). ``receipt(event)`` may map an event to ``(receipt_id, ok,
+        category, error)`` (or ``None``): the task confirms that receipt before calling ``fn``.
+        Other keyword arguments are ``@app.task``'s options."""
+        _check_source(source)
+
+        def register(fn: F) -> F:
+            def handle(ctx: Any, event: Any) -> Any:
+                if receipt is not None:
+                    self._confirm_from_event(source, receipt, event)
+                return fn(ctx, event)
+
+            handle.__name__ = getattr(fn, "__name__", "webhook")
+            handle.__module__ = getattr(fn, "__module__", __name__)
+            register_task: Callable[..., Callable[..., Any]] = getattr(self, "task")  # noqa: B009
+            register_task(webhook_kind(source), **task_options)(handle)
+            return fn
+
+        return register
+
+    def webhook_sources(self) -> list[str]:
+        """Sources with a registered ``@app.webhook`` handler."""
+        prefix = webhook_kind("")
+        return sorted(k[len(prefix) :] for k in self._kinds if k.startswith(prefix))
+
+    def receive_webhook(
+        self, source: str, delivery_id: str, body: bytes, *, event_type: str | None = None
+    ) -> Delivery:
+        """Record one delivery whose signature the caller has verified, and enqueue its event
+        task in the same transaction. A repeat ``(source, delivery_id)`` returns the first
+        answer with ``duplicate=True``. A body that is not JSON is kept (``bad_body``)."""
+        _check_source(source)
+        if not isinstance(delivery_id, str) or not delivery_id or len(delivery_id) > 255:
+            raise ValueError("a webhook delivery id must be a non-empty string of ≤ 255 chars")
+        new: NewTask | None = None
+        bad: str | None = None
+        try:  # JSON that is no acceptable payload (too deep, NUL text…) is kept like non-JSON
+            event: Any = json.loads(body)
+            new = self._new_task(
+                {
+                    "kind": webhook_kind(source),
+                    "payload": event,
+                    "idempotency_key": f"webhook:{source}:{delivery_id}"[:255],
+                }
+            )
+        except (ValueError, TypeError, RecursionError):
+            event, bad = None, body.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+        if event_type is None and isinstance(event, dict) and isinstance(event.get("type"), str):
+            event_type = event["type"]
+        if event_type is not None:
+            event_type = event_type[:255]
+        key = {"source": source, "delivery_id": delivery_id}
+        with self._driver.transaction() as tx:
+            fresh = tx.one(
+                "webhook_delivery_insert", {**key, "event_type": event_type, "bad_body": bad}
+            )
+            if fresh is None:
+                row = tx.one("webhook_delivery_get", key)
+                assert row is not None
+                task_id = None if row["task_id"] is None else str(row["task_id"])
+                result = Delivery(task_id, True, row["bad_body"] is not None)
+            elif new is None:
+                result = Delivery(None, False, True)
+            else:
+                task = self._insert(tx, new)
+                tx.run("webhook_delivery_set_task", {**key, "task_id": int(task.id)})
+                result = Delivery(task.id, False)
+        if result.task_id is not None and not result.duplicate:
+            self._driver.wake()
+        outcome = "duplicate" if result.duplicate else "bad_body" if result.bad_body else "queued"
+        log.info(
+            "webhook source=%s delivery=%s event=%s task=%s outcome=%s",
+            source,
+            delivery_id,
+            event_type,
+            result.task_id,
+            outcome,
+        )
+        return result
+
+    def _confirm_from_event(self, source: str, receipt: ReceiptMap, event: Any) -> None:
+        mapped = receipt(event)
+        if mapped is None:
+            return
+        receipt_id, ok, category, error = mapped
+        try:
+            self.confirm_receipt(
+                receipt_id=str(receipt_id),
+                ok=bool(ok),
+                category=category,
+                error=error,
+                by=f"webhook:{source}",
+            )
+        except TaskNotFound as exc:
+            raise PermanentError(f"webhook {source}: {exc}") from exc
+        except IllegalTransition as exc:  # already decided (e.g. by the sweeper): nothing to do
+            log.info("webhook source=%s receipt already settled: %s", source, exc)
+
+
+def _check_source(source: Any) -> None:
+    if (
+        not isinstance(source, str)
+        or not source
+        or len(source) > 64
+        or not all(c.isalnum() or c in "-_" for c in source)
+    ):
+        raise ValueError("a webhook source is a name of letters, digits, '-' and '_' (≤ 64)")

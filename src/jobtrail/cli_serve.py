@@ -1,0 +1,53 @@
+"""``jobtrail serve``: the HTTP API (§13) under uvicorn.
+
+Registered on the ``jobtrail`` group by importing this module (``cli.py`` does).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from .cli import Fail, Runtime, verb
+
+
+@verb("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="TCP port."
+)
+def serve(rt: Runtime, host: str, port: int) -> None:
+    """Serve the JSON API, webhooks and /metrics. Tokens come from JOBTRAIL_TOKENS, webhook
+    secrets from JOBTRAIL_WEBHOOK_SECRETS; with no tokens only loopback is allowed."""
+    try:
+        import uvicorn
+
+        from .web.server import _secrets, _tokens, check_bind, create_app
+    except ImportError as exc:  # pragma: no cover - installed with jobtrail
+        raise Fail(
+            f"serve needs fastapi and uvicorn ({exc}); pip install 'jobtrail[web]'"
+        ) from None
+    try:
+        tokens = _tokens(None)
+        secrets = _secrets(None)
+        check_bind(host, tokens)
+    except ValueError as exc:
+        raise Fail(str(exc)) from None
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    app = rt.app(must_exist=False)
+    if not rt.app_ref:
+        logging.getLogger("jobtrail.web").warning(
+            "no --app / JOBTRAIL_APP: no task kinds, so POST /api/tasks will refuse"
+        )
+    try:
+        app.migrate()
+    except Exception as exc:  # serve anyway: requests answer 503 until the store is back
+        logging.getLogger("jobtrail.web").warning("migrate failed: %s", type(exc).__name__)
+    web = create_app(app, tokens, secrets)
+    uvicorn.run(web, host=host, port=port, log_level="info")

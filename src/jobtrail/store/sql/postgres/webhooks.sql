@@ -1,0 +1,19 @@
+-- Webhook deliveries (PostgreSQL). See jobtrail/app_webhooks.py.
+
+-- name: webhook_delivery_insert
+INSERT INTO jobtrail_webhook_deliveries (source, delivery_id, event_type, received_at, bad_body)
+VALUES (%(source)s, %(delivery_id)s, %(event_type)s, now(), %(bad_body)s)
+ON CONFLICT (source, delivery_id) DO NOTHING
+RETURNING source;
+
+-- name: webhook_delivery_get
+SELECT source, delivery_id, task_id, event_type, bad_body
+FROM jobtrail_webhook_deliveries
+WHERE source = %(source)s AND delivery_id = %(delivery_id)s;
+
+-- name: webhook_delivery_set_task
+UPDATE jobtrail_webhook_deliveries SET task_id = %(task_id)s
+WHERE source = %(source)s AND delivery_id = %(delivery_id)s;
+
+-- name: webhook_delivery_count
+SELECT COUNT(*) AS n FROM jobtrail_webhook_deliveries;

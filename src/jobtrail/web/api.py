@@ -1,0 +1,203 @@
+"""The JSON API routes (§13). Endpoints are plain ``def``: FastAPI runs them in its threadpool,
+so jobtrail's synchronous store calls never block the event loop.
+
+Tenant rule: a tenant-bound token sees only its tenant — another tenant's task answers 404
+exactly like an unknown id, lists are filtered to its tenant, an enqueue is forced into its
+tenant (naming another tenant in the body is 403), and the cross-tenant queue views
+(``/api/queues``, pause, resume, ``/metrics``) answer 403.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from ..app import App
+from ..errors import TaskNotFound
+from ..models import Task, iso
+from . import schemas as s
+from .auth import Principal, Token, authenticate
+
+bearer = HTTPBearer(auto_error=False, description="JOBTRAIL_TOKENS token")
+router = APIRouter()
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": s.ErrorOut} for code in (401, 403, 404, 409, 413, 422, 503)
+}
+
+
+def the_app(request: Request) -> App:
+    app: App = request.app.state.jobtrail
+    return app
+
+
+def principal(
+    request: Request,
+    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Principal:
+    tokens: list[Token] = request.app.state.tokens
+    header = f"Bearer {creds.credentials}" if creds else None
+    found = authenticate(tokens, header)
+    if found is None:
+        raise HTTPException(
+            401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"}
+        )
+    return found
+
+
+def actor(who: Annotated[Principal, Depends(principal)]) -> Principal:
+    if not who.admin:
+        raise HTTPException(403, "this token may read only; acting needs an admin token")
+    return who
+
+
+def untenanted(who: Principal) -> None:
+    if who.tenant is not None:
+        raise HTTPException(403, "queue views span tenants; a tenant-bound token may not use them")
+
+
+Reader = Annotated[Principal, Depends(principal)]
+Actor = Annotated[Principal, Depends(actor)]
+Jobtrail = Annotated[App, Depends(the_app)]
+TaskId = Annotated[str, Path(description="the task id", examples=["1"])]
+Queue = Annotated[str, Path(description="a queue name", examples=["default"])]
+
+
+def plain(value: Any) -> Any:
+    """Times in the one output form (``models.iso``) inside dicts and lists."""
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+def visible(app: App, who: Principal, task_id: str) -> Task:
+    task = app.get(task_id)
+    if who.tenant is not None and task.tenant != who.tenant:
+        raise TaskNotFound(task_id)  # never say that it exists
+    return task
+
+
+@router.post(
+    "/api/tasks",
+    status_code=201,
+    response_model=s.TaskOut,
+    responses={200: {"model": s.TaskOut, "description": "existing task"}, **ERRORS},
+)
+def enqueue(
+    body: s.EnqueueBody,
+    response: Response,
+    app: Jobtrail,
+    who: Actor,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+) -> dict[str, Any]:
+    """Store a task (201 new, 200 an existing task under the same Idempotency-Key)."""
+    tenant = body.tenant or ""
+    if who.tenant is not None:
+        if body.tenant not in (None, who.tenant):
+            raise HTTPException(403, "this token may only enqueue for its own tenant")
+        tenant = who.tenant
+    task = app.enqueue(
+        body.kind,
+        body.payload,
+        idempotency_key=idempotency_key,
+        tenant=tenant,
+        queue=body.queue,
+        priority=body.priority,
+        delay=body.delay,
+        run_at=body.run_at,
+    )
+    response.status_code = 201 if task.created else 200
+    response.headers["Location"] = f"/api/tasks/{task.id}"
+    return task.to_dict()
+
+
+@router.get("/api/tasks", response_model=s.TaskList, responses=ERRORS)
+def list_tasks(
+    app: Jobtrail,
+    who: Reader,
+    state: str | None = None,
+    kind: str | None = None,
+    queue: str | None = None,
+    tenant: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    before: Annotated[str | None, Query(pattern=r"^[0-9]{1,18}$")] = None,
+) -> dict[str, Any]:
+    """Tasks newest first; page with ``before`` = the last id seen (``next_before``)."""
+    if who.tenant is not None:
+        if tenant not in (None, who.tenant):
+            return {"tasks": [], "next_before": None}
+        tenant = who.tenant
+    tasks = list(
+        app.list(state=state, kind=kind, queue=queue, tenant=tenant, limit=limit, before=before)
+    )
+    more = tasks[-1].id if len(tasks) == limit else None
+    return {"tasks": [t.to_dict() for t in tasks], "next_before": more}
+
+
+@router.get("/api/tasks/{task_id}", response_model=s.TaskOut, responses=ERRORS)
+def get_task(task_id: TaskId, app: Jobtrail, who: Reader) -> dict[str, Any]:
+    return visible(app, who, task_id).to_dict()
+
+
+@router.get(
+    "/api/tasks/{task_id}/transitions", response_model=list[s.TransitionOut], responses=ERRORS
+)
+def transitions(task_id: TaskId, app: Jobtrail, who: Reader) -> list[dict[str, Any]]:
+    visible(app, who, task_id)
+    return [t.to_dict() for t in app.transitions(task_id)]
+
+
+@router.get("/api/tasks/{task_id}/explain", response_model=s.Explanation, responses=ERRORS)
+def explain(
+    task_id: TaskId,
+    app: Jobtrail,
+    who: Reader,
+    lang: Annotated[str, Query(pattern="^(en|zh)$")] = "en",
+) -> dict[str, Any]:
+    task = visible(app, who, task_id)
+    return {"task_id": task.id, "lang": lang, "text": app.explain(task.id, lang=lang)}
+
+
+@router.post("/api/tasks/{task_id}/cancel", response_model=s.CancelOut, responses=ERRORS)
+def cancel(task_id: TaskId, body: s.ActBody, app: Jobtrail, who: Actor) -> dict[str, Any]:
+    task = visible(app, who, task_id)
+    return app.cancel(task.id, by=body.by, note=body.note).to_dict()
+
+
+@router.post("/api/tasks/{task_id}/replay", response_model=s.TaskOut, responses=ERRORS)
+def replay(task_id: TaskId, body: s.ActBody, app: Jobtrail, who: Actor) -> dict[str, Any]:
+    task = visible(app, who, task_id)
+    return app.replay(task.id, by=body.by, note=body.note or "").to_dict()
+
+
+@router.post("/api/tasks/{task_id}/receipt", response_model=s.TaskOut, responses=ERRORS)
+def receipt(task_id: TaskId, body: s.ReceiptBody, app: Jobtrail, who: Actor) -> dict[str, Any]:
+    task = visible(app, who, task_id)
+    done = app.confirm_receipt(
+        task.id, ok=body.ok, category=body.category, error=body.error, by="http"
+    )
+    return done.to_dict()
+
+
+@router.get("/api/queues", response_model=s.QueuesOut, responses=ERRORS)
+def queues(app: Jobtrail, who: Reader) -> dict[str, Any]:
+    untenanted(who)
+    return {"stats": plain(app.stats()), "queues": plain(list(app.queues()))}
+
+
+@router.post("/api/queues/{queue}/pause", responses=ERRORS)
+def pause(queue: Queue, body: s.ActBody, app: Jobtrail, who: Actor) -> Any:
+    untenanted(who)
+    return plain(app.pause(queue, by=body.by, note=body.note or ""))
+
+
+@router.post("/api/queues/{queue}/resume", responses=ERRORS)
+def resume(queue: Queue, body: s.ActBody, app: Jobtrail, who: Actor) -> Any:
+    untenanted(who)
+    return plain(app.resume(queue, by=body.by, note=body.note or ""))

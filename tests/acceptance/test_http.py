@@ -1,0 +1,250 @@
+"""The real ``jobtrail serve`` process (uvicorn) on both backends, driven with httpx; and a
+bounded schemathesis run against its ``/openapi.json`` that must find no 5xx."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+import jobtrail
+from jobtrail.web.signatures import parse_secret, sign
+
+SRC = str(Path(jobtrail.__file__).resolve().parent.parent)
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+ADM = {"Authorization": "Bearer adm"}
+TOKENS = "adm:admin,rd:read,ta:admin:tenantA"
+APP_MODULE = textwrap.dedent("""
+    import jobtrail
+
+    app = jobtrail.App()
+
+
+    @app.task("send")
+    def send(ctx, payload):
+        return payload
+
+
+    @app.task("send_email")
+    def send_email(ctx, payload):
+        return None
+
+
+    @app.webhook("pay")
+    def pay(ctx, event):
+        return None
+""")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    def __init__(
+        self,
+        tmp: Path,
+        db_url: str,
+        *args: str,
+        tokens: str | None = "adm:admin,rd:read,ta:admin:tenantA",
+    ) -> None:
+        (tmp / "httpapp.py").write_text(APP_MODULE)
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("JOBTRAIL_")}
+        env.update(
+            PYTHONPATH=SRC,
+            JOBTRAIL_DATABASE_URL=db_url,
+            JOBTRAIL_WEBHOOK_SECRETS=f"pay={SECRET}",
+        )
+        if tokens is not None:
+            env["JOBTRAIL_TOKENS"] = tokens
+        self.log = tmp / "server.log"
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jobtrail",
+                "serve",
+                "--app",
+                "httpapp:app",
+                "--port",
+                str(self.port),
+                *args,
+            ],
+            cwd=tmp,
+            env=env,
+            stdout=self.log.open("w"),
+            stderr=subprocess.STDOUT,
+        )
+
+    def wait(self) -> Server:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()
+            try:
+                if httpx.get(self.base + "/openapi.json", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise AssertionError("server did not answer: " + self.log.read_text())
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def server(store: object, tmp_path: Path) -> Iterator[Server]:
+    url = store.url  # type: ignore[attr-defined]
+    s = Server(tmp_path, url)
+    try:
+        yield s.wait()
+    finally:
+        s.stop()
+
+
+def test_api_through_the_real_server(server: Server, store: object) -> None:
+    with httpx.Client(base_url=server.base, timeout=10) as http:
+        r = http.post(
+            "/api/tasks",
+            json={"kind": "send", "payload": {"n": 1}},
+            headers={**ADM, "Idempotency-Key": "k"},
+        )
+        assert r.status_code == 201, r.text
+        task = r.json()
+        assert http.get(r.headers["Location"], headers=ADM).json()["state"] == "queued"
+        assert (
+            http.post(
+                "/api/tasks",
+                json={"kind": "send", "payload": {"n": 1}},
+                headers={**ADM, "Idempotency-Key": "k"},
+            ).status_code
+            == 200
+        )
+        assert (
+            http.post(
+                "/api/tasks",
+                json={"kind": "send", "payload": {"n": 2}},
+                headers={**ADM, "Idempotency-Key": "k"},
+            ).status_code
+            == 409
+        )
+        assert (
+            http.post(
+                "/api/tasks", json={"kind": "send"}, headers={"Authorization": "Bearer rd"}
+            ).status_code
+            == 403
+        )
+        assert http.get("/api/tasks").status_code == 401
+        assert (
+            http.get(f"/api/tasks/{task['id']}", headers={"Authorization": "Bearer ta"}).status_code
+            == 404
+        )
+        tr = http.get(f"/api/tasks/{task['id']}/transitions", headers=ADM).json()
+        assert [t["reason"] for t in tr] == ["enqueued"]
+        assert (
+            "enqueued" in http.get(f"/api/tasks/{task['id']}/explain", headers=ADM).json()["text"]
+        )
+        r = http.post(
+            f"/api/tasks/{task['id']}/replay", json={"by": "op", "note": "n"}, headers=ADM
+        )
+        assert r.status_code == 409 and r.json()["current_state"] == "queued"
+        assert (
+            http.post(f"/api/tasks/{task['id']}/cancel", json={"by": "op"}, headers=ADM).json()[
+                "outcome"
+            ]
+            == "cancelled"
+        )
+        assert (
+            http.post(
+                "/api/queues/default/pause", json={"by": "op", "note": "n"}, headers=ADM
+            ).json()["paused"]
+            is True
+        )
+        assert http.get("/api/queues", headers=ADM).status_code == 200
+        body = json.dumps({"type": "invoice.paid"}).encode()
+        stamp = int(time.time())
+        hdrs = {
+            "webhook-id": "msg_1",
+            "webhook-timestamp": str(stamp),
+            "webhook-signature": sign(parse_secret(SECRET).key, "msg_1", stamp, body),
+        }
+        first = http.post("/webhooks/pay", content=body, headers=hdrs)
+        assert first.status_code == 202
+        again = http.post("/webhooks/pay", content=body, headers=hdrs)
+        assert again.json() == {"task_id": first.json()["task_id"], "duplicate": True}
+        assert http.post("/webhooks/pay", content=body + b" ", headers=hdrs).status_code == 401
+        metrics = http.get("/metrics", headers=ADM).text
+        assert 'jobtrail_tasks{kind="webhook.pay",queue="default",state="queued"} 1.0' in metrics
+    log = server.log.read_text()
+    assert "invoice.paid" in log and "msg_1" in log  # delivery id and event type are logged
+    assert SECRET not in log and "webhook-signature" not in log and "adm" not in log
+
+
+def test_serve_refuses_public_bind_without_tokens(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBTRAIL_")}
+    env.update(PYTHONPATH=SRC, JOBTRAIL_DATABASE_URL=f"sqlite:///{tmp_path / 'x.db'}")
+    proc = subprocess.run(
+        [sys.executable, "-m", "jobtrail", "serve", "--host", "0.0.0.0"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "JOBTRAIL_TOKENS" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_schemathesis_finds_no_5xx(tmp_path: Path) -> None:
+    st = shutil.which("schemathesis", path=str(Path(sys.executable).parent))
+    if st is None:
+        pytest.skip("schemathesis is not installed")
+    s = Server(tmp_path, f"sqlite:///{tmp_path / 'st.db'}").wait()
+    try:
+        seeded = httpx.post(s.base + "/api/tasks", json={"kind": "send"}, headers=ADM)
+        assert seeded.json()["id"] == "1"  # the id the OpenAPI examples name
+        proc = subprocess.run(
+            [
+                st,
+                "run",
+                s.base + "/openapi.json",
+                "--checks",
+                "not_a_server_error",
+                "--max-examples",
+                "20",
+                "-H",
+                "Authorization: Bearer adm",
+                "--seed",
+                "7",
+                "--generation-deterministic",
+                "--no-color",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+            env={**os.environ, "SCHEMATHESIS_HOOKS": ""},
+        )
+    finally:
+        s.stop()
+    (tmp_path / "schemathesis.txt").write_text(proc.stdout + proc.stderr)
+    print(proc.stdout[-3000:])
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
