@@ -15,6 +15,7 @@ from . import explain_facts, payloads, transition
 from .app_cron import CronAPI  # cron (§12): @app.periodic, schedule_due, cron_windows
 from .app_effects import EffectsAPI
 from .app_ops import OpsAPI
+from .app_views import ViewsAPI  # read helpers for people (the dashboard)
 from .errors import IdempotencyConflict, IllegalTransition, TaskNotFound, UnknownKind
 from .kinds import DEFAULT_MAX_PAYLOAD, Classifier, KindSpec
 from .machine import TERMINAL, Reason, State
@@ -43,7 +44,7 @@ _ENQUEUE_KEYS = frozenset(
 )
 
 
-class App(EffectsAPI, OpsAPI, CronAPI):
+class App(EffectsAPI, OpsAPI, CronAPI, ViewsAPI):
     """One jobtrail application: a store (``url``) and the task kinds registered on it.
 
     ``url`` is ``sqlite:///path.db`` or ``postgresql://…``; else ``JOBTRAIL_DATABASE_URL``; else
