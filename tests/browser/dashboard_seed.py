@@ -84,3 +84,37 @@ def seed(app: jobtrail.App) -> Seeded:
         keyed=ok.id,
         tenant_task=tenant_task.id,
     )
+
+
+class Served:
+    """The dashboard of ``app`` in a real uvicorn server on a free loopback port (a thread)."""
+
+    def __init__(self, app: jobtrail.App, authorize: object = None) -> None:
+        import socket
+        import threading
+        import time
+
+        import uvicorn
+
+        from jobtrail.dashboard import create_dashboard_app
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        web = create_dashboard_app(app, authorize=authorize)  # type: ignore[arg-type]
+        config = uvicorn.Config(
+            web, host="127.0.0.1", port=self.port, log_level="warning", ws="none", lifespan="off"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the dashboard server did not start")
+            time.sleep(0.02)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
