@@ -5,6 +5,7 @@ batch replay, and arrivals vs completions per time bucket. Mixed into ``App``; r
 from __future__ import annotations
 
 import builtins
+import json
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -116,7 +117,8 @@ class ViewsAPI:
                     tx, reason=reason, kind=kind, since=start, until=frozen, limit=limit
                 )
             ]
-            tasks = [app._task_from_row(app._row(tx, i)) for i in ids]
+            rows = {r["id"]: r for r in tx.all("view_tasks_by_ids", {"ids": json.dumps(ids)})}
+            tasks = [app._task_from_row(rows[i]) for i in ids if i in rows]
         return {"tasks": tasks, "until": frozen, "since": start, "now": now}
 
     def activity(self, *, window: float = 3600.0, bucket: float = 300.0) -> dict[str, Any]:

@@ -25,3 +25,8 @@ WHERE x.at >= %(since)s::timestamptz
        OR (x.to_state IN ('succeeded', 'cancelled', 'dead')
            AND x.reason NOT IN ('dismissed', 'correction')))
 GROUP BY 1, 2;
+
+-- name: view_tasks_by_ids
+-- ids is a JSON array of task ids.
+SELECT * FROM jobtrail_tasks
+WHERE id IN (SELECT jsonb_array_elements_text(%(ids)s::jsonb)::bigint);

@@ -24,3 +24,7 @@ WHERE x.at >= :since
        OR (x.to_state IN ('succeeded', 'cancelled', 'dead')
            AND x.reason NOT IN ('dismissed', 'correction')))
 GROUP BY t.queue, CAST((x.at - :since) / :bucket AS INTEGER);
+
+-- name: view_tasks_by_ids
+-- :ids is a JSON array of task ids.
+SELECT * FROM jobtrail_tasks WHERE id IN (SELECT value FROM json_each(:ids));
