@@ -174,3 +174,39 @@ def test_tenant_bound_callers_see_only_their_tasks(store: object) -> None:
         assert fetch(url + f"/tasks/{seeded.later}/cancel", data, admin)[0] == 303
     finally:
         served.stop()
+
+
+def test_module_entry_serves_the_dashboard(tmp_path: object) -> None:
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import jobtrail
+
+    url = f"sqlite:///{tmp_path}/d.db"
+    with jobtrail.App(url) as app:
+        app.migrate()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    src = os.path.join(os.path.dirname(jobtrail.__file__), "..")
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(src)}
+    cmd = [sys.executable, "-m", "jobtrail.dashboard", "--db", url, "--port", str(port)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                status, page, _ = fetch(f"http://127.0.0.1:{port}/cron")
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.2)
+        assert status == 200 and "No schedules" in page
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    refused = subprocess.run([*cmd, "--host", "0.0.0.0"], env=env, capture_output=True, text=True)
+    assert refused.returncode != 0 and "loopback" in refused.stderr
