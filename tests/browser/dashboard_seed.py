@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 
 import jobtrail
 from jobtrail import transition
@@ -71,6 +73,16 @@ def seed(app: jobtrail.App) -> Seeded:
             Claim(owner="web-1:412:7f3a", queues=["slowq"], kinds=["slow"], limit=1, version="1.0"),
         )
     assert [str(r["id"]) for r in rows] == [leased.id]
+    app.schedule_due()  # first sight of the schedule: it starts at its next window
+    # simulate 30 minutes of downtime: catch_up=1 runs the newest missed window, skips the rest
+    back = app._driver.encode_time(app.db_now() - timedelta(minutes=30))
+    with app._driver.transaction() as tx:
+        conn: Any = tx.conn  # type: ignore[attr-defined]
+        mark = "?" if app._driver.dialect == "sqlite" else "%s"
+        conn.execute(
+            f"UPDATE jobtrail_cron_schedules SET anchor_at = {mark} WHERE kind = {mark}",  # noqa: S608
+            (back, "tick"),
+        )
     app.schedule_due()
     return Seeded(
         app=app,

@@ -138,6 +138,10 @@ def test_every_page_loads(browser: object, site: tuple[str, Seeded, str]) -> Non
     assert len(_all(d, "#children tr")) == 3  # header + two children
     d.get(url + "/cron")  # type: ignore[attr-defined]
     assert _css(d, ".schedule[data-kind=tick]")
+    skipped = _css(d, ".skipped").text  # type: ignore[attr-defined]
+    assert "window_skipped_catch_up_bound" in skipped
+    assert _all(d, ".windows a")  # the window that ran links to its task
+    _shot(d, backend, "cron")
 
 
 def test_filter_list_and_open_a_task(browser: object, site: tuple[str, Seeded, str]) -> None:
