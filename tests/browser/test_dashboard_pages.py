@@ -48,6 +48,8 @@ def site(store: object) -> Iterator[tuple[str, Seeded]]:
 
 def test_pages_answer_and_actions_follow_the_state(site: tuple[str, Seeded]) -> None:
     url, s = site
+    assert fetch(url + "/queues?window=60")[0] == 200
+    assert fetch(url + "/queues?window=7")[0] == 422
     for path in ("/", "/queues", "/dead", "/cron", "/static/htmx.min.js", "/?state=dead"):
         assert fetch(url + path)[0] == 200, path
     status, js, headers = fetch(url + "/static/htmx.min.js")

@@ -34,6 +34,7 @@ STATIC = {"htmx.min.js": "text/javascript"}
 PAGE_SIZE = 50
 PREVIEW_LIMIT = 500
 PAYLOAD_LIMIT = 2000
+STATS_WINDOWS = {60, 300, 900, 3600}  # health cost grows with the window's volume
 CANCEL_OUTCOMES = {"cancelled", "cancel_requested", "already_terminal", "too_late"}
 DONE_CODES = CANCEL_OUTCOMES | {"replayed", "paused", "resumed"}
 ACTIONABLE_CANCEL = {State.QUEUED, State.LEASED, State.WAITING, State.AWAITING_RECEIPT}
@@ -295,9 +296,13 @@ def router(app: App, *, authorize: Authorize | None = None) -> APIRouter:
 
     # -- queues -----------------------------------------------------------------------------
     @r.get("/queues", response_class=HTMLResponse)
-    def queues(request: Request, done: str | None = None, q: str | None = None) -> HTMLResponse:
+    def queues(
+        request: Request, done: str | None = None, q: str | None = None, window: int = 300
+    ) -> HTMLResponse:
         whole_store(request, "read")
-        stats = app.stats()
+        if window not in STATS_WINDOWS:
+            raise HTTPException(422, f"window must be one of {sorted(STATS_WINDOWS)} seconds")
+        stats = app.stats(window=float(window))
         activity = app.activity()
         charts = {
             name: _sparkline(v["arrivals"], v["completions"])
@@ -311,6 +316,7 @@ def router(app: App, *, authorize: Authorize | None = None) -> APIRouter:
             request,
             "queues.html",
             stats=stats,
+            windows=sorted(STATS_WINDOWS),
             queues=app.queues(),
             charts=charts,
             totals=totals,
