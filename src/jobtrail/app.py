@@ -15,6 +15,7 @@ from . import explain_facts, payloads, transition
 from .app_cron import CronAPI  # cron (§12): @app.periodic, schedule_due, cron_windows
 from .app_effects import EffectsAPI
 from .app_ops import OpsAPI
+from .app_views import ViewsAPI  # read helpers for people (the dashboard)
 from .app_webhooks import WebhooksAPI  # webhooks (§12): @app.webhook, receive_webhook
 from .errors import IdempotencyConflict, IllegalTransition, TaskNotFound, UnknownKind
 from .kinds import DEFAULT_MAX_PAYLOAD, Classifier, KindSpec
@@ -44,7 +45,7 @@ _ENQUEUE_KEYS = frozenset(
 )
 
 
-class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI):
+class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
     """One jobtrail application: a store (``url``) and the task kinds registered on it.
 
     ``url`` is ``sqlite:///path.db`` or ``postgresql://…``; else ``JOBTRAIL_DATABASE_URL``; else

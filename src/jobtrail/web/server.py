@@ -92,6 +92,7 @@ def create_app(
     web.state.metrics = Metrics(app)
     web.include_router(api.router)
     web.include_router(webhooks.router)
+    _dashboard(web, app)
     _errors(web)
 
     @web.middleware("http")
@@ -114,6 +115,49 @@ def create_app(
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     return web
+
+
+def _dashboard(web: FastAPI, app: App) -> None:
+    """Mount the dashboard (§13 pages) with the API's tokens: a bearer header, or the token a
+    person entered at ``/login`` (kept in an HttpOnly, SameSite=Strict cookie)."""
+    from fastapi import Form
+    from fastapi.responses import HTMLResponse, RedirectResponse
+
+    from ..dashboard import router as dashboard_router
+    from .auth import authenticate
+
+    tokens: list[Token] = web.state.tokens
+
+    def authorize(request: Request, action: str) -> str | None:
+        header = request.headers.get("authorization")
+        cookie = request.cookies.get(COOKIE)
+        who = authenticate(tokens, header or (f"Bearer {cookie}" if cookie else None))
+        if who is None:
+            raise HTTPException(401, "sign in with a token at /login")
+        if action == "act" and not who.admin:
+            raise HTTPException(403, "a read token cannot act")
+        return who.tenant
+
+    web.include_router(dashboard_router(app, authorize=authorize))
+
+    @web.get("/login", response_class=HTMLResponse, include_in_schema=False)
+    def login_form() -> str:
+        return (
+            "<!doctype html><title>jobtrail sign in</title><form method=post action=/login>"
+            "<label>token <input name=token type=password autofocus></label>"
+            "<button>sign in</button></form>"
+        )
+
+    @web.post("/login", include_in_schema=False)
+    def login(token: str = Form(...)) -> Response:
+        if authenticate(tokens, f"Bearer {token}") is None:
+            raise HTTPException(401, "unknown token")
+        page = RedirectResponse("/", status_code=303)
+        page.set_cookie(COOKIE, token, httponly=True, samesite="strict")
+        return page
+
+
+COOKIE = "jobtrail_token"
 
 
 def _errors(web: FastAPI) -> None:

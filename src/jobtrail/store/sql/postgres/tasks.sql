@@ -161,7 +161,7 @@ WHERE (%(state)s::text IS NULL OR state = %(state)s::text)
   AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
   AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
-  AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
+  AND id < COALESCE(%(before_id)s::bigint, 9223372036854775807)  -- an index range
 ORDER BY id DESC
 LIMIT %(limit)s;
 

@@ -120,7 +120,7 @@ WHERE (:state IS NULL OR state = :state)
   AND (:kind IS NULL OR kind = :kind)
   AND (:queue IS NULL OR queue = :queue)
   AND (:tenant IS NULL OR tenant = :tenant)
-  AND (:before_id IS NULL OR id < :before_id)
+  AND id < COALESCE(:before_id, 9223372036854775807)  -- a rowid range even on page 1
 ORDER BY id DESC
 LIMIT :limit;
 

@@ -1,0 +1,145 @@
+"""Read helpers for people (the dashboard, issue 5): a task's steps and effects, the "why it
+is not running now" line, cheap state counts, search by idempotency key, the exact preview of a
+batch replay, and arrivals vs completions per time bucket. Mixed into ``App``; read-only."""
+
+from __future__ import annotations
+
+import builtins
+import json
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, cast
+
+from .store.base import Driver
+from .timeparse import parse_time
+
+if TYPE_CHECKING:
+    from .app import App
+    from .models import Task
+
+OPEN_STATES = ("queued", "leased", "cancel_requested", "awaiting_receipt", "waiting")
+
+
+class ViewsAPI:
+    _driver: Driver
+
+    def steps(self, task_id: str | int) -> builtins.list[dict[str, Any]]:
+        """The task's steps and effects in the order they started: ``name``, ``effect``
+        (bool), ``status`` (``confirmed`` or ``intent`` — started, outcome unknown),
+        ``effect_key``, ``result`` (the step's result or the effect's receipt), ``attempt``,
+        ``error``, ``created_at``, ``confirmed_at``."""
+        app = cast("App", self)
+        with self._driver.transaction(write=False) as tx:
+            row = app._row(tx, task_id)
+            rows = tx.all("step_list", {"id": row["id"]})
+        return [
+            {
+                "name": r["name"],
+                "effect": bool(r["is_effect"]),
+                "status": r["status"],
+                "effect_key": r["effect_key"],
+                "result": r["result"],
+                "attempt": r["attempt"],
+                "error": r["error"],
+                "created_at": r["created_at"],
+                "confirmed_at": r["confirmed_at"],
+            }
+            for r in rows
+        ]
+
+    def why_not_running(self, task_id: str | int, lang: str = "en") -> dict[str, Any]:
+        """``why``: the sentence saying why the task is not running now (``None`` when it is
+        running or about to), from the live store; ``details``: extra facts (workflow
+        children, effects); ``now``: the database clock."""
+        from . import explain
+
+        app = cast("App", self)
+        if lang not in explain.LANGUAGES:
+            raise ValueError(f"unknown language {lang!r}")
+        with self._driver.transaction(write=False) as tx:
+            row = app._row(tx, task_id)
+            facts = app._live_facts(tx, row, lang)
+        task = app._task_from_row(row)
+        return {
+            "why": explain.why_not_running(task, row["db_now"], lang, facts.why or None),
+            "details": list(facts.details),
+            "now": row["db_now"],
+        }
+
+    def state_counts(self) -> dict[str, int]:
+        """Tasks per open state plus ``dead`` (not dismissed): two indexed counts, no window."""
+        with self._driver.transaction(write=False) as tx:
+            counts = {s: 0 for s in OPEN_STATES}
+            for r in tx.all("view_state_counts"):
+                counts[r["state"]] = int(r["n"])
+            dead = tx.one("view_dead_count")
+        counts["dead"] = int(dead["n"]) if dead else 0
+        return counts
+
+    def find_by_key(self, key: str, *, tenant: str = "", kinds: Any = None) -> builtins.list[Task]:
+        """Tasks whose idempotency key is exactly ``key`` in ``tenant``, for each of ``kinds``
+        (default: the registered kinds): one unique-index lookup per kind."""
+        app = cast("App", self)
+        names = sorted(set(kinds if kinds is not None else app.kinds))
+        out: builtins.list[Task] = []
+        with self._driver.transaction(write=False) as tx:
+            for kind in names:
+                for r in tx.all("view_task_by_key", {"tenant": tenant, "kind": kind, "key": key}):
+                    out.append(app._task_from_row(r))
+        return sorted(out, key=lambda t: -int(t.id))
+
+    def dead_preview(
+        self,
+        *,
+        reason: str | None = None,
+        kind: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """Exactly the dead tasks ``replay_dead`` would touch with the same filters, read with
+        the same query, and ``until`` frozen at the database clock: replaying with
+        ``until=result["until"]`` and ``limit=len(result["tasks"])`` touches these tasks and no
+        task that died after the preview."""
+        app = cast("App", self)
+        start = parse_time(since, "since") if since is not None else None
+        end = parse_time(until, "until") if until is not None else None
+        with self._driver.transaction(write=False) as tx:
+            now = self._driver.db_now(tx)
+            # strictly after every task dead by now: ``until`` is exclusive
+            frozen = (
+                min(end, now + timedelta(milliseconds=1))
+                if end
+                else now + timedelta(milliseconds=1)
+            )
+            ids = [
+                r["id"]
+                for r in self._driver.task_dead_select(
+                    tx, reason=reason, kind=kind, since=start, until=frozen, limit=limit
+                )
+            ]
+            rows = {r["id"]: r for r in tx.all("view_tasks_by_ids", {"ids": json.dumps(ids)})}
+            tasks = [app._task_from_row(rows[i]) for i in ids if i in rows]
+        return {"tasks": tasks, "until": frozen, "since": start, "now": now}
+
+    def activity(self, *, window: float = 3600.0, bucket: float = 300.0) -> dict[str, Any]:
+        """Arrivals and completions per queue in ``window / bucket`` buckets ending now, oldest
+        first: ``{"since", "bucket", "queues": {queue: {"arrivals": [...], "completions":
+        [...]}}}``. One grouped query on the transitions' time index."""
+        if not window > 0 or not bucket > 0 or window / bucket > 1000:
+            raise ValueError("window and bucket must be positive, at most 1000 buckets")
+        n = int(-(-window // bucket))
+        with self._driver.transaction(write=False) as tx:
+            now = self._driver.db_now(tx)
+            since = now - timedelta(seconds=n * bucket)
+            rows = tx.all(
+                "view_activity", {"since": self._driver.encode_time(since), "bucket": bucket}
+            )
+        queues: dict[str, dict[str, builtins.list[int]]] = {}
+        for r in rows:
+            b = int(r["bucket"])
+            if not 0 <= b < n:
+                continue
+            q = queues.setdefault(r["queue"], {"arrivals": [0] * n, "completions": [0] * n})
+            q["arrivals"][b] += int(r["arrivals"] or 0)
+            q["completions"][b] += int(r["completions"] or 0)
+        return {"since": since, "now": now, "bucket": bucket, "queues": queues}

@@ -1,0 +1,430 @@
+"""The dashboard's pages and form actions (issue 5), server-rendered with Jinja2.
+
+Every read goes through public ``App`` methods; every action through the same audited calls
+the CLI uses (``cancel``, ``replay``, ``replay_dead``, ``pause``, ``resume``), each asking for
+the operator (``by``) and a note. ``authorize(request, action)`` (action ``"read"`` or ``"act"``)
+may raise ``HTTPException`` and returns the caller's tenant (or ``None`` for all tenants): a
+tenant-bound caller sees only that tenant's tasks and not the cross-tenant pages.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from .. import explain
+from ..app import App
+from ..errors import IllegalTransition, TaskNotFound
+from ..machine import State
+from ..models import Task, iso
+from ..timeparse import looks_like_duration, parse_duration, parse_time
+
+Authorize = Callable[[Request, str], str | None]
+
+HERE = Path(__file__).parent
+STATIC = {"htmx.min.js": "text/javascript"}
+PAGE_SIZE = 50
+PREVIEW_LIMIT = 500
+PAYLOAD_LIMIT = 2000
+STATS_WINDOWS = {60, 300, 900, 3600}  # health cost grows with the window's volume
+CANCEL_OUTCOMES = {"cancelled", "cancel_requested", "already_terminal", "too_late"}
+DONE_CODES = CANCEL_OUTCOMES | {"replayed", "paused", "resumed"}
+ACTIONABLE_CANCEL = {State.QUEUED, State.LEASED, State.WAITING, State.AWAITING_RECEIPT}
+
+templates = Jinja2Templates(directory=str(HERE / "templates"))
+
+
+def _when(value: Any) -> str:
+    if isinstance(value, datetime):
+        return iso(value if value.tzinfo else value.replace(tzinfo=UTC))
+    return "" if value is None else str(value)
+
+
+def _age(seconds: Any) -> str:
+    if seconds is None:
+        return "–"
+    if isinstance(seconds, str):
+        return seconds
+    s = int(float(seconds))
+    if s < 60:
+        return f"{float(seconds):.1f}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+def _json(value: Any, limit: int = PAYLOAD_LIMIT) -> str:
+    text = json.dumps(value, ensure_ascii=False, indent=1, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+templates.env.filters["when"] = _when
+templates.env.filters["age"] = _age
+templates.env.filters["tojson_short"] = _json
+
+
+def _sparkline(arrivals: list[int], completions: list[int]) -> str:
+    """A tiny inline SVG: arrivals as bars, completions as a line, per bucket."""
+    width, height, n = 240, 48, max(1, len(arrivals))
+    top = max([1, *arrivals, *completions])
+    step = width / n
+    bars = "".join(
+        f'<rect x="{i * step + 1:.1f}" y="{height - a / top * (height - 4):.1f}" '
+        f'width="{max(1.0, step - 2):.1f}" height="{a / top * (height - 4):.1f}" '
+        f'class="arr"><title>{a} arrived</title></rect>'
+        for i, a in enumerate(arrivals)
+    )
+    points = " ".join(
+        f"{i * step + step / 2:.1f},{height - c / top * (height - 4):.1f}"
+        for i, c in enumerate(completions)
+    )
+    return (
+        f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'role="img" aria-label="arrivals and completions, max {top} per bucket">{bars}'
+        f'<polyline points="{points}" class="done" fill="none"/></svg>'
+    )
+
+
+def _input_time(value: str | None, now: datetime, name: str) -> datetime | None:
+    """An ISO 8601 time, or a duration ago (``30m``, ``2h``, ``7d``); empty → ``None``."""
+    value = (value or "").strip()
+    if not value:
+        return None
+    if looks_like_duration(value):
+        return now - timedelta(seconds=parse_duration(value, name))
+    return parse_time(value, name)
+
+
+def _clean(value: str | None) -> str | None:
+    value = (value or "").strip()
+    return value or None
+
+
+def _same_origin(request: Request) -> None:
+    """Refuse cross-site form posts (a page elsewhere submitting to the operator's dashboard)."""
+    if request.headers.get("sec-fetch-site") == "cross-site":
+        raise HTTPException(403, "cross-site form posts are refused")
+    origin = request.headers.get("origin")
+    if origin and origin != "null" and urlsplit(origin).netloc != request.headers.get("host"):
+        raise HTTPException(403, "cross-origin form posts are refused")
+
+
+async def _form(request: Request) -> dict[str, str]:
+    form = await request.form()
+    return {k: v.strip() if isinstance(v, str) else "" for k, v in form.items()}
+
+
+def _require(form: dict[str, str], *names: str) -> None:
+    missing = [n for n in names if not form.get(n)]
+    if missing:
+        raise HTTPException(422, f"required: {', '.join(missing)} (who you are and why)")
+
+
+def router(app: App, *, authorize: Authorize | None = None) -> APIRouter:
+    """The dashboard's routes for ``app``: pages ``/``, ``/tasks/{id}``, ``/queues``, ``/dead``,
+    ``/cron``, their form actions, and ``/static/...``."""
+    r = APIRouter(include_in_schema=False)
+
+    def allow(request: Request, action: str) -> str | None:
+        if authorize is None:
+            return None
+        return authorize(request, action)
+
+    def whole_store(request: Request, action: str) -> None:
+        if allow(request, action) is not None:
+            raise HTTPException(403, "a tenant-bound token sees only its own tasks")
+
+    def load(task_id: str, tenant: str | None) -> Task:
+        try:
+            task = app.get(task_id)
+        except TaskNotFound:
+            raise HTTPException(404, f"no task {task_id}") from None
+        if tenant is not None and task.tenant != tenant:
+            raise HTTPException(404, f"no task {task_id}")
+        return task
+
+    def page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        return templates.TemplateResponse(
+            request, name, {"nav": name.split(".")[0], **context}, status_code=status
+        )
+
+    @r.get("/static/{name}")
+    def static(name: str) -> Response:
+        if name not in STATIC:
+            raise HTTPException(404, "no such file")
+        return FileResponse(HERE / "static" / name, media_type=STATIC[name])
+
+    # -- tasks ------------------------------------------------------------------------------
+    @r.get("/", response_class=HTMLResponse)
+    def tasks(
+        request: Request,
+        state: str | None = None,
+        kind: str | None = None,
+        queue: str | None = None,
+        tenant: str | None = None,
+        q: str | None = None,
+        before: str | None = None,
+    ) -> HTMLResponse:
+        bound = allow(request, "read")
+        state, kind, queue, q = _clean(state), _clean(kind), _clean(queue), _clean(q)
+        tenant = bound if bound is not None else _clean(tenant)
+        if state is not None and state not in {s.value for s in State}:
+            raise HTTPException(422, f"unknown state {state!r}")
+        before = _clean(before)
+        if before is not None and not before.isdigit():
+            raise HTTPException(422, "before must be a task id")
+        more = False
+        if q is not None:
+            rows: list[Task] = []
+            if q.isdigit() and len(q) <= 18:
+                try:
+                    rows.append(app.get(q))
+                except TaskNotFound:
+                    pass
+            kinds = [kind] if kind else app.kinds
+            rows += app.find_by_key(q, tenant=tenant or "", kinds=kinds)
+            if tenant is not None:
+                rows = [t for t in rows if t.tenant == tenant]
+        else:
+            rows = app.list(
+                state=state,
+                kind=kind,
+                queue=queue,
+                tenant=tenant,
+                limit=PAGE_SIZE + 1,
+                before=before,
+            )
+            more = len(rows) > PAGE_SIZE
+            rows = rows[:PAGE_SIZE]
+        filters = {"state": state, "kind": kind, "queue": queue, "tenant": tenant, "q": q}
+        keep = {k: v for k, v in filters.items() if v}
+        next_url = "/?" + urlencode({**keep, "before": rows[-1].id}) if more and rows else None
+        return page(
+            request,
+            "tasks.html",
+            tasks=rows,
+            counts=app.state_counts() if bound is None else None,
+            states=[s.value for s in State],
+            queues=[x["queue"] for x in app.queues()],
+            kinds=app.kinds,
+            filters=filters,
+            next_url=next_url,
+            first_url=("/?" + urlencode(keep)) if before else None,
+            tenant_bound=bound is not None,
+        )
+
+    # -- one task ---------------------------------------------------------------------------
+    @r.get("/tasks/{task_id}", response_class=HTMLResponse)
+    def task_page(
+        request: Request, task_id: str, lang: str = "en", done: str | None = None
+    ) -> HTMLResponse:
+        bound = allow(request, "read")
+        if lang not in explain.LANGUAGES:
+            raise HTTPException(422, f"lang must be one of {', '.join(explain.LANGUAGES)}")
+        task = load(task_id, bound)
+        transitions = app.transitions(task.id)
+        timeline = [
+            {
+                "t": t,
+                "sentence": explain.sentence(t.reason, lang),
+                "state_name": explain.STATE_NAMES[lang].get(t.to_state, t.to_state.value),
+            }
+            for t in transitions
+        ]
+        live = app.why_not_running(task.id, lang)
+        parent = None
+        if task.parent_id is not None:
+            try:
+                parent = app.get(task.parent_id)
+            except TaskNotFound:  # pruned
+                parent = None
+        return page(
+            request,
+            "task.html",
+            task=task,
+            timeline=timeline,
+            why=live["why"],
+            details=live["details"],
+            now=live["now"],
+            state_name=explain.STATE_NAMES[lang].get(task.state, task.state.value),
+            reason_sentence=explain.sentence(task.last_reason, lang) if task.last_reason else "",
+            steps=app.steps(task.id),
+            outbox=app.outbox(task.id),
+            children=app.children(task.id),
+            parent=parent,
+            lang=lang,
+            other_lang="zh" if lang == "en" else "en",
+            done=done if done in DONE_CODES else None,
+            can_cancel=task.state in ACTIONABLE_CANCEL,
+            can_replay=task.state is State.DEAD,
+        )
+
+    @r.post("/tasks/{task_id}/cancel")
+    async def cancel(request: Request, task_id: str) -> Response:
+        _same_origin(request)
+        task = load(task_id, allow(request, "act"))
+        form = await _form(request)
+        _require(form, "by", "note")
+        result = app.cancel(task.id, by=form["by"], note=form["note"])
+        lang = form.get("lang") if form.get("lang") in explain.LANGUAGES else "en"
+        query = urlencode({"done": result.outcome, "lang": lang})
+        return RedirectResponse(f"/tasks/{task.id}?{query}", status_code=303)
+
+    @r.post("/tasks/{task_id}/replay")
+    async def replay(request: Request, task_id: str) -> Response:
+        _same_origin(request)
+        task = load(task_id, allow(request, "act"))
+        form = await _form(request)
+        _require(form, "by", "note")
+        try:
+            app.replay(task.id, by=form["by"], note=form["note"])
+        except IllegalTransition as exc:
+            raise HTTPException(409, str(exc)) from None
+        lang = form.get("lang") if form.get("lang") in explain.LANGUAGES else "en"
+        query = urlencode({"done": "replayed", "lang": lang})
+        return RedirectResponse(f"/tasks/{task.id}?{query}", status_code=303)
+
+    # -- queues -----------------------------------------------------------------------------
+    @r.get("/queues", response_class=HTMLResponse)
+    def queues(
+        request: Request, done: str | None = None, q: str | None = None, window: int = 300
+    ) -> HTMLResponse:
+        whole_store(request, "read")
+        if window not in STATS_WINDOWS:
+            raise HTTPException(422, f"window must be one of {sorted(STATS_WINDOWS)} seconds")
+        stats = app.stats(window=float(window))
+        activity = app.activity()
+        charts = {
+            name: _sparkline(v["arrivals"], v["completions"])
+            for name, v in activity["queues"].items()
+        }
+        totals = {
+            name: (sum(v["arrivals"]), sum(v["completions"]))
+            for name, v in activity["queues"].items()
+        }
+        return page(
+            request,
+            "queues.html",
+            stats=stats,
+            windows=sorted(STATS_WINDOWS),
+            queues=app.queues(),
+            charts=charts,
+            totals=totals,
+            activity=activity,
+            done=done if done in DONE_CODES else None,
+            done_queue=q,
+        )
+
+    @r.post("/queues/{queue}/{action}")
+    async def queue_action(request: Request, queue: str, action: str) -> Response:
+        _same_origin(request)
+        whole_store(request, "act")
+        if action not in ("pause", "resume"):
+            raise HTTPException(404, "unknown queue action")
+        form = await _form(request)
+        _require(form, "by", "note")
+        try:
+            if action == "pause":
+                app.pause(queue, by=form["by"], note=form["note"])
+            else:
+                app.resume(queue, by=form["by"], note=form["note"])
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from None
+        done = "paused" if action == "pause" else "resumed"
+        return RedirectResponse("/queues?" + urlencode({"done": done, "q": queue}), 303)
+
+    # -- dead letters -----------------------------------------------------------------------
+    def preview_context(params: dict[str, str | None]) -> dict[str, Any]:
+        now = app.db_now()
+        try:
+            since = _input_time(params.get("since"), now, "since")
+            until = _input_time(params.get("until"), now, "until")
+            result = app.dead_preview(
+                reason=_clean(params.get("reason")),
+                kind=_clean(params.get("kind")),
+                since=since,
+                until=until,
+                limit=PREVIEW_LIMIT + 1,
+            )
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from None
+        chosen = result["tasks"][:PREVIEW_LIMIT]
+        return {
+            "preview": chosen,
+            "truncated": len(result["tasks"]) > PREVIEW_LIMIT,
+            "frozen_until": iso(result["until"]),
+            "since_iso": iso(since) if since else "",
+            "params": params,
+        }
+
+    @r.get("/dead", response_class=HTMLResponse)
+    def dead(
+        request: Request,
+        reason: str | None = None,
+        kind: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        preview: str | None = None,
+    ) -> HTMLResponse:
+        whole_store(request, "read")
+        params = {"reason": reason, "kind": kind, "since": since, "until": until}
+        extra = preview_context(params) if preview else {"preview": None, "params": params}
+        return page(request, "dead.html", groups=app.dead(), **extra)
+
+    @r.get("/dead/preview", response_class=HTMLResponse)
+    def dead_preview(
+        request: Request,
+        reason: str | None = None,
+        kind: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+    ) -> HTMLResponse:
+        whole_store(request, "read")
+        params = {"reason": reason, "kind": kind, "since": since, "until": until}
+        return page(request, "_preview.html", **preview_context(params))
+
+    @r.post("/dead/replay", response_class=HTMLResponse)
+    async def dead_replay(request: Request) -> HTMLResponse:
+        _same_origin(request)
+        whole_store(request, "act")
+        form = await _form(request)
+        _require(form, "by", "note", "until", "limit")
+        try:
+            per_second = float(form["per_second"]) if form.get("per_second") else None
+            limit = int(form["limit"])
+            results = app.replay_dead(
+                reason=_clean(form.get("reason")),
+                kind=_clean(form.get("kind")),
+                since=_clean(form.get("since")),
+                until=form["until"],
+                limit=limit,
+                per_second=per_second,
+                by=form["by"],
+                note=form["note"],
+            )
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from None
+        return page(request, "replayed.html", results=results, form=form)
+
+    # -- cron -------------------------------------------------------------------------------
+    @r.get("/cron", response_class=HTMLResponse)
+    def cron(request: Request) -> HTMLResponse:
+        whole_store(request, "read")
+        schedules = app.schedules()
+        windows = {s["kind"]: app.cron_windows(s["kind"], limit=10) for s in schedules}
+        skipped = {
+            s["kind"]: app.cron_windows(s["kind"], limit=20, state="skipped") for s in schedules
+        }
+        return page(request, "cron.html", schedules=schedules, windows=windows, skipped=skipped)
+
+    return r
