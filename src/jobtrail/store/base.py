@@ -306,6 +306,32 @@ class Driver(abc.ABC):
             )
         return row
 
+    def task_complete_many(
+        self, tx: Tx, owner: str, actor: str, attempts: Sequence[tuple[int, int]]
+    ) -> set[int]:
+        """Edge 4 (``leased`` → ``succeeded``, ``completed``) for several ``(task id, attempt)``
+        of one holder in one transaction; returns the ids that moved. Each task keeps the
+        worker guard of ``task_move``; a task whose guard fails is left untouched (the caller
+        decides for it alone). Only for tasks without a parent: a workflow child's completion
+        re-derives its parent (``transition.apply``)."""
+        moved: set[int] = set()
+        for task_id, attempt in sorted(attempts):
+            move = Move(
+                task_id=task_id,
+                from_state=State.LEASED,
+                to_state=State.SUCCEEDED,
+                reason="completed",
+                actor=actor,
+                owner=owner,
+                attempt=attempt,
+            )
+            row = self.task_move(tx, move)
+            if row is not None:
+                if row.get("parent_id") is not None:  # pragma: no cover - callers exclude them
+                    raise RuntimeError("task_complete_many got a workflow child")
+                moved.add(task_id)
+        return moved
+
     def _move_params(self, move: Move) -> dict[str, Any]:
         return {
             "id": move.task_id,

@@ -215,6 +215,23 @@ class PostgresDriver(Driver):
             error, (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
         ) or super().is_outage(error)
 
+    # -- batched moves -------------------------------------------------------------------------
+    def task_complete_many(
+        self, tx: Any, owner: str, actor: str, attempts: Sequence[tuple[int, int]]
+    ) -> set[int]:
+        if not attempts:
+            return set()
+        rows = tx.all(
+            "task_complete_many",
+            {
+                "ids": [a[0] for a in attempts],
+                "attempts": [a[1] for a in attempts],
+                "owner": owner,
+                "actor": actor,
+            },
+        )
+        return {int(r["id"]) for r in rows}
+
     # -- encoding ------------------------------------------------------------------------------
     def encode_time(self, value: datetime) -> datetime:
         if value.tzinfo is None:

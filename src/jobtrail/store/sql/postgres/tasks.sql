@@ -115,6 +115,43 @@ WITH upd AS (
 )
 SELECT * FROM upd;
 
+-- name: task_complete_many
+-- Edge 4 (leased -> succeeded, completed) for several attempts of one worker in one
+-- statement: the same guard as task_move, per row (holder, attempt, unexpired lease), and the
+-- transitions appended in the same statement. Rows whose guard fails are simply not returned:
+-- the worker then decides for those one by one, exactly as for a single completion.
+-- Workflow children are excluded (their parents are re-derived by the single-task path).
+WITH b AS (
+    SELECT * FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS b(id, attempt)
+    ORDER BY id
+), upd AS (
+    UPDATE jobtrail_tasks t
+    SET state = 'succeeded',
+        last_reason = 'completed',
+        seq = t.seq + 1,
+        updated_at = now(),
+        finished_at = now(),
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        receipt_deadline = NULL,
+        dismissed_at = NULL
+    FROM b
+    WHERE t.id = b.id
+      AND t.state = 'leased'
+      AND t.lease_owner = %(owner)s::text
+      AND t.attempts = b.attempt
+      AND t.lease_expires_at > now()
+      AND t.parent_id IS NULL
+    RETURNING t.id, t.seq, t.attempts, t.updated_at
+), log AS (
+    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
+                                      attempt, at, data)
+    SELECT id, seq, 'leased', 'succeeded', 'completed', %(actor)s::text, attempts, updated_at,
+           '{}'::jsonb
+    FROM upd
+)
+SELECT id FROM upd;
+
 -- name: task_annotate
 WITH upd AS (
     UPDATE jobtrail_tasks
