@@ -59,7 +59,11 @@ SYSTEMS: dict[str, tuple[str, str, bool, str]] = {
         "pg",
         "pgqueuer_driver.py",
         True,
-        "SELECT count(*) FROM pgqueuer_log WHERE status = 'successful'",
+        # finished jobs are deleted from the queue and logged; the log is folded into the
+        # statistics table every 30 s, so count both
+        "SELECT (SELECT count(*) FROM pgqueuer_log WHERE status = 'successful')"
+        " + (SELECT COALESCE(sum(count), 0) FROM pgqueuer_statistics"
+        " WHERE status = 'successful')",
     ),
     "procrastinate": (
         "pg",

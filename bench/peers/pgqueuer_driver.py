@@ -39,7 +39,7 @@ async def main() -> None:
         print(json.dumps({"seconds": elapsed, "rate": n / elapsed}))
     elif phase == "work":
         conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
-        qm = QueueManager(PsycopgDriver(conn))
+        qm = QueueManager(Queries(PsycopgDriver(conn)))
 
         @qm.entrypoint("noop")
         async def noop(job) -> None:  # type: ignore[no-untyped-def]
