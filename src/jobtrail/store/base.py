@@ -219,6 +219,10 @@ class Driver(abc.ABC):
             )
         return row, True
 
+    def task_insert_many(self, tx: Tx, news: Sequence[NewTask]) -> list[tuple[Row, bool]]:
+        """``task_insert`` for each of ``news``, in order (drivers may do it in one go)."""
+        return [self.task_insert(tx, new) for new in news]
+
     def task_claim(self, tx: Tx, claim: Claim) -> list[Row]:
         """Edge 3 for up to ``claim.limit`` due tasks of unpaused queues, within the
         concurrency limits of limited queues (enforced here, in the claim, for every worker)."""

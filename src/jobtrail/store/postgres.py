@@ -22,7 +22,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import StoreUnavailable
 from . import queries
-from .base import TIME_COLUMNS, Driver, Row
+from .base import TIME_COLUMNS, Driver, NewTask, Row, dumps
 
 log = logging.getLogger("jobtrail.store")
 
@@ -214,6 +214,43 @@ class PostgresDriver(Driver):
         return isinstance(
             error, (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
         ) or super().is_outage(error)
+
+    def task_insert_many(self, tx: Any, news: Sequence[NewTask]) -> list[tuple[Row, bool]]:
+        first = news[0] if news else None
+        if (
+            first is None
+            or len(news) == 1
+            or any(
+                n.idempotency_key is not None
+                or n.parent_id is not None
+                or n.actor != first.actor
+                or n.data != first.data
+                for n in news
+            )
+        ):
+            return super().task_insert_many(tx, news)
+        rows = tx.all(
+            "task_insert_many",
+            {
+                "kind": [n.kind for n in news],
+                "queue": [n.queue for n in news],
+                "tenant": [n.tenant for n in news],
+                "state": [n.state.value for n in news],
+                "payload": [n.payload_json for n in news],
+                "payload_hash": [n.payload_hash for n in news],
+                "priority": [n.priority for n in news],
+                "max_attempts": [n.max_attempts for n in news],
+                "lease_seconds": [n.lease_seconds for n in news],
+                "reentrant": [n.reentrant for n in news],
+                "run_at": [n.run_at for n in news],
+                "delay": [n.delay for n in news],
+                "actor": first.actor,
+                "data": dumps(first.data),
+            },
+        )
+        if len(rows) != len(news):  # pragma: no cover - nothing can conflict without a key
+            raise RuntimeError(f"inserted {len(rows)} tasks of {len(news)}")
+        return [(row, True) for row in rows]
 
     # -- batched moves -------------------------------------------------------------------------
     def task_complete_many(

@@ -28,6 +28,37 @@ WITH ins AS (
 )
 SELECT * FROM ins;
 
+-- name: task_insert_many
+-- Several tasks without idempotency keys or parents, with one actor and one transition data,
+-- in one statement, each with its creating transition (enqueue_many's common case). Rows are
+-- inserted in input order (ORDER BY ord), so their ids ascend in input order.
+WITH src AS (
+    SELECT * FROM unnest(
+        %(kind)s::text[], %(queue)s::text[], %(tenant)s::text[], %(state)s::text[],
+        %(payload)s::text[], %(payload_hash)s::text[], %(priority)s::int[],
+        %(max_attempts)s::int[], %(lease_seconds)s::float8[], %(reentrant)s::bool[],
+        %(run_at)s::timestamptz[], %(delay)s::float8[])
+        WITH ORDINALITY AS s(kind, queue, tenant, state, payload, payload_hash, priority,
+                              max_attempts, lease_seconds, reentrant, run_at, delay, ord)
+), ins AS (
+    INSERT INTO jobtrail_tasks (
+        kind, queue, tenant, state, payload, payload_hash, priority, max_attempts,
+        lease_seconds, reentrant, run_at, last_reason, seq, budget_started_at, created_at,
+        updated_at)
+    SELECT kind, queue, tenant, state, payload::jsonb, payload_hash, priority, max_attempts,
+           lease_seconds, reentrant,
+           COALESCE(run_at, now() + make_interval(secs => COALESCE(delay, 0))),
+           'enqueued', 1, now(), now(), now()
+    FROM src ORDER BY ord
+    RETURNING *
+), log AS (
+    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
+                                      attempt, at, data)
+    SELECT id, 1, NULL, state, 'enqueued', %(actor)s::text, 0, created_at, %(data)s::jsonb
+    FROM ins
+)
+SELECT * FROM ins ORDER BY id;
+
 -- name: task_get_by_key
 SELECT * FROM jobtrail_tasks
 WHERE tenant = %(tenant)s AND kind = %(kind)s AND idempotency_key = %(idempotency_key)s;
