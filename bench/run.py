@@ -131,6 +131,7 @@ class Target:
             self.dbname = ""
             self.url = f"sqlite:///{tmp / (name + '.db')}"
         self.pg = pg
+        self.cpu_split = (0.0, 0.0)
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}:{HERE / 'peers'}")
@@ -203,8 +204,9 @@ class Target:
             backend_cpu = sum(cpu_ticks([p]) - backend_cpu0.get(p, 0) for p in self.backend_pids())
             jobs = count - c_first
             rate = jobs / max(now - t_first, 1e-9)
-            cpu_ms = (worker_cpu + backend_cpu) * 1000 / TICK / max(jobs, 1) * 1000
-            return rate, cpu_ms
+            per_1k = 1000 / TICK / max(jobs, 1) * 1000
+            self.cpu_split = (worker_cpu * per_1k, backend_cpu * per_1k)
+            return rate, (worker_cpu + backend_cpu) * per_1k
         finally:
             for w in workers:
                 w.terminate()
@@ -221,6 +223,7 @@ def bench(name: str, n: int, samples: int, pg: str, tmp: Path) -> dict[str, Any]
     out: dict[str, Any] = {}
     out["single"] = t.phase("enqueue_single", n)["rate"]
     out["proc1"], out["cpu"] = t.process(1, n, timeout=max(120.0, n / 20))
+    out["cpu_workers"], out["cpu_backends"] = t.cpu_split
     bulk = t.phase("enqueue_bulk", n)
     if "skip" in bulk:
         t.phase("enqueue_single", n)  # the 2-process run still needs N queued jobs

@@ -578,7 +578,7 @@ class _Completions:
         worker = self.worker
         try:
             transition.check("batch", State.LEASED, State.SUCCEEDED, "completed")
-            with worker.driver.transaction() as tx:
+            with worker.driver.single_statement() as tx:
                 moved = worker.driver.task_complete_many(
                     tx,
                     worker.owner,

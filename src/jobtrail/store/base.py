@@ -147,6 +147,13 @@ class Driver(abc.ABC):
         IMMEDIATE``). With ``connection=`` the caller's own open connection is used and its
         transaction is left for the caller to commit."""
 
+    def single_statement(self) -> AbstractContextManager[Tx]:
+        """Where a driver operation that is one statement may run without BEGIN/COMMIT round
+        trips: the statement is its own transaction, committed before its result returns.
+        Only for operations documented as one statement on that driver; by default (and on
+        SQLite) a write transaction."""
+        return self.transaction()
+
     @abc.abstractmethod
     def migrate(self) -> list[int]:
         """Apply pending migrations; returns the versions applied. Safe to run concurrently."""
@@ -314,7 +321,8 @@ class Driver(abc.ABC):
         self, tx: Tx, owner: str, actor: str, attempts: Sequence[tuple[int, int]]
     ) -> set[int]:
         """Edge 4 (``leased`` → ``succeeded``, ``completed``) for several ``(task id, attempt)``
-        of one holder in one transaction; returns the ids that moved. Each task keeps the
+        of one holder in one transaction (one statement on PostgreSQL, which may therefore run
+        in ``single_statement``); returns the ids that moved. Each task keeps the
         worker guard of ``task_move``; a task whose guard fails is left untouched (the caller
         decides for it alone). Only for tasks without a parent: a workflow child's completion
         re-derives its parent (``transition.apply``)."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -27,6 +29,8 @@ from .base import TIME_COLUMNS, Driver, NewTask, Row, dumps
 log = logging.getLogger("jobtrail.store")
 
 CHANNEL = "jobtrail_queued"
+#: Seconds a pooled connection may sit idle and still be handed out unchecked.
+CHECK_AFTER_IDLE = 1.0
 
 
 def _decode(row: dict[str, Any]) -> Row:
@@ -84,6 +88,9 @@ class PostgresDriver(Driver):
             raise ValueError(f"bad PostgreSQL URL: {exc}") from None
         self.url = url
         self.connect_timeout = connect_timeout
+        self._last_used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
+            weakref.WeakKeyDictionary()
+        )
         self.pool = ConnectionPool(
             url,
             min_size=1,
@@ -92,7 +99,8 @@ class PostgresDriver(Driver):
             timeout=connect_timeout,
             kwargs={"autocommit": True, "connect_timeout": max(1, int(connect_timeout))},
             configure=_configure,
-            check=ConnectionPool.check_connection,
+            check=self._check,
+            reset=self._returned,
             reconnect_timeout=3600.0,
             name="jobtrail",
         )
@@ -100,6 +108,24 @@ class PostgresDriver(Driver):
         self._listener: threading.Thread | None = None
         self._listener_lock = threading.Lock()
         self._closed = threading.Event()
+
+    # -- connection checks: a connection back from a transaction less than CHECK_AFTER_IDLE
+    # ago is handed out again without a round trip; one idle longer is checked first (it may
+    # not have survived a server restart). A connection that breaks anyway fails its
+    # transaction as StoreUnavailable, is discarded, and the caller's retry gets a new one.
+    def _returned(self, conn: psycopg.Connection[Any]) -> None:
+        self._last_used[conn] = time.monotonic()
+
+    def _check(self, conn: psycopg.Connection[Any]) -> None:
+        last = self._last_used.get(conn)
+        if (
+            last is not None
+            and time.monotonic() - last < CHECK_AFTER_IDLE
+            and not conn.broken
+            and not conn.closed
+        ):
+            return
+        ConnectionPool.check_connection(conn)
 
     # -- transactions --------------------------------------------------------------------------
     @contextmanager
@@ -109,6 +135,18 @@ class PostgresDriver(Driver):
             return
         try:
             with self.pool.connection() as conn, conn.transaction():
+                yield _Tx(conn, self.sql)
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise StoreUnavailable(
+                f"PostgreSQL is unreachable: {type(exc).__name__}: {_first_line(exc)}"
+            ) from exc
+
+    @contextmanager
+    def single_statement(self) -> Iterator[_Tx]:
+        # The pool's connections are autocommit: outside conn.transaction() each statement
+        # commits on its own (synchronous_commit) before its result comes back.
+        try:
+            with self.pool.connection() as conn:
                 yield _Tx(conn, self.sql)
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise StoreUnavailable(
