@@ -64,3 +64,9 @@ def claim(driver: Driver, tx: Tx, request: Claim) -> list[Row]:
     """Edge 3 for up to ``request.limit`` due tasks at once."""
     check("claim", State.QUEUED, State.LEASED, Reason.CLAIMED)
     return driver.task_claim(tx, request)
+
+
+def claim_unlimited(driver: Driver, tx: Tx, request: Claim) -> list[Row]:
+    """Edge 3 from the queues of ``request`` without concurrency limits (one statement each)."""
+    check("claim", State.QUEUED, State.LEASED, Reason.CLAIMED)
+    return driver.task_claim_unlimited(tx, request)

@@ -19,7 +19,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +73,8 @@ class Worker:
         self.processed = 0
         self._outbox_wake = threading.Event()
         self._completions = _Completions(self)
+        self._limited: list[str] = []
+        self._limited_read_at = float("-inf")
 
     # -- control -----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -184,8 +186,11 @@ class Worker:
             limit=limit,
             version=self.version,
         )
-        with self.driver.transaction() as tx:
-            rows = transition.claim(self.driver, tx, request)
+        if self.driver.claims_in_one_statement:
+            rows = self._claim_fast(request)
+        else:
+            with self.driver.transaction() as tx:
+                rows = transition.claim(self.driver, tx, request)
         for row in rows:
             task = self.app._task_from_row(row)
             spec = self.app._kinds[task.kind]
@@ -200,6 +205,26 @@ class Worker:
                 self.running[attempt.task_id] = attempt
             self._start(attempt)
         return len(rows)
+
+    def _claim_fast(self, request: Claim) -> list[dict[str, Any]]:
+        """Unlimited queues with one autocommit statement each (no BEGIN, queue lock or
+        COMMIT round trips); queues with concurrency limits through ``task_claim`` under
+        their queue locks. Which queues are limited is re-read every sweep interval: it only
+        decides where to look — the fast statement itself never takes from a limited queue,
+        so a limit set meanwhile holds at once, and a lifted one is served within a second."""
+        now = time.monotonic()
+        if now >= self._limited_read_at + self.options.sweep_interval:
+            with self.driver.transaction(write=False) as tx:
+                self._limited = self.driver.queues_limited(tx, request.queues)
+            self._limited_read_at = now
+        with self.driver.single_statement() as tx:
+            rows = transition.claim_unlimited(self.driver, tx, request)
+        room = request.limit - len(rows)
+        if self._limited and room > 0:
+            limited = replace(request, queues=self._limited, limit=room)
+            with self.driver.transaction() as tx:
+                rows += transition.claim(self.driver, tx, limited)
+        return rows
 
     def _start(self, attempt: Attempt) -> None:
         if attempt.spec.is_async:

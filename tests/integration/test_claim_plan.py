@@ -68,10 +68,12 @@ def test_claim_reads_the_due_index(store: Any) -> None:
         conn = tx.conn  # type: ignore[attr-defined]
         conn.execute("ANALYZE")
         if store.backend == "postgres":
-            rows = conn.execute("EXPLAIN " + sql, claim_params("postgres")).fetchall()
-            plan = "\n".join(r[0] for r in rows)
-            assert "Seq Scan on jobtrail_tasks" not in plan, plan
-            assert "jobtrail_tasks_due" in plan, plan
+            for name in ("task_claim", "task_claim_unlimited"):
+                query = driver.sql[name]
+                rows = conn.execute("EXPLAIN " + query, claim_params("postgres")).fetchall()
+                plan = "\n".join(r[0] for r in rows)
+                assert "Seq Scan on jobtrail_tasks" not in plan, (name, plan)
+                assert "jobtrail_tasks_due" in plan, (name, plan)
         else:
             rows = conn.execute("EXPLAIN QUERY PLAN " + sql, claim_params("sqlite")).fetchall()
             plan = "\n".join(str(r[3]) for r in rows)

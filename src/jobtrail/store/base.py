@@ -134,6 +134,9 @@ class Driver(abc.ABC):
     #: True when ``task_move``/``task_insert``/``task_claim`` append their transitions in the
     #: same statement (PostgreSQL data-modifying CTEs); SQLite appends them with a second one.
     logs_in_statement: bool = False
+    #: True when ``task_claim_unlimited`` is available (one statement per queue, with its
+    #: transitions): PostgreSQL.
+    claims_in_one_statement: bool = False
 
     def __init__(self) -> None:
         self.sql = queries.load(self.dialect)
@@ -285,6 +288,33 @@ class Driver(abc.ABC):
                 )
         rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["id"]))
         return rows
+
+    def task_claim_unlimited(self, tx: Tx, claim: Claim) -> list[Row]:
+        """Edge 3 from those of ``claim.queues`` that have no concurrency limit (checked in
+        each statement; a limited queue yields nothing), one self-contained statement per
+        queue — so on a driver with ``claims_in_one_statement`` it may run in
+        ``single_statement``. Limited queues are claimed by ``task_claim``."""
+        if not self.claims_in_one_statement:
+            raise NotImplementedError("claim with task_claim on this driver")
+        common = {
+            "owner": claim.owner,
+            "kinds": self._list(claim.kinds),
+            "data": dumps({"version": claim.version} if claim.version else {}),
+        }
+        rows: list[Row] = []
+        for queue_name in claim.queues:
+            room = claim.limit - len(rows)
+            if room <= 0:
+                break
+            rows += tx.all("task_claim_unlimited", {**common, "queue": queue_name, "limit": room})
+        rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["id"]))
+        return rows
+
+    def queues_limited(self, tx: Tx, queues: list[str]) -> list[str]:
+        """Which of ``queues`` have a concurrency limit now (a hint for which to claim with
+        ``task_claim``; never trusted for enforcement)."""
+        rows = tx.all("queue_limited_names", {"queues": self._list(queues)})
+        return [r["name"] for r in rows]
 
     def task_move(self, tx: Tx, move: Move) -> Row | None:
         """The conditional update of one edge plus its transition row; ``None`` when the guard

@@ -77,6 +77,7 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
 class PostgresDriver(Driver):
     dialect = "postgres"
     logs_in_statement = True
+    claims_in_one_statement = True
 
     def __init__(
         self, url: str, *, pool_size: int = 10, connect_timeout: float = 5.0, **_: Any

@@ -100,6 +100,47 @@ WITH upd AS (
 )
 SELECT * FROM upd;
 
+-- name: task_claim_unlimited
+-- task_claim for a queue without concurrency limits, checked in the same statement (a queue
+-- that has a limit yields nothing here and is claimed by task_claim under its queue lock).
+-- One statement that appends its own transitions, so it may run on an autocommit connection:
+-- it commits before its rows come back.
+-- One queue at a time, so the claim reads the due index (queue, priority, run_at, id) in
+-- order and stops at the limit instead of sorting every queued row of several queues.
+-- SKIP LOCKED lets many workers claim at once without waiting on each other; the
+-- id = ANY(ARRAY(...)) shape keeps the update on the primary key for any batch size.
+WITH upd AS (
+    UPDATE jobtrail_tasks t
+    SET state = 'leased',
+        lease_owner = %(owner)s,
+        lease_expires_at = now() + make_interval(secs => t.lease_seconds),
+        attempts = t.attempts + 1,
+        seq = t.seq + 1,
+        last_reason = 'claimed',
+        updated_at = now()
+    WHERE t.id = ANY(ARRAY(
+        SELECT id FROM jobtrail_tasks
+        WHERE state = 'queued'
+          AND run_at <= now()
+          AND queue = %(queue)s
+          AND kind = ANY(%(kinds)s::text[])
+          AND NOT EXISTS (SELECT 1 FROM jobtrail_queues q
+                          WHERE q.name = %(queue)s
+                            AND (q.paused OR q.limit_total IS NOT NULL
+                                 OR q.limit_per_tenant IS NOT NULL))
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED))
+    RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
+), log AS (
+    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
+                                      attempt, at, data)
+    SELECT id, seq, 'queued', 'leased', 'claimed', %(owner)s, attempts, updated_at,
+           %(data)s::jsonb || jsonb_build_object('waited', round(waited::numeric, 6))
+    FROM upd
+)
+SELECT * FROM upd;
+
 -- name: task_move
 WITH upd AS (
     UPDATE jobtrail_tasks
