@@ -212,14 +212,16 @@ class Worker:
         their queue locks. Which queues are limited is re-read every sweep interval: it only
         decides where to look — the fast statement itself never takes from a limited queue,
         so a limit set meanwhile holds at once, and a lifted one is served within a second."""
-        now = time.monotonic()
-        if now >= self._limited_read_at + self.options.sweep_interval:
-            with self.driver.transaction(write=False) as tx:
-                self._limited = self.driver.queues_limited(tx, request.queues)
-            self._limited_read_at = now
         with self.driver.single_statement() as tx:
             rows = transition.claim_unlimited(self.driver, tx, request)
         room = request.limit - len(rows)
+        age = time.monotonic() - self._limited_read_at
+        # re-read at least every sweep interval, and soon whenever the fast claim came up
+        # short (so an idle or burst worker sees a new limit within 0.1 s)
+        if age >= self.options.sweep_interval or (room > 0 and age >= 0.1):
+            with self.driver.transaction(write=False) as tx:
+                self._limited = self.driver.queues_limited(tx, request.queues)
+            self._limited_read_at = time.monotonic()
         if self._limited and room > 0:
             limited = replace(request, queues=self._limited, limit=room)
             with self.driver.transaction() as tx:
