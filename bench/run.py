@@ -236,6 +236,15 @@ def bench(name: str, n: int, samples: int, pg: str, tmp: Path) -> dict[str, Any]
     total = t.finished()
     assert total >= 2 * n, f"{name}: {total} finished, expected {2 * n}"
     out["verified"] = total
+    if name == "jobtrail-pg":  # what the append-only log costs per job
+        with psycopg.connect(t.url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT pg_total_relation_size('jobtrail_transitions'),"
+                " pg_total_relation_size('jobtrail_tasks'), count(*) FROM jobtrail_tasks"
+            ).fetchone()
+        assert row is not None
+        out["log_bytes_per_job"] = row[0] / row[2]
+        out["task_bytes_per_job"] = row[1] / row[2]
     return out
 
 
