@@ -192,8 +192,15 @@ class App(EffectsAPI, OpsAPI, CronAPI):
                 parent=parent,
             )
         )
-        with self._driver.transaction(connection=connection) as tx:
-            task = self._insert(tx, new)
+        if connection is None and new.parent_id is None:
+            # its own transaction: one statement on PostgreSQL (insert, log, wake-up)
+            row, created = transition.create_alone(self._driver, new)
+            if not created and row["payload_hash"] != new.payload_hash:
+                raise IdempotencyConflict(str(row["id"]), new.idempotency_key or "")
+            task = self._task_from_row(row, created=created)
+        else:
+            with self._driver.transaction(connection=connection) as tx:
+                task = self._insert(tx, new)
         if connection is None and task.created:
             self._driver.wake()
         return task

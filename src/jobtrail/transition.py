@@ -52,6 +52,13 @@ def create(driver: Driver, tx: Tx, new: NewTask) -> tuple[Row, bool]:
     return driver.task_insert(tx, new)
 
 
+def create_alone(driver: Driver, new: NewTask) -> tuple[Row, bool]:
+    """``create`` as its own committed transaction (workers are woken when it is created)."""
+    if find_edge(None, new.state, Reason.ENQUEUED) is None:
+        raise ValueError(f"a task cannot be created in state {new.state.value}")
+    return driver.task_insert_alone(new)
+
+
 def create_many(driver: Driver, tx: Tx, news: Sequence[NewTask]) -> list[tuple[Row, bool]]:
     """``create`` for several tasks at once, in order."""
     for new in news:

@@ -187,6 +187,9 @@ class Driver(abc.ABC):
     def task_insert(self, tx: Tx, new: NewTask) -> tuple[Row, bool]:
         """Insert one task with its creating transition; on an idempotency key that already
         exists, return the existing row and ``False`` (never a second row)."""
+        return self._task_insert(tx, new, "task_insert")
+
+    def _task_insert(self, tx: Tx, new: NewTask, query: str) -> tuple[Row, bool]:
         params = {
             "kind": new.kind,
             "queue": new.queue,
@@ -205,7 +208,7 @@ class Driver(abc.ABC):
             "actor": new.actor,
             "data": dumps(new.data),
         }
-        row = tx.one("task_insert", params)
+        row = tx.one(query, params)
         if row is None:
             existing = tx.one(
                 "task_get_by_key",
@@ -228,6 +231,14 @@ class Driver(abc.ABC):
                 data=new.data,
             )
         return row, True
+
+    def task_insert_alone(self, new: NewTask) -> tuple[Row, bool]:
+        """``task_insert`` as its own committed transaction, waking workers when created."""
+        with self.transaction() as tx:
+            row, created = self.task_insert(tx, new)
+            if created:
+                self.notify_queued(tx, new.queue)
+        return row, created
 
     def task_insert_many(self, tx: Tx, news: Sequence[NewTask]) -> list[tuple[Row, bool]]:
         """``task_insert`` for each of ``news``, in order (drivers may do it in one go)."""
