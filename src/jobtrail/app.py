@@ -194,8 +194,15 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
                 parent=parent,
             )
         )
-        with self._driver.transaction(connection=connection) as tx:
-            task = self._insert(tx, new)
+        if connection is None and new.parent_id is None:
+            # its own transaction: one statement on PostgreSQL (insert, log, wake-up)
+            row, created = transition.create_alone(self._driver, new)
+            if not created and row["payload_hash"] != new.payload_hash:
+                raise IdempotencyConflict(str(row["id"]), new.idempotency_key or "")
+            task = self._task_from_row(row, created=created)
+        else:
+            with self._driver.transaction(connection=connection) as tx:
+                task = self._insert(tx, new)
         if connection is None and task.created:
             self._driver.wake()
         return task
@@ -219,7 +226,7 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
             except (TypeError, ValueError, UnknownKind) as exc:
                 raise type(exc)(f"enqueue_many item {i}: {exc}") from exc
         with self._driver.transaction(connection=connection) as tx:
-            tasks = [self._insert(tx, new) for new in news]
+            tasks = self._insert_many(tx, news)
         if connection is None and any(t.created for t in tasks):
             self._driver.wake()
         return tasks
@@ -283,6 +290,15 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
             delay=delay,
             parent_id=parent_id,
         )
+
+    def _insert_many(self, tx: Tx, news: builtins.list[NewTask]) -> builtins.list[Task]:
+        if any(n.idempotency_key is not None or n.parent_id is not None for n in news):
+            return [self._insert(tx, new) for new in news]
+        # Nothing can conflict and no parent needs checking: one statement on PostgreSQL.
+        pairs = transition.create_many(self._driver, tx, news)
+        for queue in dict.fromkeys(n.queue for n in news):
+            self._driver.notify_queued(tx, queue)
+        return [self._task_from_row(row, created=created) for row, created in pairs]
 
     def _insert(self, tx: Tx, new: NewTask) -> Task:
         if new.parent_id is not None and self._driver.task_get(tx, new.parent_id) is None:

@@ -8,6 +8,8 @@ decides again (never read–decide–write unconditionally).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from . import workflow
 from .errors import IllegalTransition
 from .machine import TERMINAL, Reason, State, find_edge
@@ -50,7 +52,28 @@ def create(driver: Driver, tx: Tx, new: NewTask) -> tuple[Row, bool]:
     return driver.task_insert(tx, new)
 
 
+def create_alone(driver: Driver, new: NewTask) -> tuple[Row, bool]:
+    """``create`` as its own committed transaction (workers are woken when it is created)."""
+    if find_edge(None, new.state, Reason.ENQUEUED) is None:
+        raise ValueError(f"a task cannot be created in state {new.state.value}")
+    return driver.task_insert_alone(new)
+
+
+def create_many(driver: Driver, tx: Tx, news: Sequence[NewTask]) -> list[tuple[Row, bool]]:
+    """``create`` for several tasks at once, in order."""
+    for new in news:
+        if find_edge(None, new.state, Reason.ENQUEUED) is None:
+            raise ValueError(f"a task cannot be created in state {new.state.value}")
+    return driver.task_insert_many(tx, news)
+
+
 def claim(driver: Driver, tx: Tx, request: Claim) -> list[Row]:
     """Edge 3 for up to ``request.limit`` due tasks at once."""
     check("claim", State.QUEUED, State.LEASED, Reason.CLAIMED)
     return driver.task_claim(tx, request)
+
+
+def claim_unlimited(driver: Driver, tx: Tx, request: Claim) -> list[Row]:
+    """Edge 3 from the queues of ``request`` without concurrency limits (one statement each)."""
+    check("claim", State.QUEUED, State.LEASED, Reason.CLAIMED)
+    return driver.task_claim_unlimited(tx, request)

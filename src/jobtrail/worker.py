@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import queue
 import secrets
 import signal
 import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +72,9 @@ class Worker:
         self._loop_thread: threading.Thread | None = None
         self.processed = 0
         self._outbox_wake = threading.Event()
+        self._completions = _Completions(self)
+        self._limited: list[str] = []
+        self._limited_read_at = float("-inf")
 
     # -- control -----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -95,10 +99,12 @@ class Worker:
             ",".join(self.options.queues),
             self.options.concurrency,
         )
+        self._completions.start()
         try:
             self._claim_loop()
             self._drain(self.options.grace)
         finally:
+            self._completions.stop()
             self._done.set()
             self._outbox_wake.set()
             heartbeat.join(timeout=5)
@@ -180,8 +186,11 @@ class Worker:
             limit=limit,
             version=self.version,
         )
-        with self.driver.transaction() as tx:
-            rows = transition.claim(self.driver, tx, request)
+        if self.driver.claims_in_one_statement:
+            rows = self._claim_fast(request)
+        else:
+            with self.driver.transaction() as tx:
+                rows = transition.claim(self.driver, tx, request)
         for row in rows:
             task = self.app._task_from_row(row)
             spec = self.app._kinds[task.kind]
@@ -196,6 +205,28 @@ class Worker:
                 self.running[attempt.task_id] = attempt
             self._start(attempt)
         return len(rows)
+
+    def _claim_fast(self, request: Claim) -> list[dict[str, Any]]:
+        """Unlimited queues with one autocommit statement each (no BEGIN, queue lock or
+        COMMIT round trips); queues with concurrency limits through ``task_claim`` under
+        their queue locks. Which queues are limited is re-read every sweep interval: it only
+        decides where to look — the fast statement itself never takes from a limited queue,
+        so a limit set meanwhile holds at once, and a lifted one is served within a second."""
+        with self.driver.single_statement() as tx:
+            rows = transition.claim_unlimited(self.driver, tx, request)
+        room = request.limit - len(rows)
+        age = time.monotonic() - self._limited_read_at
+        # re-read at least every sweep interval, and soon whenever the fast claim came up
+        # short (so an idle or burst worker sees a new limit within 0.1 s)
+        if age >= self.options.sweep_interval or (room > 0 and age >= 0.1):
+            with self.driver.transaction(write=False) as tx:
+                self._limited = self.driver.queues_limited(tx, request.queues)
+            self._limited_read_at = time.monotonic()
+        if self._limited and room > 0:
+            limited = replace(request, queues=self._limited, limit=room)
+            with self.driver.transaction() as tx:
+                rows += transition.claim(self.driver, tx, limited)
+        return rows
 
     def _start(self, attempt: Attempt) -> None:
         if attempt.spec.is_async:
@@ -271,6 +302,11 @@ class Worker:
                     attempt.lost_why or "LeaseLost",
                 )
                 return
+            if exc is None and _batchable(attempt):
+                if self._completions.complete(attempt):
+                    return
+                # The guard failed in the batch (cancel requested, or the lease was lost) or
+                # the batch could not be written: decide for this attempt alone, as always.
             self._write_outcome(attempt, exc)
         finally:
             with self._running_lock:
@@ -487,6 +523,101 @@ class Worker:
                 len(left),
                 left,
             )
+
+
+def _batchable(attempt: Attempt) -> bool:
+    """A plain success (no receipt, no outbox messages, not a workflow child): the common case,
+    written together with other plain successes by ``_Completions``."""
+    return attempt.pending_receipt is None and not attempt.outbox and attempt.task.parent_id is None
+
+
+class _Pending:
+    __slots__ = ("attempt", "done", "moved")
+
+    def __init__(self, attempt: Attempt) -> None:
+        self.attempt = attempt
+        self.done = threading.Event()
+        self.moved = False
+
+
+class _Completions:
+    """One writer for plain successes: handler threads hand their attempt over and wait; the
+    writer takes everything waiting, moves it in one transaction (one statement on
+    PostgreSQL), commits, and only then tells each thread whether its task moved. While one
+    batch commits the next one gathers, so the batch size follows the load by itself."""
+
+    MAX_BATCH = 500
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.open = False
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        with self.lock:
+            self.open = True
+        self.thread = threading.Thread(target=self._loop, name="jobtrail-completions", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        with self.lock:
+            if not self.open:
+                return
+            self.open = False
+            self.queue.put(None)
+        if self.thread is not None:
+            self.thread.join(timeout=30)
+
+    def complete(self, attempt: Attempt) -> bool:
+        """True once the success is committed; False when this attempt must be decided alone
+        (its guard failed in the batch, the batch failed, or the writer has stopped)."""
+        pending = _Pending(attempt)
+        with self.lock:
+            if not self.open:
+                return False
+            self.queue.put(pending)
+        pending.done.wait()
+        return pending.moved
+
+    def _loop(self) -> None:
+        while True:
+            first = self.queue.get()
+            if first is None:
+                return
+            batch = [first]
+            stopping = False
+            while len(batch) < self.MAX_BATCH:
+                try:
+                    item = self.queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stopping = True
+                    break
+                batch.append(item)
+            self._write(batch)
+            if stopping:
+                return
+
+    def _write(self, batch: list[_Pending]) -> None:
+        worker = self.worker
+        try:
+            transition.check("batch", State.LEASED, State.SUCCEEDED, "completed")
+            with worker.driver.single_statement() as tx:
+                moved = worker.driver.task_complete_many(
+                    tx,
+                    worker.owner,
+                    worker.owner,
+                    [(p.attempt.task_id, p.attempt.number) for p in batch],
+                )
+        except Exception as exc:  # each attempt retries on its own path
+            log.info("batched completion failed (%s); writing one by one", type(exc).__name__)
+            moved = set()
+        for pending in batch:
+            pending.moved = pending.attempt.task_id in moved
+            pending.done.set()
 
 
 class OutcomeNotRecorded(Exception):  # noqa: N818

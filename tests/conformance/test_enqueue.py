@@ -181,6 +181,26 @@ def test_enqueue_many_stores_all_in_order(kapp: jobtrail.App) -> None:
     assert again[0].id == tasks[0].id and again[0].created is False and again[1].created
 
 
+def test_enqueue_many_without_keys_keeps_order_and_logs_each(kapp: jobtrail.App) -> None:
+    # the keyless batch is one statement on PostgreSQL: each task still gets its own
+    # ``enqueued`` transition and the results come back in input order
+    at = datetime(2030, 1, 1, tzinfo=UTC)
+    items: list[dict[str, Any]] = [
+        {"kind": "k", "payload": {"n": i}, "priority": i % 3, "tenant": f"t{i % 2}"}
+        for i in range(40)
+    ]
+    items[5]["delay"] = 60
+    items[7]["run_at"] = at
+    tasks = kapp.enqueue_many(items)
+    assert [t.payload for t in tasks] == [{"n": i} for i in range(40)]
+    assert [(t.priority, t.tenant) for t in tasks] == [(i % 3, f"t{i % 2}") for i in range(40)]
+    assert tasks[7].run_at == at and tasks[5].run_at > tasks[4].run_at
+    assert len({t.id for t in tasks}) == 40
+    for t in (tasks[0], tasks[5], tasks[39]):
+        log = kapp.transitions(t.id)
+        assert [(x.to_state, x.reason, x.actor) for x in log] == [("queued", "enqueued", "caller")]
+
+
 BAD_ITEMS: list[tuple[dict[str, Any], type[Exception]]] = [
     ({"kind": "nope"}, jobtrail.UnknownKind),
     ({"kind": "k", "payload": {1, 2}}, TypeError),

@@ -134,6 +134,9 @@ class Driver(abc.ABC):
     #: True when ``task_move``/``task_insert``/``task_claim`` append their transitions in the
     #: same statement (PostgreSQL data-modifying CTEs); SQLite appends them with a second one.
     logs_in_statement: bool = False
+    #: True when ``task_claim_unlimited`` is available (one statement per queue, with its
+    #: transitions): PostgreSQL.
+    claims_in_one_statement: bool = False
 
     def __init__(self) -> None:
         self.sql = queries.load(self.dialect)
@@ -146,6 +149,13 @@ class Driver(abc.ABC):
         """A transaction; ``write=True`` takes the write lock up front (SQLite ``BEGIN
         IMMEDIATE``). With ``connection=`` the caller's own open connection is used and its
         transaction is left for the caller to commit."""
+
+    def single_statement(self) -> AbstractContextManager[Tx]:
+        """Where a driver operation that is one statement may run without BEGIN/COMMIT round
+        trips: the statement is its own transaction, committed before its result returns.
+        Only for operations documented as one statement on that driver; by default (and on
+        SQLite) a write transaction."""
+        return self.transaction()
 
     @abc.abstractmethod
     def migrate(self) -> list[int]:
@@ -177,6 +187,9 @@ class Driver(abc.ABC):
     def task_insert(self, tx: Tx, new: NewTask) -> tuple[Row, bool]:
         """Insert one task with its creating transition; on an idempotency key that already
         exists, return the existing row and ``False`` (never a second row)."""
+        return self._task_insert(tx, new, "task_insert")
+
+    def _task_insert(self, tx: Tx, new: NewTask, query: str) -> tuple[Row, bool]:
         params = {
             "kind": new.kind,
             "queue": new.queue,
@@ -195,7 +208,7 @@ class Driver(abc.ABC):
             "actor": new.actor,
             "data": dumps(new.data),
         }
-        row = tx.one("task_insert", params)
+        row = tx.one(query, params)
         if row is None:
             existing = tx.one(
                 "task_get_by_key",
@@ -218,6 +231,18 @@ class Driver(abc.ABC):
                 data=new.data,
             )
         return row, True
+
+    def task_insert_alone(self, new: NewTask) -> tuple[Row, bool]:
+        """``task_insert`` as its own committed transaction, waking workers when created."""
+        with self.transaction() as tx:
+            row, created = self.task_insert(tx, new)
+            if created:
+                self.notify_queued(tx, new.queue)
+        return row, created
+
+    def task_insert_many(self, tx: Tx, news: Sequence[NewTask]) -> list[tuple[Row, bool]]:
+        """``task_insert`` for each of ``news``, in order (drivers may do it in one go)."""
+        return [self.task_insert(tx, new) for new in news]
 
     def task_claim(self, tx: Tx, claim: Claim) -> list[Row]:
         """Edge 3 for up to ``claim.limit`` due tasks of unpaused queues, within the
@@ -275,6 +300,33 @@ class Driver(abc.ABC):
         rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["id"]))
         return rows
 
+    def task_claim_unlimited(self, tx: Tx, claim: Claim) -> list[Row]:
+        """Edge 3 from those of ``claim.queues`` that have no concurrency limit (checked in
+        each statement; a limited queue yields nothing), one self-contained statement per
+        queue — so on a driver with ``claims_in_one_statement`` it may run in
+        ``single_statement``. Limited queues are claimed by ``task_claim``."""
+        if not self.claims_in_one_statement:
+            raise NotImplementedError("claim with task_claim on this driver")
+        common = {
+            "owner": claim.owner,
+            "kinds": self._list(claim.kinds),
+            "data": dumps({"version": claim.version} if claim.version else {}),
+        }
+        rows: list[Row] = []
+        for queue_name in claim.queues:
+            room = claim.limit - len(rows)
+            if room <= 0:
+                break
+            rows += tx.all("task_claim_unlimited", {**common, "queue": queue_name, "limit": room})
+        rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["id"]))
+        return rows
+
+    def queues_limited(self, tx: Tx, queues: list[str]) -> list[str]:
+        """Which of ``queues`` have a concurrency limit now (a hint for which to claim with
+        ``task_claim``; never trusted for enforcement)."""
+        rows = tx.all("queue_limited_names", {"queues": self._list(queues)})
+        return [r["name"] for r in rows]
+
     def task_move(self, tx: Tx, move: Move) -> Row | None:
         """The conditional update of one edge plus its transition row; ``None`` when the guard
         did not match (somebody else moved the task first)."""
@@ -305,6 +357,33 @@ class Driver(abc.ABC):
                 data=move.data,
             )
         return row
+
+    def task_complete_many(
+        self, tx: Tx, owner: str, actor: str, attempts: Sequence[tuple[int, int]]
+    ) -> set[int]:
+        """Edge 4 (``leased`` → ``succeeded``, ``completed``) for several ``(task id, attempt)``
+        of one holder in one transaction (one statement on PostgreSQL, which may therefore run
+        in ``single_statement``); returns the ids that moved. Each task keeps the
+        worker guard of ``task_move``; a task whose guard fails is left untouched (the caller
+        decides for it alone). Only for tasks without a parent: a workflow child's completion
+        re-derives its parent (``transition.apply``)."""
+        moved: set[int] = set()
+        for task_id, attempt in sorted(attempts):
+            move = Move(
+                task_id=task_id,
+                from_state=State.LEASED,
+                to_state=State.SUCCEEDED,
+                reason="completed",
+                actor=actor,
+                owner=owner,
+                attempt=attempt,
+            )
+            row = self.task_move(tx, move)
+            if row is not None:
+                if row.get("parent_id") is not None:  # pragma: no cover - callers exclude them
+                    raise RuntimeError("task_complete_many got a workflow child")
+                moved.add(task_id)
+        return moved
 
     def _move_params(self, move: Move) -> dict[str, Any]:
         return {

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -22,11 +24,13 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import StoreUnavailable
 from . import queries
-from .base import TIME_COLUMNS, Driver, Row
+from .base import TIME_COLUMNS, Driver, NewTask, Row, dumps
 
 log = logging.getLogger("jobtrail.store")
 
 CHANNEL = "jobtrail_queued"
+#: Seconds a pooled connection may sit idle and still be handed out unchecked.
+CHECK_AFTER_IDLE = 1.0
 
 
 def _decode(row: dict[str, Any]) -> Row:
@@ -73,6 +77,7 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
 class PostgresDriver(Driver):
     dialect = "postgres"
     logs_in_statement = True
+    claims_in_one_statement = True
 
     def __init__(
         self, url: str, *, pool_size: int = 10, connect_timeout: float = 5.0, **_: Any
@@ -84,6 +89,9 @@ class PostgresDriver(Driver):
             raise ValueError(f"bad PostgreSQL URL: {exc}") from None
         self.url = url
         self.connect_timeout = connect_timeout
+        self._last_used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
+            weakref.WeakKeyDictionary()
+        )
         self.pool = ConnectionPool(
             url,
             min_size=1,
@@ -92,7 +100,8 @@ class PostgresDriver(Driver):
             timeout=connect_timeout,
             kwargs={"autocommit": True, "connect_timeout": max(1, int(connect_timeout))},
             configure=_configure,
-            check=ConnectionPool.check_connection,
+            check=self._check,
+            reset=self._returned,
             reconnect_timeout=3600.0,
             name="jobtrail",
         )
@@ -100,6 +109,24 @@ class PostgresDriver(Driver):
         self._listener: threading.Thread | None = None
         self._listener_lock = threading.Lock()
         self._closed = threading.Event()
+
+    # -- connection checks: a connection back from a transaction less than CHECK_AFTER_IDLE
+    # ago is handed out again without a round trip; one idle longer is checked first (it may
+    # not have survived a server restart). A connection that breaks anyway fails its
+    # transaction as StoreUnavailable, is discarded, and the caller's retry gets a new one.
+    def _returned(self, conn: psycopg.Connection[Any]) -> None:
+        self._last_used[conn] = time.monotonic()
+
+    def _check(self, conn: psycopg.Connection[Any]) -> None:
+        last = self._last_used.get(conn)
+        if (
+            last is not None
+            and time.monotonic() - last < CHECK_AFTER_IDLE
+            and not conn.broken
+            and not conn.closed
+        ):
+            return
+        ConnectionPool.check_connection(conn)
 
     # -- transactions --------------------------------------------------------------------------
     @contextmanager
@@ -109,6 +136,18 @@ class PostgresDriver(Driver):
             return
         try:
             with self.pool.connection() as conn, conn.transaction():
+                yield _Tx(conn, self.sql)
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise StoreUnavailable(
+                f"PostgreSQL is unreachable: {type(exc).__name__}: {_first_line(exc)}"
+            ) from exc
+
+    @contextmanager
+    def single_statement(self) -> Iterator[_Tx]:
+        # The pool's connections are autocommit: outside conn.transaction() each statement
+        # commits on its own (synchronous_commit) before its result comes back.
+        try:
+            with self.pool.connection() as conn:
                 yield _Tx(conn, self.sql)
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise StoreUnavailable(
@@ -214,6 +253,67 @@ class PostgresDriver(Driver):
         return isinstance(
             error, (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
         ) or super().is_outage(error)
+
+    def task_insert_alone(self, new: NewTask) -> tuple[Row, bool]:
+        # one round trip: insert, transition and NOTIFY in one autocommit statement
+        with self.single_statement() as tx:
+            row, created = self._task_insert(tx, new, "task_insert_alone")
+        row.pop("notified", None)
+        return row, created
+
+    def task_insert_many(self, tx: Any, news: Sequence[NewTask]) -> list[tuple[Row, bool]]:
+        first = news[0] if news else None
+        if (
+            first is None
+            or len(news) == 1
+            or any(
+                n.idempotency_key is not None
+                or n.parent_id is not None
+                or n.actor != first.actor
+                or n.data != first.data
+                for n in news
+            )
+        ):
+            return super().task_insert_many(tx, news)
+        rows = tx.all(
+            "task_insert_many",
+            {
+                "kind": [n.kind for n in news],
+                "queue": [n.queue for n in news],
+                "tenant": [n.tenant for n in news],
+                "state": [n.state.value for n in news],
+                "payload": [n.payload_json for n in news],
+                "payload_hash": [n.payload_hash for n in news],
+                "priority": [n.priority for n in news],
+                "max_attempts": [n.max_attempts for n in news],
+                "lease_seconds": [n.lease_seconds for n in news],
+                "reentrant": [n.reentrant for n in news],
+                "run_at": [n.run_at for n in news],
+                "delay": [n.delay for n in news],
+                "actor": first.actor,
+                "data": dumps(first.data),
+            },
+        )
+        if len(rows) != len(news):  # pragma: no cover - nothing can conflict without a key
+            raise RuntimeError(f"inserted {len(rows)} tasks of {len(news)}")
+        return [(row, True) for row in rows]
+
+    # -- batched moves -------------------------------------------------------------------------
+    def task_complete_many(
+        self, tx: Any, owner: str, actor: str, attempts: Sequence[tuple[int, int]]
+    ) -> set[int]:
+        if not attempts:
+            return set()
+        rows = tx.all(
+            "task_complete_many",
+            {
+                "ids": [a[0] for a in attempts],
+                "attempts": [a[1] for a in attempts],
+                "owner": owner,
+                "actor": actor,
+            },
+        )
+        return {int(r["id"]) for r in rows}
 
     # -- encoding ------------------------------------------------------------------------------
     def encode_time(self, value: datetime) -> datetime:

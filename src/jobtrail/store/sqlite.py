@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -17,6 +18,9 @@ from typing import Any
 
 from . import queries
 from .base import TIME_COLUMNS, Driver, Row
+
+#: How often an idle worker looks for commits by other processes (seconds).
+DATA_VERSION_POLL = 0.004
 
 _JSON_COLUMNS = frozenset({"payload", "data", "result"})
 _BOOL_COLUMNS = frozenset({"reentrant", "is_effect", "paused"})
@@ -124,6 +128,9 @@ class SQLiteDriver(Driver):
             return
         conn = self._connect()
         conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        # What this thread has seen: wait_for_work compares against it to notice commits by
+        # other processes (a cheap poll instead of a claim query).
+        self._local.seen = conn.execute("PRAGMA data_version").fetchone()[0]
         try:
             yield _Tx(conn, self.sql)
         except BaseException:
@@ -196,10 +203,32 @@ class SQLiteDriver(Driver):
         self._local = threading.local()
         self._wakeup.set()
 
-    # -- wake-ups: SQLite has no LISTEN/NOTIFY; workers poll, and enqueues in this process
-    # wake this process's workers at once.
+    # -- wake-ups: SQLite has no LISTEN/NOTIFY. Enqueues in this process wake this process's
+    # workers at once; commits by other processes are noticed by polling PRAGMA data_version
+    # (it changes when another connection commits) every few milliseconds, which reads
+    # shared memory only — far cheaper than running the claim query.
     def wait_for_work(self, timeout: float) -> bool:
-        woke = self._wakeup.wait(timeout)
+        deadline = time.monotonic() + timeout
+        seen = getattr(self._local, "seen", None)
+        conn = self._connect() if seen is not None else None
+        woke = False
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if self._wakeup.wait(min(left, DATA_VERSION_POLL)):
+                woke = True
+                break
+            if conn is not None and not self._closed:
+                try:
+                    version = conn.execute("PRAGMA data_version").fetchone()[0]
+                    if version != seen:
+                        # remember it, so a worker with no free slot does not spin on it
+                        self._local.seen = version
+                        woke = True
+                        break
+                except sqlite3.Error:  # pragma: no cover - closed under us: poll as before
+                    conn = None
         self._wakeup.clear()
         return woke
 

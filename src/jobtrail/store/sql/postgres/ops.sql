@@ -10,6 +10,11 @@ WHERE name = ANY(%(queues)s::text[]) AND NOT paused
 ORDER BY name
 FOR UPDATE;
 
+-- name: queue_limited_names
+SELECT name FROM jobtrail_queues
+WHERE name = ANY(%(queues)s::text[])
+  AND (limit_total IS NOT NULL OR limit_per_tenant IS NOT NULL);
+
 -- name: queue_held_count
 SELECT COUNT(*) AS n FROM jobtrail_tasks
 WHERE queue = %(queue)s AND state IN ('leased', 'cancel_requested');

@@ -28,6 +28,61 @@ WITH ins AS (
 )
 SELECT * FROM ins;
 
+-- name: task_insert_alone
+-- task_insert plus the wake-up, as one statement for an enqueue that is its own transaction
+-- (on an autocommit connection: committed, and the notification sent, before it returns).
+WITH ins AS (
+    INSERT INTO jobtrail_tasks (
+        kind, queue, tenant, state, payload, payload_hash, idempotency_key, priority,
+        max_attempts, lease_seconds, reentrant, run_at, parent_id, last_reason, seq,
+        budget_started_at, created_at, updated_at)
+    VALUES (
+        %(kind)s, %(queue)s, %(tenant)s, %(state)s, %(payload)s::jsonb, %(payload_hash)s,
+        %(idempotency_key)s::text, %(priority)s, %(max_attempts)s, %(lease_seconds)s,
+        %(reentrant)s,
+        COALESCE(%(run_at)s::timestamptz,
+                 now() + make_interval(secs => COALESCE(%(delay)s::float8, 0))),
+        %(parent_id)s::bigint, 'enqueued', 1, now(), now(), now())
+    ON CONFLICT (tenant, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING *
+), log AS (
+    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
+                                      attempt, at, data)
+    SELECT id, 1, NULL, state, 'enqueued', %(actor)s, 0, created_at, %(data)s::jsonb FROM ins
+)
+SELECT ins.*, pg_notify('jobtrail_queued', ins.queue)::text AS notified FROM ins;
+
+-- name: task_insert_many
+-- Several tasks without idempotency keys or parents, with one actor and one transition data,
+-- in one statement, each with its creating transition (enqueue_many's common case). Rows are
+-- inserted in input order (ORDER BY ord), so their ids ascend in input order.
+WITH src AS (
+    SELECT * FROM unnest(
+        %(kind)s::text[], %(queue)s::text[], %(tenant)s::text[], %(state)s::text[],
+        %(payload)s::text[], %(payload_hash)s::text[], %(priority)s::int[],
+        %(max_attempts)s::int[], %(lease_seconds)s::float8[], %(reentrant)s::bool[],
+        %(run_at)s::timestamptz[], %(delay)s::float8[])
+        WITH ORDINALITY AS s(kind, queue, tenant, state, payload, payload_hash, priority,
+                              max_attempts, lease_seconds, reentrant, run_at, delay, ord)
+), ins AS (
+    INSERT INTO jobtrail_tasks (
+        kind, queue, tenant, state, payload, payload_hash, priority, max_attempts,
+        lease_seconds, reentrant, run_at, last_reason, seq, budget_started_at, created_at,
+        updated_at)
+    SELECT kind, queue, tenant, state, payload::jsonb, payload_hash, priority, max_attempts,
+           lease_seconds, reentrant,
+           COALESCE(run_at, now() + make_interval(secs => COALESCE(delay, 0))),
+           'enqueued', 1, now(), now(), now()
+    FROM src ORDER BY ord
+    RETURNING *
+), log AS (
+    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
+                                      attempt, at, data)
+    SELECT id, 1, NULL, state, 'enqueued', %(actor)s::text, 0, created_at, %(data)s::jsonb
+    FROM ins
+)
+SELECT * FROM ins ORDER BY id;
+
 -- name: task_get_by_key
 SELECT * FROM jobtrail_tasks
 WHERE tenant = %(tenant)s AND kind = %(kind)s AND idempotency_key = %(idempotency_key)s;
@@ -56,6 +111,47 @@ WITH upd AS (
           AND queue = %(queue)s
           AND kind = ANY(%(kinds)s::text[])
           AND queue NOT IN (SELECT name FROM jobtrail_queues WHERE paused)
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED))
+    RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
+), log AS (
+    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
+                                      attempt, at, data)
+    SELECT id, seq, 'queued', 'leased', 'claimed', %(owner)s, attempts, updated_at,
+           %(data)s::jsonb || jsonb_build_object('waited', round(waited::numeric, 6))
+    FROM upd
+)
+SELECT * FROM upd;
+
+-- name: task_claim_unlimited
+-- task_claim for a queue without concurrency limits, checked in the same statement (a queue
+-- that has a limit yields nothing here and is claimed by task_claim under its queue lock).
+-- One statement that appends its own transitions, so it may run on an autocommit connection:
+-- it commits before its rows come back.
+-- One queue at a time, so the claim reads the due index (queue, priority, run_at, id) in
+-- order and stops at the limit instead of sorting every queued row of several queues.
+-- SKIP LOCKED lets many workers claim at once without waiting on each other; the
+-- id = ANY(ARRAY(...)) shape keeps the update on the primary key for any batch size.
+WITH upd AS (
+    UPDATE jobtrail_tasks t
+    SET state = 'leased',
+        lease_owner = %(owner)s,
+        lease_expires_at = now() + make_interval(secs => t.lease_seconds),
+        attempts = t.attempts + 1,
+        seq = t.seq + 1,
+        last_reason = 'claimed',
+        updated_at = now()
+    WHERE t.id = ANY(ARRAY(
+        SELECT id FROM jobtrail_tasks
+        WHERE state = 'queued'
+          AND run_at <= now()
+          AND queue = %(queue)s
+          AND kind = ANY(%(kinds)s::text[])
+          AND NOT EXISTS (SELECT 1 FROM jobtrail_queues q
+                          WHERE q.name = %(queue)s
+                            AND (q.paused OR q.limit_total IS NOT NULL
+                                 OR q.limit_per_tenant IS NOT NULL))
         ORDER BY priority DESC, run_at, id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED))
@@ -114,6 +210,43 @@ WITH upd AS (
     FROM upd
 )
 SELECT * FROM upd;
+
+-- name: task_complete_many
+-- Edge 4 (leased -> succeeded, completed) for several attempts of one worker in one
+-- statement: the same guard as task_move, per row (holder, attempt, unexpired lease), and the
+-- transitions appended in the same statement. Rows whose guard fails are simply not returned:
+-- the worker then decides for those one by one, exactly as for a single completion.
+-- Workflow children are excluded (their parents are re-derived by the single-task path).
+WITH b AS (
+    SELECT * FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS b(id, attempt)
+    ORDER BY id
+), upd AS (
+    UPDATE jobtrail_tasks t
+    SET state = 'succeeded',
+        last_reason = 'completed',
+        seq = t.seq + 1,
+        updated_at = now(),
+        finished_at = now(),
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        receipt_deadline = NULL,
+        dismissed_at = NULL
+    FROM b
+    WHERE t.id = b.id
+      AND t.state = 'leased'
+      AND t.lease_owner = %(owner)s::text
+      AND t.attempts = b.attempt
+      AND t.lease_expires_at > now()
+      AND t.parent_id IS NULL
+    RETURNING t.id, t.seq, t.attempts, t.updated_at
+), log AS (
+    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
+                                      attempt, at, data)
+    SELECT id, seq, 'leased', 'succeeded', 'completed', %(actor)s::text, attempts, updated_at,
+           '{}'::jsonb
+    FROM upd
+)
+SELECT id FROM upd;
 
 -- name: task_annotate
 WITH upd AS (

@@ -1,0 +1,36 @@
+"""jobtrail through its public API (run with the project's own environment)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from _common import CONCURRENCY, latency, record_latency, timed
+
+import jobtrail
+
+url, phase, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+app = jobtrail.App(url)
+
+
+@app.task("noop", max_attempts=1)
+def noop(ctx: Any, payload: Any) -> None:
+    record_latency(payload.get("t") if isinstance(payload, dict) else None)
+
+
+if phase == "setup":
+    app.migrate()
+elif phase == "enqueue_single":
+    timed(lambda: [app.enqueue("noop", {}) for _ in range(n)] and None, n)
+elif phase == "enqueue_bulk":
+
+    def bulk() -> None:
+        for i in range(0, n, 1000):
+            app.enqueue_many([{"kind": "noop", "payload": {}}] * min(1000, n - i))
+
+    timed(bulk, n)
+elif phase == "work":
+    app.run_worker(concurrency=CONCURRENCY)
+elif phase == "latency":
+    latency(__file__, url, n, lambda t: app.enqueue("noop", {"t": t}) and None)
+app.close()

@@ -1,0 +1,63 @@
+"""pgqueuer 1.6 through its public API (Queries / QueueManager over psycopg async)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+import psycopg
+from _common import CONCURRENCY, latency, record_latency, timed
+from pgqueuer import QueueManager
+from pgqueuer.db import PsycopgDriver
+from pgqueuer.queries import Queries
+
+url, phase, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+
+async def connect() -> Queries:
+    conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    return Queries(PsycopgDriver(conn))
+
+
+async def main() -> None:
+    q = await connect()
+    if phase == "setup":
+        await q.install()
+    elif phase in ("enqueue_single", "enqueue_bulk"):
+        import time
+
+        start = time.perf_counter()
+        if phase == "enqueue_single":
+            for _ in range(n):
+                await q.enqueue("noop", None)
+        else:
+            for i in range(0, n, 1000):
+                k = min(1000, n - i)
+                await q.enqueue(["noop"] * k, [None] * k, [0] * k)
+        elapsed = time.perf_counter() - start
+        print(json.dumps({"seconds": elapsed, "rate": n / elapsed}))
+    elif phase == "work":
+        conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+        qm = QueueManager(Queries(PsycopgDriver(conn)))
+
+        @qm.entrypoint("noop")
+        async def noop(job) -> None:  # type: ignore[no-untyped-def]
+            record_latency(float(job.payload.decode()) if job.payload else None)
+
+        await qm.run(batch_size=CONCURRENCY)
+
+
+if phase == "latency":
+
+    def one(t: float) -> None:
+        async def go() -> None:
+            q = await connect()
+            await q.enqueue("noop", str(t).encode())
+
+        asyncio.run(go())
+
+    latency(__file__, url, n, one)
+else:
+    _ = timed
+    asyncio.run(main())

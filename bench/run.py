@@ -1,0 +1,327 @@
+# ruff: noqa: S603, S608
+"""The benchmark of issue 8: jobtrail against its peers, one command, one table.
+
+    python bench/run.py                 # N=10,000 no-op jobs (about 10 minutes)
+    python bench/run.py --n 2000        # a quick run
+    python bench/run.py --only jobtrail-pg,pgqueuer
+
+Run it with the project's environment (jobtrail and psycopg importable). It creates
+``bench/.venv-peers`` (gitignored) and pip installs the peers there; a peer that fails to install
+is skipped with the reason printed. Every system gets a fresh database on the same PostgreSQL
+(``CREATE DATABASE bench_<name>``; server from ``--pg``, default ``JOBTRAIL_TEST_PG_URL`` or
+``postgresql://postgres@127.0.0.1:5432/test``) or a fresh SQLite file. The peers are driven
+through their public APIs by the small scripts in ``bench/peers/``; nothing of theirs is copied.
+
+Columns: enqueue single / bulk (jobs/s from the enqueuing process), process with 1 and 2 worker
+processes of concurrency 10 (jobs/s from the first to the last finished job, counted in the
+store), idle latency p50/p99 (enqueue one job to an idle worker, time until the handler runs;
+100 samples), CPU ms per 1,000 jobs during the 1-process run (workers + PostgreSQL backends of
+that database, from /proc/<pid>/stat). Every throughput is verified by counting finished rows in
+the store; the last row is jobtrail ÷ the best peer on the same backend, per column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PEERS_VENV = HERE / ".venv-peers"
+PEER_PACKAGES = {
+    "pgqueuer": "pgqueuer==1.6.0",
+    "procrastinate": "procrastinate==3.10.0",
+    "huey": "huey==3.5.4",
+    "oban": "oban==0.7.0",
+    "chancy": "chancy==0.26.0",
+}
+TICK = os.sysconf("SC_CLK_TCK")
+
+#: name -> (backend, driver script, needs peers venv, SQL counting finished jobs)
+SYSTEMS: dict[str, tuple[str, str, bool, str]] = {
+    "jobtrail-pg": (
+        "pg",
+        "jobtrail_driver.py",
+        False,
+        "SELECT count(*) FROM jobtrail_tasks WHERE state = 'succeeded'",
+    ),
+    "pgqueuer": (
+        "pg",
+        "pgqueuer_driver.py",
+        True,
+        # finished jobs are deleted from the queue and logged; the log is folded into the
+        # statistics table every 30 s, so count both
+        "SELECT (SELECT count(*) FROM pgqueuer_log WHERE status = 'successful')"
+        " + (SELECT COALESCE(sum(count), 0) FROM pgqueuer_statistics"
+        " WHERE status = 'successful')",
+    ),
+    "procrastinate": (
+        "pg",
+        "procrastinate_driver.py",
+        True,
+        "SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'",
+    ),
+    "jobtrail-sqlite": (
+        "sqlite",
+        "jobtrail_driver.py",
+        False,
+        "SELECT count(*) FROM jobtrail_tasks WHERE state = 'succeeded'",
+    ),
+    "huey": ("sqlite", "huey_driver.py", True, "SELECT count(*) FROM kv"),
+}
+NO_DRIVER = {"oban": "needs Python >= 3.12", "chancy": "no driver written yet"}
+
+
+def install_peers() -> dict[str, str]:
+    """Create the peers' virtualenv and install each peer; returns {peer: reason} for skips."""
+    skipped: dict[str, str] = {}
+    pip = PEERS_VENV / "bin" / "pip"
+    if not pip.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(PEERS_VENV)], check=True)
+        subprocess.run([str(pip), "install", "-q", "psycopg[binary]"], check=False)
+    for peer, spec in PEER_PACKAGES.items():
+        res = subprocess.run(
+            [str(pip), "install", "-q", spec], capture_output=True, text=True, check=False
+        )
+        if res.returncode != 0:
+            lines = [x for x in res.stderr.splitlines() if x.startswith("ERROR")]
+            skipped[peer] = (lines[-1] if lines else res.stderr.strip()[-200:]) or "failed"
+            print(f"skip {peer}: it does not install ({skipped[peer]})", flush=True)
+    return skipped
+
+
+def cpu_ticks(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        except (OSError, IndexError):
+            pass
+    return total
+
+
+class Target:
+    def __init__(self, name: str, pg: str, tmp: Path) -> None:
+        self.name = name
+        self.backend, script, peers, self.count_sql = SYSTEMS[name]
+        self.python = str(PEERS_VENV / "bin" / "python") if peers else sys.executable
+        self.script = str(HERE / "peers" / script)
+        if self.backend == "pg":
+            dbname = "bench_" + name.replace("-", "_")
+            with psycopg.connect(pg, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+                conn.execute(f'CREATE DATABASE "{dbname}"')
+            self.dbname = dbname
+            self.url = psycopg.conninfo.make_conninfo(pg, dbname=dbname)
+            if pg.startswith("postgres"):
+                base = pg.rsplit("/", 1)[0]
+                self.url = f"{base}/{dbname}"
+        else:
+            self.dbname = ""
+            self.url = f"sqlite:///{tmp / (name + '.db')}"
+        self.pg = pg
+        self.cpu_split = (0.0, 0.0)
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}:{HERE / 'peers'}")
+        return env
+
+    def phase(self, phase: str, n: int) -> dict[str, Any]:
+        res = subprocess.run(
+            [self.python, self.script, self.url, phase, str(n)],
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            check=False,
+        )
+        if res.returncode != 0:
+            raise RuntimeError(f"{self.name} {phase} failed:\n{res.stderr[-2000:]}")
+        lines = [x for x in res.stdout.splitlines() if x.startswith("{")]
+        return json.loads(lines[-1]) if lines else {}
+
+    def finished(self) -> int:
+        if self.backend == "pg":
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                row = conn.execute(self.count_sql).fetchone()
+        else:
+            path = self.url[len("sqlite:///") :]
+            with sqlite3.connect(path, timeout=30) as conn:
+                row = conn.execute(self.count_sql).fetchone()
+        return int(row[0]) if row else 0
+
+    def backend_pids(self) -> list[int]:
+        if self.backend != "pg":
+            return []
+        with psycopg.connect(self.pg, autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s", (self.dbname,)
+            ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def process(self, procs: int, target: int, timeout: float) -> tuple[float, float]:
+        """Start ``procs`` workers, wait until ``target`` finished rows; returns (jobs/s, CPU
+        ms per 1,000 jobs for workers + backends)."""
+        start_count = self.finished()
+        workers = [
+            subprocess.Popen(
+                [self.python, self.script, self.url, "work", "0"],
+                env=self.env(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for _ in range(procs)
+        ]
+        try:
+            t_first = c_first = None
+            backend_cpu0: dict[int, int] = {}
+            worker_cpu0 = 0
+            deadline = time.monotonic() + timeout
+            while True:
+                count = self.finished()
+                now = time.perf_counter()
+                if t_first is None and count > start_count:
+                    t_first, c_first = now, count
+                    worker_cpu0 = cpu_ticks([w.pid for w in workers])
+                    backend_cpu0 = {p: cpu_ticks([p]) for p in self.backend_pids()}
+                if count >= target:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{self.name}: only {count}/{target} finished")
+                time.sleep(0.02)
+            assert t_first is not None and c_first is not None
+            worker_cpu = cpu_ticks([w.pid for w in workers]) - worker_cpu0
+            backend_cpu = sum(cpu_ticks([p]) - backend_cpu0.get(p, 0) for p in self.backend_pids())
+            jobs = count - c_first
+            rate = jobs / max(now - t_first, 1e-9)
+            per_1k = 1000 / TICK / max(jobs, 1) * 1000
+            self.cpu_split = (worker_cpu * per_1k, backend_cpu * per_1k)
+            return rate, (worker_cpu + backend_cpu) * per_1k
+        finally:
+            for w in workers:
+                w.terminate()
+            for w in workers:
+                try:
+                    w.wait(15)
+                except subprocess.TimeoutExpired:
+                    w.kill()
+
+
+def bench(name: str, n: int, samples: int, pg: str, tmp: Path) -> dict[str, Any]:
+    t = Target(name, pg, tmp)
+    t.phase("setup", 0)
+    out: dict[str, Any] = {}
+    out["single"] = t.phase("enqueue_single", n)["rate"]
+    out["proc1"], out["cpu"] = t.process(1, n, timeout=max(120.0, n / 20))
+    out["cpu_workers"], out["cpu_backends"] = t.cpu_split
+    bulk = t.phase("enqueue_bulk", n)
+    if "skip" in bulk:
+        t.phase("enqueue_single", n)  # the 2-process run still needs N queued jobs
+        out["bulk"] = None
+    else:
+        out["bulk"] = bulk["rate"]
+    out["proc2"], _ = t.process(2, 2 * n, timeout=max(120.0, n / 20))
+    lat = t.phase("latency", samples)
+    out["p50"], out["p99"] = lat["p50_ms"], lat["p99_ms"]
+    total = t.finished()
+    assert total >= 2 * n, f"{name}: {total} finished, expected {2 * n}"
+    out["verified"] = total
+    if name == "jobtrail-pg":  # what the append-only log costs per job
+        with psycopg.connect(t.url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT pg_total_relation_size('jobtrail_transitions'),"
+                " pg_total_relation_size('jobtrail_tasks'), count(*) FROM jobtrail_tasks"
+            ).fetchone()
+        assert row is not None
+        out["log_bytes_per_job"] = row[0] / row[2]
+        out["task_bytes_per_job"] = row[1] / row[2]
+    return out
+
+
+COLS = [
+    ("single", "enqueue 1/s", True),
+    ("bulk", "enqueue bulk/s", True),
+    ("proc1", "1 proc jobs/s", True),
+    ("proc2", "2 procs jobs/s", True),
+    ("p50", "idle p50 ms", False),
+    ("p99", "idle p99 ms", False),
+    ("cpu", "CPU ms/1k jobs", False),
+]
+
+
+def fmt(v: Any) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:,.0f}" if v >= 100 else f"{v:.2f}"
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    head = f"{'system':<18}" + "".join(f"{c[1]:>16}" for c in COLS)
+    lines = [head, "-" * len(head)]
+    for backend, ours in (("pg", "jobtrail-pg"), ("sqlite", "jobtrail-sqlite")):
+        names = [x for x in results if SYSTEMS[x][0] == backend]
+        for name in names:
+            r = results[name]
+            lines.append(f"{name:<18}" + "".join(f"{fmt(r.get(c[0])):>16}" for c in COLS))
+        peers = [x for x in names if x != ours]
+        if ours in results and peers:
+            cells = []
+            for key, _label, higher in COLS:
+                vals = [results[p][key] for p in peers if results[p].get(key) is not None]
+                mine = results[ours].get(key)
+                if not vals or mine is None:
+                    cells.append("n/a")
+                    continue
+                best = max(vals) if higher else min(vals)
+                cells.append(f"{mine / best:.2f}x")
+            lines.append(f"{'ratio ' + backend:<18}" + "".join(f"{c:>16}" for c in cells))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=10_000)
+    parser.add_argument("--samples", type=int, default=100)
+    parser.add_argument(
+        "--pg",
+        default=os.environ.get("JOBTRAIL_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"),
+    )
+    parser.add_argument("--only", default="", help="comma-separated systems")
+    parser.add_argument("--no-install", action="store_true")
+    args = parser.parse_args()
+    skipped = {} if args.no_install else install_peers()
+    for peer, why in NO_DRIVER.items():
+        if peer not in skipped:
+            print(f"skip {peer}: {why}", flush=True)
+    names = [x for x in SYSTEMS if not args.only or x in args.only.split(",")]
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            if name in skipped:
+                continue
+            print(f"running {name} (N={args.n}) ...", flush=True)
+            t0 = time.monotonic()
+            try:
+                results[name] = bench(name, args.n, args.samples, args.pg, Path(tmp))
+            except Exception as exc:  # one broken peer must not hide the others
+                print(f"skip {name}: {exc}", flush=True)
+                continue
+            print(f"  {results[name]} ({time.monotonic() - t0:.0f}s)", flush=True)
+    print()
+    print(f"N={args.n}, concurrency 10 per worker process, {os.cpu_count()} CPUs")
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()

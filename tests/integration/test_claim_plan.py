@@ -1,0 +1,81 @@
+"""The claim query stays an index read at scale (issue 8): a plan regression fails CI.
+
+Loads ~50,000 queued tasks (with their ``enqueued`` transitions, so the store stays consistent)
+in one statement, ANALYZEs, and asks the planner how it would claim: PostgreSQL must not scan
+``jobtrail_tasks`` sequentially, SQLite must read the due index ``jobtrail_tasks_due``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jobtrail
+
+ROWS = 50_000
+
+PG_LOAD = """
+WITH ins AS (
+    INSERT INTO jobtrail_tasks (kind, queue, tenant, state, payload, payload_hash, priority,
+        max_attempts, lease_seconds, reentrant, run_at, last_reason, seq, budget_started_at,
+        created_at, updated_at)
+    SELECT CASE WHEN g %% 3 = 0 THEN 'other' ELSE 'noop' END,
+           CASE WHEN g %% 5 = 0 THEN 'slow' ELSE 'default' END,
+           '', 'queued', '{}'::jsonb, 'h', g %% 3, 1, 30, true,
+           now() - make_interval(secs => g %% 100), 'enqueued', 1, now(), now(), now()
+    FROM generate_series(1, %(n)s) AS g
+    RETURNING id, created_at
+)
+INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor, attempt,
+                                  at)
+SELECT id, 1, NULL, 'queued', 'enqueued', 'caller', 0, created_at FROM ins
+"""
+
+SQLITE_LOAD = """
+WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < :n)
+INSERT INTO jobtrail_tasks (kind, queue, tenant, state, payload, payload_hash, priority,
+    max_attempts, lease_seconds, reentrant, run_at, last_reason, seq, budget_started_at,
+    created_at, updated_at)
+SELECT CASE WHEN i % 3 = 0 THEN 'other' ELSE 'noop' END,
+       CASE WHEN i % 5 = 0 THEN 'slow' ELSE 'default' END,
+       '', 'queued', '{}', 'h', i % 3, 1, 30, 1, 1000.0 + i % 100, 'enqueued', 1, 0, 0, 0
+FROM g
+"""
+
+SQLITE_LOG = """
+INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor, attempt, at)
+SELECT id, 1, NULL, 'queued', 'enqueued', 'caller', 0, created_at FROM jobtrail_tasks
+"""
+
+
+def claim_params(dialect: str) -> dict[str, Any]:
+    kinds: Any = ["noop"] if dialect == "postgres" else json.dumps(["noop"])
+    return {"owner": "plan", "kinds": kinds, "data": "{}", "queue": "default", "limit": 10}
+
+
+def test_claim_reads_the_due_index(store: Any) -> None:
+    app: jobtrail.App = store.app()
+    driver = app._driver
+    sql = driver.sql["task_claim"]
+    with driver.transaction() as tx:
+        conn: Any = tx.conn  # type: ignore[attr-defined]
+        if store.backend == "postgres":
+            conn.execute(PG_LOAD, {"n": ROWS})
+        else:
+            conn.execute(SQLITE_LOAD, {"n": ROWS})
+            conn.execute(SQLITE_LOG)
+    with driver.transaction() as tx:
+        conn = tx.conn  # type: ignore[attr-defined]
+        conn.execute("ANALYZE")
+        if store.backend == "postgres":
+            for name in ("task_claim", "task_claim_unlimited"):
+                query = driver.sql[name]
+                rows = conn.execute("EXPLAIN " + query, claim_params("postgres")).fetchall()
+                plan = "\n".join(r[0] for r in rows)
+                assert "Seq Scan on jobtrail_tasks" not in plan, (name, plan)
+                assert "jobtrail_tasks_due" in plan, (name, plan)
+        else:
+            rows = conn.execute("EXPLAIN QUERY PLAN " + sql, claim_params("sqlite")).fetchall()
+            plan = "\n".join(str(r[3]) for r in rows)
+            assert "jobtrail_tasks_due" in plan, plan
+            assert "SCAN jobtrail_tasks\n" not in plan + "\n", plan
