@@ -328,7 +328,11 @@ def test_replay_dead_paces_itself(app: jobtrail.App) -> None:
     assert took >= 3 / per_second - 0.01
     times = sorted(last(app, i).at for i in ids)
     gaps = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]
-    assert min(gaps) >= 1 / per_second - 0.01, gaps
+    # Pacing spaces the replays' starts; each transition's time is its transaction's start on
+    # the database, which a loaded machine can delay by a few ms: check the span and that no
+    # two replays came in a burst.
+    assert (times[-1] - times[0]).total_seconds() >= 3 / per_second - 0.02, gaps
+    assert min(gaps) >= 0.5 / per_second, gaps
 
 
 # -- the audited operator actions ------------------------------------------------------------
