@@ -354,7 +354,7 @@ class Driver(abc.ABC):
                 error=move.error,
                 note=move.note,
                 corrects=move.corrects,
-                data=move.data,
+                data=_exact_retry_at(move.data, row),
             )
         return row
 
@@ -522,6 +522,16 @@ class Driver(abc.ABC):
 
     def _list(self, values: list[str]) -> Any:
         return values
+
+
+def _exact_retry_at(data: dict[str, Any], row: Row) -> dict[str, Any]:
+    """On SQLite the update and the transition are two statements, each reading the clock:
+    write the run_at the update stored, not the caller's estimate, into ``retry_at``."""
+    if "retry_at" in data and isinstance(row.get("run_at"), datetime):
+        from ..models import iso
+
+        return {**data, "retry_at": iso(row["run_at"])}
+    return data
 
 
 def open_driver(url: str | None = None, **options: Any) -> Driver:

@@ -85,7 +85,7 @@ WHERE id = :id
        AND lease_expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3)))
   AND (:expired_owner IS NULL OR (lease_owner = :expired_owner AND attempts = :attempt
        AND lease_expires_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)))
-RETURNING id, state, attempts, seq, updated_at, parent_id, queue, kind;
+RETURNING id, state, attempts, seq, updated_at, parent_id, queue, kind, run_at;
 
 -- name: task_annotate
 UPDATE jobtrail_tasks
