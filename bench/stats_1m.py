@@ -116,8 +116,9 @@ def main() -> int:
         load_sqlite(str(path), args.tasks)
     print(f"  loaded in {time.perf_counter() - start:.1f} s")
     with app._driver.transaction(write=False) as tx:
-        n_tasks = tx.one("stats_count_tasks")["n"] if "stats_count_tasks" in app._driver.sql \
-            else None
+        n_tasks = (
+            tx.one("stats_count_tasks")["n"] if "stats_count_tasks" in app._driver.sql else None
+        )
     del n_tasks
     print("timings:")
     report = timed("app.stats() (5 min window)", lambda: app.stats(window=300))
@@ -134,14 +135,20 @@ def main() -> int:
 
     def claim_one() -> None:
         with app._driver.transaction() as tx:
-            rows = transition.claim(app._driver, tx, Claim(owner="bench:2:y", queues=["default"],
-                                                           kinds=["publish"], limit=10,
-                                                           version=None))
+            rows = transition.claim(
+                app._driver,
+                tx,
+                Claim(
+                    owner="bench:2:y", queues=["default"], kinds=["publish"], limit=10, version=None
+                ),
+            )
             assert rows
 
     timed("claim 10 due tasks", claim_one)
-    print(f"queues in report: {len(report['queues'])}; e.g. {report['queues'][0]['queue']}/"
-          f"{report['queues'][0]['kind']} queued={report['queues'][0]['counts']['queued']}")
+    print(
+        f"queues in report: {len(report['queues'])}; e.g. {report['queues'][0]['queue']}/"
+        f"{report['queues'][0]['kind']} queued={report['queues'][0]['counts']['queued']}"
+    )
     app.close()
     if args.backend == "postgres" and not args.keep:
         with psycopg.connect(PG_URL, autocommit=True) as conn:
