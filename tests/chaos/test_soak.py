@@ -17,7 +17,7 @@ import jobtrail
 from . import soak
 from ._chaos_support import wait_until  # noqa: F401  (puts tests/integration on sys.path)
 
-TASKS = int(os.environ.get("JOBTRAIL_SOAK_TASKS", "400"))
+TASKS = int(os.environ.get("JOBTRAIL_SOAK_TASKS", "300"))
 
 
 def _assert_clean(res: soak.Result) -> None:
