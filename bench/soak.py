@@ -28,6 +28,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--kill-every", type=float, default=3.0)
+    parser.add_argument("--cut-every", type=float, default=2.5)
     parser.add_argument("--error-rate", type=float, default=0.05)
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--seed", type=int, default=None)
@@ -56,6 +57,7 @@ def main() -> int:
                 workers=args.workers,
                 concurrency=args.concurrency,
                 kill_every=args.kill_every,
+                cut_every=args.cut_every,
                 error_rate=args.error_rate,
                 timeout=args.timeout,
                 pg_restart=cluster,

@@ -145,6 +145,7 @@ def run(
     workers: int = 3,
     concurrency: int = 4,
     kill_every: float = 3.0,
+    cut_every: float = 2.5,
     error_rate: float = 0.05,
     timeout: float = 240.0,
     pg_restart: Any = None,
@@ -212,7 +213,7 @@ def run(
         assert not again.created
         procs = [(start(), logs[-1]) for _ in range(workers)]
         next_kill = time.monotonic() + rng.uniform(0.3, kill_every)
-        next_cut = time.monotonic() + rng.uniform(1.0, 3.0)
+        next_cut = time.monotonic() + rng.uniform(0.4, 1.2) * cut_every
         restarted = False
         deadline = started + timeout
         while True:
@@ -243,7 +244,7 @@ def run(
                 proxy.set_mode("pass", delay=rng.choice([0.0, 0.0, 0.001, 0.005]))
                 proxy.cut()
                 res.proxy_cuts += 1
-                next_cut = now + rng.uniform(1.0, 4.0)
+                next_cut = now + rng.uniform(0.4, 1.6) * cut_every
             if pg_restart is not None and not restarted and done >= tasks // 2:
                 pg_restart.ctl("restart")  # pg_ctl -m fast: every session is thrown out
                 res.pg_restarts += 1
