@@ -112,6 +112,7 @@ class Result:
     provider_calls: int = 0
     provider_applied: int = 0
     deduped_repeats: int = 0
+    dead_detail: dict[str, dict[str, int]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     log_errors: list[str] = field(default_factory=list)
 
@@ -272,6 +273,8 @@ def run(
         url, "SELECT last_reason, COUNT(*) FROM jobtrail_tasks GROUP BY last_reason"
     )
     res.violations = app.check()
+    for t in app.list(state="dead", kind="pay", limit=50):  # why did these give up?
+        res.dead_detail[t.id] = dict(Counter(x.reason for x in app.transitions(t.id)))
 
     # the provider's ledger against the store
     calls = (

@@ -17,7 +17,7 @@ import jobtrail
 from . import soak
 from ._chaos_support import wait_until  # noqa: F401  (puts tests/integration on sys.path)
 
-TASKS = int(os.environ.get("JOBTRAIL_SOAK_TASKS", "300"))
+TASKS = int(os.environ.get("JOBTRAIL_SOAK_TASKS", "200"))
 
 
 def _assert_clean(res: soak.Result) -> None:
@@ -34,7 +34,9 @@ def test_soak_sqlite(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'soak.db'}"
     with jobtrail.App(url) as app:
         app.migrate()
-    res = soak.run(root=tmp_path, url=url, tasks=TASKS, workers=3, timeout=150, seed=4)
+    res = soak.run(
+        root=tmp_path, url=url, tasks=TASKS, workers=3, kill_every=4, timeout=200, seed=4
+    )
     _assert_clean(res)
 
 
@@ -58,7 +60,15 @@ def test_soak_postgres(tmp_path: Path, cluster: object) -> None:
     with jobtrail.App(url) as app:
         app.migrate()
     res = soak.run(
-        root=tmp_path, url=url, tasks=TASKS, workers=3, timeout=180, seed=4, pg_restart=cluster
+        root=tmp_path,
+        url=url,
+        tasks=TASKS,
+        workers=3,
+        kill_every=6,
+        cut_every=5,
+        timeout=240,
+        seed=4,
+        pg_restart=cluster,
     )
     assert res.pg_restarts == 1 and res.proxy_cuts >= 1
     _assert_clean(res)
