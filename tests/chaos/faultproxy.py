@@ -78,6 +78,10 @@ class FaultProxy:
         async def _close() -> None:
             if self._server is not None:
                 self._server.close()
+            pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
             self._loop.stop()
 
         self._loop.call_soon_threadsafe(lambda: self._loop.create_task(_close()))
