@@ -199,7 +199,8 @@ def run(
         return p
 
     app = jobtrail.App(url)
-    app.task("pay")(lambda ctx, payload: None)  # the producer only needs to know the kind
+    # the producer stores max_attempts on each task at enqueue: it must match the workers' kind
+    app.task("pay", max_attempts=50)(lambda ctx, payload: None)
     started = time.monotonic()
     try:
         for lo in range(0, tasks, 500):
