@@ -730,9 +730,11 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
         return worker.run()
 
     def check(self) -> builtins.list[dict[str, Any]]:
-        """Tasks whose state is not the projection of their log (should always be empty)."""
-        with self._driver.transaction(write=False) as tx:
-            return self._driver.invariant_violations(tx)
+        """Every invariant violation in the store (``jobtrail.check``; read-only). Each is a
+        dict with ``rule``, ``task_id`` and its detail; the list is empty when all hold."""
+        from . import check
+
+        return check.run(self._driver)
 
 
 def _transition_from_row(row: Row) -> Transition:

@@ -547,7 +547,7 @@ def sweep(rt: Runtime) -> None:
 
 @verb("check")
 def check(rt: Runtime) -> int:
-    """Check that every task's state is the projection of its log (exit 1 if not)."""
+    """Check the store's invariants, read-only (exit 1 and list the violations if any)."""
     rows = rt.app().check()
     rt.emit(rows, fmt.violations(rows))
     return EXIT_REFUSED if rows else EXIT_OK

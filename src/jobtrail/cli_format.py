@@ -187,7 +187,10 @@ def swept(counts: Mapping[str, int]) -> str:
 
 def violations(rows: Sequence[Mapping[str, Any]]) -> str:
     if not rows:
-        return "ok: every task's state is the projection of its transition log"
+        return (
+            "ok: every invariant holds (state = last transition, contiguous log, allowed "
+            "edges, leases, finish times, effect keys, parents)"
+        )
     lines = [f"{len(rows)} invariant violation(s):"]
     for row in rows:
         lines.append("  " + ", ".join(f"{k}={_cell(v)}" for k, v in row.items()))

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import secrets
+from decimal import Decimal
 from typing import Any
 
 MAX_DEPTH = 100
@@ -57,10 +59,50 @@ def _check_text(text: str, path: str) -> None:
         ) from None
 
 
+def _exponent_float(value: Any) -> bool:
+    """A float that Python writes with a positive exponent (``1e+16``). PostgreSQL ``jsonb``
+    stores numbers as ``numeric`` and writes that back as ``10000000000000000`` — an int when
+    read, and for ``1e+308`` not even the same value — so such floats are written out in full
+    with a ``.0``, which ``jsonb`` keeps and every reader parses back as the same float."""
+    return isinstance(value, float) and "e+" in repr(value)
+
+
+def _dumps(payload: Any) -> str:
+    found: list[float] = []
+
+    def swap(value: Any) -> Any:
+        if _exponent_float(value):
+            found.append(value)
+            return f"{marker}{len(found) - 1}"
+        if isinstance(value, list):
+            return [swap(v) for v in value]
+        if isinstance(value, dict):
+            return {k: swap(v) for k, v in value.items()}
+        return value
+
+    marker = f"jtfloat-{secrets.token_hex(16)}-"
+    swapped = swap(payload)
+    text = json.dumps(swapped, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    for i, value in enumerate(found):
+        text = text.replace(f'"{marker}{i}"', format(Decimal(repr(value)), "f") + ".0", 1)
+    return text
+
+
+def _has_exponent_float(value: Any) -> bool:
+    if isinstance(value, list):
+        return any(_has_exponent_float(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_exponent_float(v) for v in value.values())
+    return _exponent_float(value)
+
+
 def encode(payload: Any, max_bytes: int) -> tuple[str, str]:
     """``(json text, hash)`` for a payload, or ``TypeError``/``ValueError`` naming the problem."""
     _check(payload, "payload", 0)
-    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    if _has_exponent_float(payload):
+        text = _dumps(payload)
+    else:
+        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     size = len(text.encode("utf-8"))
     if size > max_bytes:
         raise ValueError(f"payload is {size} bytes once encoded; the limit is {max_bytes} bytes")

@@ -1,0 +1,75 @@
+-- The invariant checker (jobtrail.check, `jobtrail check`). Read-only: SELECTs only.
+
+-- name: check_read_only
+-- SQLite: a deferred BEGIN that only reads never takes the write lock; nothing to set.
+SELECT 1;
+
+-- name: check_state_projection
+-- Every task's state is the to_state of its last transition.
+SELECT t.id AS task_id, t.state,
+       (SELECT to_state FROM jobtrail_transitions x
+         WHERE x.task_id = t.id ORDER BY x.seq DESC LIMIT 1) AS last_to_state
+FROM jobtrail_tasks t
+WHERE t.state IS NOT (SELECT to_state FROM jobtrail_transitions x
+                      WHERE x.task_id = t.id ORDER BY x.seq DESC LIMIT 1)
+ORDER BY t.id;
+
+-- name: check_seq_contiguous
+-- The log of a task is numbered 1..n with no gap, and the task's seq is n.
+SELECT t.id AS task_id, t.seq, agg.n, agg.min_seq, agg.max_seq
+FROM jobtrail_tasks t
+LEFT JOIN (SELECT task_id, COUNT(*) AS n, MIN(seq) AS min_seq, MAX(seq) AS max_seq
+           FROM jobtrail_transitions GROUP BY task_id) agg ON agg.task_id = t.id
+WHERE agg.n IS NULL OR agg.min_seq IS NOT 1 OR agg.max_seq IS NOT agg.n
+   OR t.seq IS NOT agg.n
+ORDER BY t.id;
+
+-- name: check_log_chain
+-- Each transition starts where the one before it ended.
+SELECT x.task_id, x.seq, x.from_state, p.to_state AS previous_to_state
+FROM jobtrail_transitions x
+JOIN jobtrail_transitions p ON p.task_id = x.task_id AND p.seq = x.seq - 1
+WHERE x.from_state IS NOT p.to_state
+ORDER BY x.task_id, x.seq;
+
+-- name: check_transitions_page
+-- The log in pages by row id, for the edge check in Python.
+SELECT id, task_id, seq, from_state, to_state, reason
+FROM jobtrail_transitions
+WHERE id > :after
+ORDER BY id
+LIMIT :limit;
+
+-- name: check_terminal_finished
+SELECT id AS task_id, state FROM jobtrail_tasks
+WHERE state IN ('succeeded', 'cancelled', 'dead') AND finished_at IS NULL
+ORDER BY id;
+
+-- name: check_effect_keys
+-- No two confirmed effects share a key.
+SELECT effect_key, MIN(task_id) AS task_id, COUNT(*) AS n
+FROM jobtrail_steps
+WHERE is_effect = 1 AND status = 'confirmed'
+GROUP BY effect_key HAVING COUNT(*) > 1
+ORDER BY effect_key;
+
+-- name: check_held_lease
+-- A held task has an owner and an expiry.
+SELECT id AS task_id, state, lease_owner, lease_expires_at FROM jobtrail_tasks
+WHERE state IN ('leased', 'cancel_requested')
+  AND (lease_owner IS NULL OR lease_expires_at IS NULL)
+ORDER BY id;
+
+-- name: check_queued_lease
+-- A queued task holds no unexpired lease.
+SELECT id AS task_id, lease_owner, lease_expires_at FROM jobtrail_tasks
+WHERE state = 'queued' AND lease_expires_at IS NOT NULL
+  AND lease_expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3)
+ORDER BY id;
+
+-- name: check_parents
+-- Every parent with its children's states (aggregated in Python by workflow.aggregate).
+SELECT p.id AS task_id, p.state, p.last_reason, c.id AS child_id, c.state AS child_state
+FROM jobtrail_tasks p
+JOIN jobtrail_tasks c ON c.parent_id = p.id
+ORDER BY p.id, c.id;
