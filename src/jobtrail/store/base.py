@@ -209,6 +209,8 @@ class Driver(abc.ABC):
             "data": dumps(new.data),
         }
         row = tx.one(query, params)
+        if row is not None:
+            row.pop("notified", None)  # PostgreSQL's wake-up column, not part of the task
         if row is None:
             existing = tx.one(
                 "task_get_by_key",

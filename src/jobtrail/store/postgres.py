@@ -257,9 +257,7 @@ class PostgresDriver(Driver):
     def task_insert_alone(self, new: NewTask) -> tuple[Row, bool]:
         # one round trip: insert, transition and NOTIFY in one autocommit statement
         with self.single_statement() as tx:
-            row, created = self._task_insert(tx, new, "task_insert_alone")
-        row.pop("notified", None)
-        return row, created
+            return self._task_insert(tx, new, "task_insert")
 
     def task_insert_many(self, tx: Any, news: Sequence[NewTask]) -> list[tuple[Row, bool]]:
         first = news[0] if news else None

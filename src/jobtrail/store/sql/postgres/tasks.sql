@@ -7,30 +7,8 @@
 SELECT now() AS now;
 
 -- name: task_insert
-WITH ins AS (
-    INSERT INTO jobtrail_tasks (
-        kind, queue, tenant, state, payload, payload_hash, idempotency_key, priority,
-        max_attempts, lease_seconds, reentrant, run_at, parent_id, last_reason, seq,
-        budget_started_at, created_at, updated_at)
-    VALUES (
-        %(kind)s, %(queue)s, %(tenant)s, %(state)s, %(payload)s::jsonb, %(payload_hash)s,
-        %(idempotency_key)s::text, %(priority)s, %(max_attempts)s, %(lease_seconds)s,
-        %(reentrant)s,
-        COALESCE(%(run_at)s::timestamptz,
-                 now() + make_interval(secs => COALESCE(%(delay)s::float8, 0))),
-        %(parent_id)s::bigint, 'enqueued', 1, now(), now(), now())
-    ON CONFLICT (tenant, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING *
-), log AS (
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
-                                      attempt, at, data)
-    SELECT id, 1, NULL, state, 'enqueued', %(actor)s, 0, created_at, %(data)s::jsonb FROM ins
-)
-SELECT * FROM ins;
-
--- name: task_insert_alone
--- task_insert plus the wake-up, as one statement for an enqueue that is its own transaction
--- (on an autocommit connection: committed, and the notification sent, before it returns).
+-- The wake-up rides along: NOTIFY is transactional, so it is sent when (and only if) the
+-- insert commits — in the caller's transaction, or at once on an autocommit connection.
 WITH ins AS (
     INSERT INTO jobtrail_tasks (
         kind, queue, tenant, state, payload, payload_hash, idempotency_key, priority,
