@@ -1,10 +1,16 @@
 """The worker: claims due tasks, runs handlers, renews leases, writes outcomes, sweeps.
 
-One claim loop (this thread), one heartbeat thread that renews leases at a third of their length
-and enforces per-attempt timeouts, a thread per running plain handler, and one event loop thread
-for ``async def`` handlers. Outcomes are decided by ``decide`` and written by
-``transition.apply`` with the worker guard (owner + attempt + unexpired lease): an attempt that
-lost its lease writes nothing.
+One pump loop (this thread) that writes plain successes and claims new work in the same round
+trip, one heartbeat thread that renews leases at a third of their length and enforces
+per-attempt timeouts, a pool of handler threads (one per running plain handler; an abandoned
+handler keeps its thread and the pool grows), and one event loop thread for ``async def``
+handlers. Outcomes are decided by ``decide`` and written by ``transition.apply`` with the worker
+guard (owner + attempt + unexpired lease): an attempt that lost its lease writes nothing.
+
+A task holds one of the worker's ``concurrency`` slots from its claim until its outcome is
+committed. A handler thread that returns plainly hands its attempt to the pump and takes the
+next one; the pump commits that success together with the next claim (one statement on
+PostgreSQL, one transaction — one fsync — on SQLite) and only then frees the slot.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from . import transition
 from .context import Attempt, Context
 from .decide import Decision, decide_failure, decide_success
 from .errors import LeaseLost
-from .machine import HELD, ErrorCategory, State
+from .machine import HELD, ErrorCategory, Reason, State
 from .models import iso
 from .outbox import dispatch
 from .store.base import Claim, Move
@@ -72,9 +78,11 @@ class Worker:
         self._loop_thread: threading.Thread | None = None
         self.processed = 0
         self._outbox_wake = threading.Event()
-        self._completions = _Completions(self)
+        self._completions = _Completions()
+        self._pool = _HandlerPool(self._run_sync)
         self._limited: list[str] = []
         self._limited_read_at = float("-inf")
+        self._kinds = [name for name, spec in app._kinds.items() if spec.handler is not None]
 
     # -- control -----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -99,12 +107,14 @@ class Worker:
             ",".join(self.options.queues),
             self.options.concurrency,
         )
-        self._completions.start()
+        self._completions.open()
         try:
             self._claim_loop()
             self._drain(self.options.grace)
         finally:
-            self._completions.stop()
+            # Successes handed over from now on are written one by one by their own threads.
+            self._settle_alone(self._completions.close())
+            self._pool.close()
             self._done.set()
             self._outbox_wake.set()
             heartbeat.join(timeout=5)
@@ -140,9 +150,8 @@ class Worker:
 
         return restore
 
-    # -- the claim loop ------------------------------------------------------------------------
+    # -- the pump: write successes, claim, start handlers ------------------------------------------
     def _claim_loop(self) -> None:
-        kinds = [name for name, spec in self.app._kinds.items() if spec.handler is not None]
         next_sweep = 0.0
         failures = 0
         while not self._stop.is_set():
@@ -154,15 +163,16 @@ class Worker:
                     log.warning("sweep failed: %s", type(exc).__name__)
                 self.app._cron_tick()  # cron windows (scheduler.py): leader-free, never raises
                 next_sweep = now + self.options.sweep_interval
+            done = self._completions.take()
             with self._running_lock:
                 # Read before claiming: a handler that finishes during the claim may release
                 # more work (a workflow's next step) that this claim could not see yet.
-                busy_before = len(self.running)
-            free = self.options.concurrency - busy_before
+                busy_before = len(self.running) - len(done)
+            free = self.options.concurrency - busy_before if self._kinds else 0
             claimed = 0
-            if free > 0 and kinds:
+            if done or free > 0:
                 try:
-                    claimed = self._claim(kinds, free)
+                    claimed = self._round(done, free)
                     failures = 0
                 except Exception as exc:
                     failures += 1
@@ -172,73 +182,119 @@ class Worker:
                     continue
             if self.options.burst and claimed == 0 and busy_before == 0:
                 return
-            if claimed and claimed == free:
-                continue  # there may be more due work: claim again at once
+            if (claimed and claimed == free) or self._completions.waiting():
+                continue  # there may be more due work, or successes to write: go again at once
             self.driver.wait_for_work(
                 min(self.options.poll_interval, max(0.01, next_sweep - time.monotonic()))
             )
 
-    def _claim(self, kinds: list[str], limit: int) -> int:
-        request = Claim(
-            owner=self.owner,
-            queues=self.options.queues,
-            kinds=kinds,
-            limit=limit,
-            version=self.version,
-        )
-        if self.driver.claims_in_one_statement:
-            rows = self._claim_fast(request)
-        else:
-            with self.driver.transaction() as tx:
-                rows = transition.claim(self.driver, tx, request)
+    def _round(self, done: list[Attempt], free: int) -> int:
+        """One round trip: commit the successes in ``done`` and claim up to ``free`` tasks in
+        the same transaction; then free the slots of what completed, start what was claimed,
+        and hand each success whose guard failed to its own path."""
+        pairs = [(a.task_id, a.number) for a in done]
+        try:
+            if pairs:
+                transition.check("batch", State.LEASED, State.SUCCEEDED, "completed")
+            moved, rows = self._complete_and_claim(pairs, free)
+        except Exception:
+            self._settle_alone(done)  # each retries on its own path while its lease lasts
+            raise
+        if done:
+            self._release([a for a in done if a.task_id in moved])
+            # The guard failed (a cancel was requested, or the lease was lost): decide alone.
+            self._settle_alone([a for a in done if a.task_id not in moved])
         for row in rows:
-            task = self.app._task_from_row(row)
-            spec = self.app._kinds[task.kind]
-            attempt = Attempt(
-                task=task,
-                spec=spec,
-                owner=self.owner,
-                number=row["attempts"],
-                lease_seconds=float(row["lease_seconds"]),
-            )
-            with self._running_lock:
-                self.running[attempt.task_id] = attempt
-            self._start(attempt)
+            self._start(self._attempt(row))
         return len(rows)
+
+    def _complete_and_claim(
+        self, pairs: list[tuple[int, int]], free: int
+    ) -> tuple[set[int], list[dict[str, Any]]]:
+        request = None
+        if free > 0:
+            request = Claim(
+                owner=self.owner,
+                queues=self.options.queues,
+                kinds=self._kinds,
+                limit=free,
+                version=self.version,
+            )
+        driver = self.driver
+        if not driver.claims_in_one_statement:
+            # One transaction (one fsync on SQLite) for the successes and the claim from
+            # unlimited queues. Limited queues are claimed after that commit, in their own
+            # transaction, so that the slots freed here are open to every worker first.
+            with driver.transaction() as tx:
+                moved = driver.task_complete_many(tx, self.owner, self.owner, pairs)
+                if request is None:
+                    return moved, []
+                rows = transition.claim(driver, tx, replace(request, skip_limited=True))
+            return moved, rows + self._claim_limited(request, free - len(rows))
+        if request is None:
+            with driver.single_statement() as tx:
+                return driver.task_complete_many(tx, self.owner, self.owner, pairs), []
+        first = request.queues[0]
+        if first in self._limited:
+            moved = set()
+            if pairs:
+                with driver.single_statement() as tx:
+                    moved = driver.task_complete_many(tx, self.owner, self.owner, pairs)
+            return moved, self._claim_fast(request)
+        transition.check("claim", State.QUEUED, State.LEASED, Reason.CLAIMED)
+        with driver.single_statement() as tx:
+            moved, rows = driver.task_complete_and_claim(tx, pairs, request, first, free)
+        rest = request.queues[1:]
+        if len(rows) < free and rest:
+            rows += self._claim_fast(replace(request, queues=rest, limit=free - len(rows)))
+        elif len(rows) < free:
+            rows += self._claim_limited(request, free - len(rows))
+        return moved, rows
 
     def _claim_fast(self, request: Claim) -> list[dict[str, Any]]:
         """Unlimited queues with one autocommit statement each (no BEGIN, queue lock or
         COMMIT round trips); queues with concurrency limits through ``task_claim`` under
-        their queue locks. Which queues are limited is re-read every sweep interval: it only
-        decides where to look — the fast statement itself never takes from a limited queue,
-        so a limit set meanwhile holds at once, and a lifted one is served within a second."""
+        their queue locks."""
         with self.driver.single_statement() as tx:
             rows = transition.claim_unlimited(self.driver, tx, request)
-        room = request.limit - len(rows)
+        return rows + self._claim_limited(request, request.limit - len(rows))
+
+    def _claim_limited(self, request: Claim, room: int) -> list[dict[str, Any]]:
+        """Which queues are limited is re-read every sweep interval: it only decides where to
+        look — the fast statements never take from a limited queue, so a limit set meanwhile
+        holds at once, and a lifted one is served within a second."""
         age = time.monotonic() - self._limited_read_at
         # re-read at least every sweep interval, and soon whenever the fast claim came up
         # short (so an idle or burst worker sees a new limit within 0.1 s)
         if age >= self.options.sweep_interval or (room > 0 and age >= 0.1):
             with self.driver.transaction(write=False) as tx:
-                self._limited = self.driver.queues_limited(tx, request.queues)
+                self._limited = self.driver.queues_limited(tx, self.options.queues)
             self._limited_read_at = time.monotonic()
-        if self._limited and room > 0:
-            limited = replace(request, queues=self._limited, limit=room)
-            with self.driver.transaction() as tx:
-                rows += transition.claim(self.driver, tx, limited)
-        return rows
+        limited = [q for q in self._limited if q in request.queues]
+        if not limited or room <= 0:
+            return []
+        with self.driver.transaction() as tx:
+            return transition.claim(self.driver, tx, replace(request, queues=limited, limit=room))
+
+    def _attempt(self, row: dict[str, Any]) -> Attempt:
+        task = self.app._task_from_row(row)
+        attempt = Attempt(
+            task=task,
+            spec=self.app._kinds[task.kind],
+            owner=self.owner,
+            number=row["attempts"],
+            lease_seconds=float(row["lease_seconds"]),
+        )
+        with self._running_lock:
+            self.running[attempt.task_id] = attempt
+        return attempt
 
     def _start(self, attempt: Attempt) -> None:
         if attempt.spec.is_async:
             loop = self._ensure_loop()
             asyncio.run_coroutine_threadsafe(self._run_async(attempt), loop)
         else:
-            threading.Thread(
-                target=self._run_sync,
-                args=(attempt,),
-                daemon=True,
-                name=f"jobtrail-task-{attempt.task_id}",
-            ).start()
+            self._pool.submit(attempt)
 
     def _run_sync(self, attempt: Attempt) -> None:
         ctx = Context(attempt, self.driver)
@@ -265,6 +321,8 @@ class Worker:
             outcome = _attempt_timeout(attempt)
         except BaseException as exc:  # noqa: BLE001
             outcome = exc
+        if outcome is None and self._finish_batched(attempt):
+            return
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._finish, attempt, outcome)
 
@@ -286,12 +344,32 @@ class Worker:
             self._loop = None
 
     # -- outcomes ------------------------------------------------------------------------------
-    def _finish(self, attempt: Attempt, exc: BaseException | None) -> None:
-        """Write the attempt's outcome (or nothing, if it lost its lease)."""
+    def _close(self, attempt: Attempt) -> bool:
+        """Claim the right to write this attempt's outcome (once: a timed-out attempt's
+        handler may still return later)."""
         with attempt.lock:
             already = attempt.closed
             attempt.closed = True
-        if already:
+        return not already
+
+    def _finish_batched(self, attempt: Attempt) -> bool:
+        """A plain success goes to the pump, which commits it with its next round trip and
+        then frees the slot. False when it must be written alone."""
+        if attempt.lost or not _batchable(attempt) or attempt.closed:
+            return False
+        if not self._close(attempt):
+            return True  # somebody else (the timeout) decided already
+        if self._completions.offer(attempt):
+            self.driver.wake()
+            return True
+        attempt.closed = False  # the pump has stopped: write it alone
+        return False
+
+    def _finish(self, attempt: Attempt, exc: BaseException | None) -> None:
+        """Write the attempt's outcome (or nothing, if it lost its lease)."""
+        if exc is None and self._finish_batched(attempt):
+            return
+        if not self._close(attempt):
             return
         try:
             if attempt.lost or isinstance(exc, LeaseLost):
@@ -302,18 +380,42 @@ class Worker:
                     attempt.lost_why or "LeaseLost",
                 )
                 return
-            if exc is None and _batchable(attempt):
-                if self._completions.complete(attempt):
-                    return
-                # The guard failed in the batch (cancel requested, or the lease was lost) or
-                # the batch could not be written: decide for this attempt alone, as always.
             self._write_outcome(attempt, exc)
         finally:
-            with self._running_lock:
+            self._release([attempt])
+
+    def _release(self, attempts: list[Attempt]) -> None:
+        """Free the slots of attempts whose outcome is written (or given up)."""
+        if not attempts:
+            return
+        with self._running_lock:
+            for attempt in attempts:
                 if self.running.get(attempt.task_id) is attempt:
                     del self.running[attempt.task_id]
-            self.processed += 1
-            self.driver.wake()
+            self.processed += len(attempts)
+        self.driver.wake()
+
+    def _settle_alone(self, attempts: list[Attempt]) -> None:
+        """Write each success on its own path (in its own thread: it may retry while its
+        lease lasts) — for successes the batch could not move."""
+        for attempt in attempts:
+            threading.Thread(
+                target=self._settle_one, args=(attempt,), daemon=True, name="jobtrail-settle"
+            ).start()
+
+    def _settle_one(self, attempt: Attempt) -> None:
+        try:
+            if attempt.lost:
+                log.info(
+                    "task %s attempt %d lost its lease (%s); writing nothing",
+                    attempt.task_id,
+                    attempt.number,
+                    attempt.lost_why,
+                )
+                return
+            self._write_outcome(attempt, None)
+        finally:
+            self._release([attempt])
 
     def _write_outcome(self, attempt: Attempt, exc: BaseException | None) -> None:
         delay = 0.05
@@ -508,12 +610,21 @@ class Worker:
 
     # -- stopping ------------------------------------------------------------------------------
     def _drain(self, grace: float) -> None:
+        """Claim nothing more; keep writing the successes of running handlers until they have
+        all finished or the grace period is over."""
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
+            done = self._completions.take()
+            if done:
+                try:
+                    self._round(done, 0)
+                except Exception as exc:  # they were handed to their own paths
+                    log.warning("writing completions failed (%s)", type(exc).__name__)
+                continue
             with self._running_lock:
                 if not self.running:
                     return
-            time.sleep(0.01)
+            self.driver.wait_for_work(min(0.05, max(0.0, deadline - time.monotonic())))
         with self._running_lock:
             left = list(self.running)
         if left:
@@ -527,97 +638,105 @@ class Worker:
 
 def _batchable(attempt: Attempt) -> bool:
     """A plain success (no receipt, no outbox messages, not a workflow child): the common case,
-    written together with other plain successes by ``_Completions``."""
+    written together with other plain successes and the next claim by the pump."""
     return attempt.pending_receipt is None and not attempt.outbox and attempt.task.parent_id is None
 
 
-class _Pending:
-    __slots__ = ("attempt", "done", "moved")
-
-    def __init__(self, attempt: Attempt) -> None:
-        self.attempt = attempt
-        self.done = threading.Event()
-        self.moved = False
-
-
 class _Completions:
-    """One writer for plain successes: handler threads hand their attempt over and wait; the
-    writer takes everything waiting, moves it in one transaction (one statement on
-    PostgreSQL), commits, and only then tells each thread whether its task moved. While one
-    batch commits the next one gathers, so the batch size follows the load by itself."""
+    """Plain successes waiting for the pump's next round trip. Handler threads do not wait for
+    the commit: the attempt's slot stays taken until the pump has committed it."""
 
-    MAX_BATCH = 500
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: list[Attempt] = []
+        self._open = False
 
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
-        self.queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
-        self.lock = threading.Lock()
-        self.open = False
-        self.thread: threading.Thread | None = None
+    def open(self) -> None:
+        with self._lock:
+            self._open = True
 
-    def start(self) -> None:
-        with self.lock:
-            self.open = True
-        self.thread = threading.Thread(target=self._loop, name="jobtrail-completions", daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        with self.lock:
-            if not self.open:
-                return
-            self.open = False
-            self.queue.put(None)
-        if self.thread is not None:
-            self.thread.join(timeout=30)
-
-    def complete(self, attempt: Attempt) -> bool:
-        """True once the success is committed; False when this attempt must be decided alone
-        (its guard failed in the batch, the batch failed, or the writer has stopped)."""
-        pending = _Pending(attempt)
-        with self.lock:
-            if not self.open:
+    def offer(self, attempt: Attempt) -> bool:
+        """False once the pump has stopped: the caller writes the success itself."""
+        with self._lock:
+            if not self._open:
                 return False
-            self.queue.put(pending)
-        pending.done.wait()
-        return pending.moved
+            self._items.append(attempt)
+            return True
 
-    def _loop(self) -> None:
+    def take(self) -> list[Attempt]:
+        with self._lock:
+            items, self._items = self._items, []
+        return items
+
+    def waiting(self) -> bool:
+        return bool(self._items)
+
+    def close(self) -> list[Attempt]:
+        """Stop taking successes; returns those still waiting (to be written alone)."""
+        with self._lock:
+            self._open = False
+            items, self._items = self._items, []
+        return items
+
+
+class _HandlerPool:
+    """Threads for plain handlers, reused: a thread that finishes a task waits for the next
+    (starting a thread per task costs more than a no-op task). When none is idle, a new one
+    starts, so a handler abandoned after its timeout never blocks the others; idle threads end
+    after a minute. A thread is named ``jobtrail-task-<id>`` while it runs that task."""
+
+    IDLE_SECONDS = 60.0
+
+    def __init__(self, run: Callable[[Attempt], None]) -> None:
+        self._run = run
+        self._queue: queue.SimpleQueue[Attempt | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._closed = False
+
+    def submit(self, attempt: Attempt) -> None:
+        with self._lock:
+            spawn = self._idle == 0
+            if not spawn:
+                self._idle -= 1  # that idle thread (or another) takes this item
+        if spawn:
+            threading.Thread(target=self._serve, daemon=True, name="jobtrail-handler").start()
+        self._queue.put(attempt)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, 0
+        for _ in range(idle):
+            self._queue.put(None)
+
+    def _serve(self) -> None:
+        me = threading.current_thread()
+        item = self._queue.get()
+        while item is not None:
+            me.name = f"jobtrail-task-{item.task_id}"
+            try:
+                self._run(item)
+            except Exception:  # pragma: no cover - _run classifies every handler outcome
+                log.exception("task %s: the handler thread failed", item.task_id)
+            finally:
+                me.name = "jobtrail-handler"
+            with self._lock:
+                if self._closed:
+                    return
+                self._idle += 1
+            item = self._next()
+
+    def _next(self) -> Attempt | None:
         while True:
-            first = self.queue.get()
-            if first is None:
-                return
-            batch = [first]
-            stopping = False
-            while len(batch) < self.MAX_BATCH:
-                try:
-                    item = self.queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    stopping = True
-                    break
-                batch.append(item)
-            self._write(batch)
-            if stopping:
-                return
-
-    def _write(self, batch: list[_Pending]) -> None:
-        worker = self.worker
-        try:
-            transition.check("batch", State.LEASED, State.SUCCEEDED, "completed")
-            with worker.driver.single_statement() as tx:
-                moved = worker.driver.task_complete_many(
-                    tx,
-                    worker.owner,
-                    worker.owner,
-                    [(p.attempt.task_id, p.attempt.number) for p in batch],
-                )
-        except Exception as exc:  # each attempt retries on its own path
-            log.info("batched completion failed (%s); writing one by one", type(exc).__name__)
-            moved = set()
-        for pending in batch:
-            pending.moved = pending.attempt.task_id in moved
-            pending.done.set()
+            try:
+                return self._queue.get(timeout=self.IDLE_SECONDS)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle > 0:
+                        self._idle -= 1
+                        return None
+                # every idle thread is spoken for: an item is on its way
 
 
 class OutcomeNotRecorded(Exception):  # noqa: N818

@@ -105,12 +105,13 @@ def background_worker(
 
 
 def join_handler_thread(task_id: str, timeout: float = 10.0) -> None:
-    """Wait for a (possibly abandoned) plain handler's thread of ``task_id`` to end."""
+    """Wait for a (possibly abandoned) plain handler of ``task_id`` to return: its pool thread
+    is named ``jobtrail-task-<id>`` while it runs that task."""
     name = f"jobtrail-task-{task_id}"
-    for thread in threading.enumerate():
-        if thread.name == name:
-            thread.join(timeout)
-            assert not thread.is_alive(), f"handler thread {name} did not end"
+    deadline = time.monotonic() + timeout
+    while any(thread.name == name for thread in threading.enumerate()):
+        assert time.monotonic() < deadline, f"the handler of task {task_id} did not return"
+        time.sleep(0.005)
 
 
 def claim_as_dead_worker(

@@ -462,10 +462,10 @@ def test_a_burst_worker_does_not_return_while_a_retry_it_wrote_is_due(
     backoff_base=0) before the loop reads how many attempts are running."""
     failures = iter([True])
     claim_came_back_empty = threading.Event()
-    original = Worker._claim
+    original = Worker._round
 
-    def claim_then_let_the_attempt_finish(self: Worker, kinds: list[str], limit: int) -> int:
-        claimed = original(self, kinds, limit)
+    def claim_then_let_the_attempt_finish(self: Worker, done: list[Any], free: int) -> int:
+        claimed = original(self, done, free)
         if claimed == 0 and self.running and not claim_came_back_empty.is_set():
             claim_came_back_empty.set()  # the attempt may finish now ...
             deadline = time.monotonic() + WAIT
@@ -473,7 +473,7 @@ def test_a_burst_worker_does_not_return_while_a_retry_it_wrote_is_due(
                 time.sleep(0.005)
         return claimed
 
-    monkeypatch.setattr(Worker, "_claim", claim_then_let_the_attempt_finish)
+    monkeypatch.setattr(Worker, "_round", claim_then_let_the_attempt_finish)
 
     @app.task("flaky", backoff_base=0)
     def flaky(ctx: jobtrail.Context, payload: Any) -> None:

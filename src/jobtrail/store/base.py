@@ -86,6 +86,8 @@ class Claim:
     kinds: list[str]
     limit: int
     version: str | None
+    #: Leave queues with concurrency limits alone (the caller claims them on their own).
+    skip_limited: bool = False
 
 
 @dataclass(frozen=True)
@@ -263,7 +265,7 @@ class Driver(abc.ABC):
             if room <= 0:
                 break
             rows += tx.all("task_claim", {**common, "queue": queue_name, "limit": room})
-        for queue in limited:
+        for queue in [] if claim.skip_limited else limited:
             room = claim.limit - len(rows)
             if room <= 0:
                 break
@@ -322,6 +324,14 @@ class Driver(abc.ABC):
             rows += tx.all("task_claim_unlimited", {**common, "queue": queue_name, "limit": room})
         rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["id"]))
         return rows
+
+    def task_complete_and_claim(
+        self, tx: Tx, attempts: Sequence[tuple[int, int]], claim: Claim, queue: str, limit: int
+    ) -> tuple[set[int], list[Row]]:
+        """``task_complete_many`` plus ``task_claim_unlimited`` from one queue as one
+        statement (drivers with ``claims_in_one_statement`` only); returns the ids that
+        completed and the claimed rows."""
+        raise NotImplementedError("complete and claim in one transaction on this driver")
 
     def queues_limited(self, tx: Tx, queues: list[str]) -> list[str]:
         """Which of ``queues`` have a concurrency limit now (a hint for which to claim with

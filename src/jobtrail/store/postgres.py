@@ -24,7 +24,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import StoreUnavailable
 from . import queries
-from .base import TIME_COLUMNS, Driver, NewTask, Row, dumps
+from .base import TIME_COLUMNS, Claim, Driver, NewTask, Row, dumps
 
 log = logging.getLogger("jobtrail.store")
 
@@ -312,6 +312,31 @@ class PostgresDriver(Driver):
             },
         )
         return {int(r["id"]) for r in rows}
+
+    def task_complete_and_claim(
+        self, tx: Any, attempts: Sequence[tuple[int, int]], claim: Claim, queue: str, limit: int
+    ) -> tuple[set[int], list[Row]]:
+        """``task_complete_many`` for ``attempts`` held by ``claim.owner`` plus
+        ``task_claim_unlimited`` of up to ``limit`` tasks from ``queue``, in one statement
+        (one round trip, one commit; may run in ``single_statement``)."""
+        rows = tx.all(
+            "task_complete_and_claim",
+            {
+                "ids": [a[0] for a in attempts],
+                "attempts": [a[1] for a in attempts],
+                "owner": claim.owner,
+                "queue": queue,
+                "kinds": claim.kinds,
+                "limit": limit,
+                "data": dumps({"version": claim.version} if claim.version else {}),
+            },
+        )
+        completed = rows[0]["completed_ids"] if rows else None
+        moved = {int(i) for i in completed} if completed else set()
+        claimed = [r for r in rows if r["id"] is not None]
+        for row in claimed:
+            del row["completed_ids"]
+        return moved, claimed
 
     # -- encoding ------------------------------------------------------------------------------
     def encode_time(self, value: datetime) -> datetime:

@@ -226,6 +226,74 @@ WITH b AS (
 )
 SELECT id FROM upd;
 
+-- name: task_complete_and_claim
+-- task_complete_many and task_claim_unlimited for one queue in one statement: the worker's
+-- round trip. The completions of the last batch commit together with the claim of the next
+-- (one commit, one round trip), each with the same guards as the two statements alone. The
+-- claim cannot take a task this statement completes (those are leased, it takes queued ones).
+-- Every claimed row comes back with the ids that completed (an array, also on the one row of
+-- NULLs returned when nothing was claimed).
+WITH b AS (
+    SELECT * FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS b(id, attempt)
+    ORDER BY id
+), done AS (
+    UPDATE jobtrail_tasks t
+    SET state = 'succeeded',
+        last_reason = 'completed',
+        seq = t.seq + 1,
+        updated_at = now(),
+        finished_at = now(),
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        receipt_deadline = NULL,
+        dismissed_at = NULL
+    FROM b
+    WHERE t.id = b.id
+      AND t.state = 'leased'
+      AND t.lease_owner = %(owner)s::text
+      AND t.attempts = b.attempt
+      AND t.lease_expires_at > now()
+      AND t.parent_id IS NULL
+    RETURNING t.id, t.seq, t.attempts, t.updated_at
+), done_log AS (
+    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
+                                      attempt, at, data)
+    SELECT id, seq, 'leased', 'succeeded', 'completed', %(owner)s::text, attempts, updated_at,
+           '{}'::jsonb
+    FROM done
+), upd AS (
+    UPDATE jobtrail_tasks t
+    SET state = 'leased',
+        lease_owner = %(owner)s,
+        lease_expires_at = now() + make_interval(secs => t.lease_seconds),
+        attempts = t.attempts + 1,
+        seq = t.seq + 1,
+        last_reason = 'claimed',
+        updated_at = now()
+    WHERE t.id = ANY(ARRAY(
+        SELECT id FROM jobtrail_tasks
+        WHERE state = 'queued'
+          AND run_at <= now()
+          AND queue = %(queue)s
+          AND kind = ANY(%(kinds)s::text[])
+          AND NOT EXISTS (SELECT 1 FROM jobtrail_queues q
+                          WHERE q.name = %(queue)s
+                            AND (q.paused OR q.limit_total IS NOT NULL
+                                 OR q.limit_per_tenant IS NOT NULL))
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED))
+    RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
+), log AS (
+    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
+                                      attempt, at, data)
+    SELECT id, seq, 'queued', 'leased', 'claimed', %(owner)s, attempts, updated_at,
+           %(data)s::jsonb || jsonb_build_object('waited', round(waited::numeric, 6))
+    FROM upd
+)
+SELECT upd.*, (SELECT array_agg(id) FROM done) AS completed_ids
+FROM (SELECT 1) AS one LEFT JOIN upd ON true;
+
 -- name: task_annotate
 WITH upd AS (
     UPDATE jobtrail_tasks

@@ -8,6 +8,11 @@ WHERE name IN (SELECT value FROM json_each(:queues)) AND paused = 0
   AND (limit_total IS NOT NULL OR limit_per_tenant IS NOT NULL)
 ORDER BY name;
 
+-- name: queue_limited_names
+SELECT name FROM jobtrail_queues
+WHERE name IN (SELECT value FROM json_each(:queues))
+  AND (limit_total IS NOT NULL OR limit_per_tenant IS NOT NULL);
+
 -- name: queue_held_count
 SELECT COUNT(*) AS n FROM jobtrail_tasks
 WHERE queue = :queue AND state IN ('leased', 'cancel_requested');
