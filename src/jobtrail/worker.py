@@ -77,6 +77,7 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self.processed = 0
+        self.round_trips = 0
         self._outbox_wake = threading.Event()
         self._completions = _Completions()
         self._pool = _HandlerPool(self._run_sync)
@@ -124,7 +125,12 @@ class Worker:
             self._stop_loop()
             if restore:
                 restore()
-        log.info("worker %s stopped after %d tasks", self.owner, self.processed)
+        log.info(
+            "worker %s stopped after %d tasks in %d round trips",
+            self.owner,
+            self.processed,
+            self.round_trips,
+        )
         return self.processed
 
     def _install_signals(self) -> Callable[[], None] | None:
@@ -193,6 +199,7 @@ class Worker:
         the same transaction; then free the slots of what completed, start what was claimed,
         and hand each success whose guard failed to its own path."""
         pairs = [(a.task_id, a.number) for a in done]
+        self.round_trips += 1
         try:
             if pairs:
                 transition.check("batch", State.LEASED, State.SUCCEEDED, "completed")
@@ -232,17 +239,17 @@ class Worker:
                 rows = transition.claim(driver, tx, replace(request, skip_limited=True))
             return moved, rows + self._claim_limited(request, free - len(rows))
         if request is None:
-            with driver.single_statement() as tx:
+            with driver.single_statement(pinned=True) as tx:
                 return driver.task_complete_many(tx, self.owner, self.owner, pairs), []
         first = request.queues[0]
         if first in self._limited:
             moved = set()
             if pairs:
-                with driver.single_statement() as tx:
+                with driver.single_statement(pinned=True) as tx:
                     moved = driver.task_complete_many(tx, self.owner, self.owner, pairs)
             return moved, self._claim_fast(request)
         transition.check("claim", State.QUEUED, State.LEASED, Reason.CLAIMED)
-        with driver.single_statement() as tx:
+        with driver.single_statement(pinned=True) as tx:
             moved, rows = driver.task_complete_and_claim(tx, pairs, request, first, free)
         rest = request.queues[1:]
         if len(rows) < free and rest:
@@ -255,7 +262,7 @@ class Worker:
         """Unlimited queues with one autocommit statement each (no BEGIN, queue lock or
         COMMIT round trips); queues with concurrency limits through ``task_claim`` under
         their queue locks."""
-        with self.driver.single_statement() as tx:
+        with self.driver.single_statement(pinned=True) as tx:
             rows = transition.claim_unlimited(self.driver, tx, request)
         return rows + self._claim_limited(request, request.limit - len(rows))
 

@@ -152,11 +152,12 @@ class Driver(abc.ABC):
         IMMEDIATE``). With ``connection=`` the caller's own open connection is used and its
         transaction is left for the caller to commit."""
 
-    def single_statement(self) -> AbstractContextManager[Tx]:
+    def single_statement(self, *, pinned: bool = False) -> AbstractContextManager[Tx]:
         """Where a driver operation that is one statement may run without BEGIN/COMMIT round
         trips: the statement is its own transaction, committed before its result returns.
         Only for operations documented as one statement on that driver; by default (and on
-        SQLite) a write transaction."""
+        SQLite) a write transaction. ``pinned``: the calling thread runs such statements in a
+        loop; a driver may keep a connection for it instead of checking one out each time."""
         return self.transaction()
 
     @abc.abstractmethod

@@ -12,9 +12,10 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 import psycopg
@@ -92,13 +93,19 @@ class PostgresDriver(Driver):
         self._last_used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
             weakref.WeakKeyDictionary()
         )
+        self._connect_kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "connect_timeout": max(1, int(connect_timeout)),
+        }
+        self._pinned = threading.local()
+        self._pinned_all: list[psycopg.Connection[Any]] = []
         self.pool = ConnectionPool(
             url,
             min_size=1,
             max_size=max(2, pool_size),
             open=True,
             timeout=connect_timeout,
-            kwargs={"autocommit": True, "connect_timeout": max(1, int(connect_timeout))},
+            kwargs=self._connect_kwargs,
             configure=_configure,
             check=self._check,
             reset=self._returned,
@@ -143,9 +150,12 @@ class PostgresDriver(Driver):
             ) from exc
 
     @contextmanager
-    def single_statement(self) -> Iterator[_Tx]:
+    def single_statement(self, *, pinned: bool = False) -> Iterator[_Tx]:
         # The pool's connections are autocommit: outside conn.transaction() each statement
         # commits on its own (synchronous_commit) before its result comes back.
+        if pinned:
+            yield from self._pinned_statement()
+            return
         try:
             with self.pool.connection() as conn:
                 yield _Tx(conn, self.sql)
@@ -153,6 +163,42 @@ class PostgresDriver(Driver):
             raise StoreUnavailable(
                 f"PostgreSQL is unreachable: {type(exc).__name__}: {_first_line(exc)}"
             ) from exc
+
+    def _pinned_statement(self) -> Iterator[_Tx]:
+        """The calling thread's own autocommit connection, kept between calls (a worker's pump
+        runs a statement per round trip; a pool checkout and return costs more than a no-op
+        task). A connection that fails is closed and replaced on the next call."""
+        conn: psycopg.Connection[Any] | None = getattr(self._pinned, "conn", None)
+        try:
+            if conn is None or conn.closed or conn.broken:
+                if self._closed.is_set():
+                    raise RuntimeError("this App is closed")
+                conn = psycopg.connect(self.url, **self._connect_kwargs)
+                _configure(conn)
+                self._pinned.conn = conn
+                with self._listener_lock:
+                    self._pinned_all.append(conn)
+            yield _Tx(conn, self.sql)
+        except psycopg.OperationalError as exc:
+            self._drop_pinned(conn)
+            raise StoreUnavailable(
+                f"PostgreSQL is unreachable: {type(exc).__name__}: {_first_line(exc)}"
+            ) from exc
+        except BaseException:
+            if conn is not None and (conn.broken or conn.closed):
+                self._drop_pinned(conn)
+            raise
+
+    def _drop_pinned(self, conn: psycopg.Connection[Any] | None) -> None:
+        self._pinned.conn = None
+        if conn is not None:
+            with self._listener_lock:
+                if conn in self._pinned_all:
+                    self._pinned_all.remove(conn)
+            try:
+                conn.close()
+            except psycopg.Error:  # pragma: no cover - already gone
+                pass
 
     def _caller_transaction(self, conn: Any) -> Iterator[_Tx]:
         if not isinstance(conn, psycopg.Connection):
@@ -202,6 +248,13 @@ class PostgresDriver(Driver):
             except (psycopg.Error, PoolTimeout):
                 pass
         self.pool.close()
+        with self._listener_lock:
+            pinned, self._pinned_all = self._pinned_all, []
+        for conn in pinned:
+            try:
+                conn.close()
+            except psycopg.Error:  # pragma: no cover - already gone
+                pass
         if self._listener is not None:
             self._listener.join(timeout=3)
 
@@ -305,8 +358,8 @@ class PostgresDriver(Driver):
         rows = tx.all(
             "task_complete_many",
             {
-                "ids": [a[0] for a in attempts],
-                "attempts": [a[1] for a in attempts],
+                "ids": _int_array(a[0] for a in attempts),
+                "attempts": _int_array(a[1] for a in attempts),
                 "owner": owner,
                 "actor": actor,
             },
@@ -322,11 +375,11 @@ class PostgresDriver(Driver):
         rows = tx.all(
             "task_complete_and_claim",
             {
-                "ids": [a[0] for a in attempts],
-                "attempts": [a[1] for a in attempts],
+                "ids": _int_array(a[0] for a in attempts),
+                "attempts": _int_array(a[1] for a in attempts),
                 "owner": claim.owner,
                 "queue": queue,
-                "kinds": claim.kinds,
+                "kinds": _text_array(tuple(claim.kinds)),
                 "limit": limit,
                 "data": dumps({"version": claim.version} if claim.version else {}),
             },
@@ -343,6 +396,19 @@ class PostgresDriver(Driver):
         if value.tzinfo is None:
             raise ValueError("times must be timezone-aware (UTC)")
         return value
+
+
+def _int_array(values: Iterable[int]) -> str:
+    """An array literal (``{1,2}``, cast in the query): psycopg dumps Python lists element by
+    element in Python, which costs more than the statement on the hot path."""
+    return "{" + ",".join(str(int(v)) for v in values) + "}"
+
+
+@lru_cache(maxsize=64)
+def _text_array(values: tuple[str, ...]) -> str:
+    """A text array literal with every element quoted (worker kinds: the same on each call)."""
+    quoted = ('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
+    return "{" + ",".join(quoted) + "}"
 
 
 def _first_line(exc: BaseException) -> str:
