@@ -55,13 +55,13 @@ class Attempt:
             s["is_effect"] and s["status"] == "confirmed" for s in (self.steps or {}).values()
         )
 
+    #: The task's id as an int (read on every step of the worker's hot path).
+    task_id: int = field(init=False)
+
     def __post_init__(self) -> None:
         self.next_renew = self.started + self.lease_seconds / 3.0
         self.lease_deadline = self.started + self.lease_seconds
-
-    @property
-    def task_id(self) -> int:
-        return int(self.task.id)
+        self.task_id = int(self.task.id)
 
     def mark_lost(self, why: str) -> None:
         with self.lock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .machine import ErrorCategory
@@ -32,9 +32,12 @@ class KindSpec:
     check_receipt: Callable[[str], Any] | None = None
     timeout: float | None = None
 
-    @property
-    def is_async(self) -> bool:
-        return self.handler is not None and inspect.iscoroutinefunction(self.handler)
+    #: ``async def`` handler (run on the worker's event loop); worked out once.
+    is_async: bool = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        is_async = self.handler is not None and inspect.iscoroutinefunction(self.handler)
+        object.__setattr__(self, "is_async", is_async)
 
     def validate(self) -> None:
         if not self.name or not isinstance(self.name, str):

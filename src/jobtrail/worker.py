@@ -366,8 +366,10 @@ class Worker:
             return False
         if not self._close(attempt):
             return True  # somebody else (the timeout) decided already
-        if self._completions.offer(attempt):
-            self.driver.wake()
+        first = self._completions.offer(attempt)
+        if first is not None:
+            if first:  # the pump is woken once per batch, not once per success
+                self.driver.wake()
             return True
         attempt.closed = False  # the pump has stopped: write it alone
         return False
@@ -662,13 +664,14 @@ class _Completions:
         with self._lock:
             self._open = True
 
-    def offer(self, attempt: Attempt) -> bool:
-        """False once the pump has stopped: the caller writes the success itself."""
+    def offer(self, attempt: Attempt) -> bool | None:
+        """Queue a success: True when it is the first waiting (wake the pump), False when
+        others wait already, None once the pump has stopped (the caller writes it itself)."""
         with self._lock:
             if not self._open:
-                return False
+                return None
             self._items.append(attempt)
-            return True
+            return len(self._items) == 1
 
     def take(self) -> list[Attempt]:
         with self._lock:

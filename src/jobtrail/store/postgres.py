@@ -35,9 +35,9 @@ CHECK_AFTER_IDLE = 1.0
 
 
 def _decode(row: dict[str, Any]) -> Row:
-    for key in TIME_COLUMNS.intersection(row):
-        value = row[key]
-        if isinstance(value, datetime):
+    for key in TIME_COLUMNS:
+        value = row.get(key)
+        if isinstance(value, datetime) and value.tzinfo is not UTC:
             row[key] = value.astimezone(UTC)
     return row
 

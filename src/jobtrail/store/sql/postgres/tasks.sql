@@ -195,10 +195,9 @@ SELECT * FROM upd;
 -- transitions appended in the same statement. Rows whose guard fails are simply not returned:
 -- the worker then decides for those one by one, exactly as for a single completion.
 -- Workflow children are excluded (their parents are re-derived by the single-task path).
-WITH b AS (
-    SELECT * FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS b(id, attempt)
-    ORDER BY id
-), upd AS (
+-- The id = ANY(...) shape keeps the update on the primary key whatever the batch size (a join
+-- with unnest(...) gets a hash join over the whole table when the planner guesses wrong).
+WITH upd AS (
     UPDATE jobtrail_tasks t
     SET state = 'succeeded',
         last_reason = 'completed',
@@ -209,11 +208,10 @@ WITH b AS (
         lease_expires_at = NULL,
         receipt_deadline = NULL,
         dismissed_at = NULL
-    FROM b
-    WHERE t.id = b.id
+    WHERE t.id = ANY(%(ids)s::bigint[])
       AND t.state = 'leased'
       AND t.lease_owner = %(owner)s::text
-      AND t.attempts = b.attempt
+      AND t.attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], t.id)]
       AND t.lease_expires_at > now()
       AND t.parent_id IS NULL
     RETURNING t.id, t.seq, t.attempts, t.updated_at
@@ -233,10 +231,7 @@ SELECT id FROM upd;
 -- claim cannot take a task this statement completes (those are leased, it takes queued ones).
 -- Every claimed row comes back with the ids that completed (an array, also on the one row of
 -- NULLs returned when nothing was claimed).
-WITH b AS (
-    SELECT * FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS b(id, attempt)
-    ORDER BY id
-), done AS (
+WITH done AS (
     UPDATE jobtrail_tasks t
     SET state = 'succeeded',
         last_reason = 'completed',
@@ -247,11 +242,10 @@ WITH b AS (
         lease_expires_at = NULL,
         receipt_deadline = NULL,
         dismissed_at = NULL
-    FROM b
-    WHERE t.id = b.id
+    WHERE t.id = ANY(%(ids)s::bigint[])
       AND t.state = 'leased'
       AND t.lease_owner = %(owner)s::text
-      AND t.attempts = b.attempt
+      AND t.attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], t.id)]
       AND t.lease_expires_at > now()
       AND t.parent_id IS NULL
     RETURNING t.id, t.seq, t.attempts, t.updated_at
