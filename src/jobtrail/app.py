@@ -702,13 +702,19 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
         *,
         queues: builtins.list[str] | None = None,
         concurrency: int = 4,
+        prefetch: int = 0,
         burst: bool = False,
         poll_interval: float = 1.0,
         sweep_interval: float = 1.0,
         grace: float = 30.0,
     ) -> int:
         """Run a worker in this thread until SIGTERM/SIGINT (or, with ``burst``, until nothing
-        is due and nothing it holds is running). Returns the number of attempts it finished."""
+        is due and nothing it holds is running). Returns the number of attempts it finished.
+
+        ``concurrency`` handlers run at once; ``prefetch`` more tasks may be claimed ahead and
+        held (leased to this worker) until a handler is free, so that the next claim's round
+        trip overlaps the running handlers. Keep it 0 for long tasks: a task claimed ahead
+        waits behind this worker's running ones even when another worker is idle."""
         from .worker import Worker, WorkerOptions
 
         chosen = queues or sorted(
@@ -721,6 +727,7 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
             WorkerOptions(
                 queues=list(chosen),
                 concurrency=concurrency,
+                prefetch=prefetch,
                 burst=burst,
                 poll_interval=poll_interval,
                 sweep_interval=sweep_interval,

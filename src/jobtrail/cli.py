@@ -259,6 +259,14 @@ def migrate(rt: Runtime) -> None:
     metavar="N",
     help="Tasks run at once.",
 )
+@click.option(
+    "--prefetch",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="Tasks claimed ahead of free slots (held leased, run next): fewer round trips.",
+)
 @click.option("--burst", is_flag=True, help="Exit once nothing is due and nothing held runs.")
 @click.option(
     "--poll-interval",
@@ -280,6 +288,7 @@ def worker(
     rt: Runtime,
     queues: tuple[str, ...],
     concurrency: int,
+    prefetch: int,
     burst: bool,
     poll_interval: float,
     grace: float,
@@ -300,6 +309,7 @@ def worker(
     processed = app.run_worker(
         queues=list(queues) or None,
         concurrency=concurrency,
+        prefetch=prefetch,
         burst=burst,
         poll_interval=poll_interval,
         grace=grace,

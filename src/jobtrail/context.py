@@ -41,6 +41,10 @@ class Attempt:
     timed_out: bool = False
     cancel_seen: bool = False
     closed: bool = False
+    #: Handed to a handler (``started`` is reset then); its handler has returned (or was
+    #: abandoned at its timeout).
+    begun: bool = False
+    handler_done: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: Steps and effects of this task (all attempts), loaded at the first boundary.
     steps: dict[str, dict[str, Any]] | None = None

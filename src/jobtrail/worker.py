@@ -16,6 +16,7 @@ PostgreSQL, one transaction — one fsync — on SQLite) and only then frees the
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import os
 import queue
@@ -55,6 +56,9 @@ class WorkerOptions:
     queues: list[str]
     concurrency: int = 4
     burst: bool = False
+    #: Tasks claimed beyond the free handler slots and held ready (leased) for the next free
+    #: handler: the round trip for the next tasks overlaps the handlers of the current ones.
+    prefetch: int = 0
     poll_interval: float = 1.0
     sweep_interval: float = 1.0
     grace: float = 30.0
@@ -65,6 +69,8 @@ class Worker:
     def __init__(self, app: App, options: WorkerOptions) -> None:
         if options.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if options.prefetch < 0:
+            raise ValueError("prefetch must be 0 or more")
         self.app = app
         self.driver = app._driver
         self.options = options
@@ -81,6 +87,10 @@ class Worker:
         self._outbox_wake = threading.Event()
         self._completions = _Completions()
         self._pool = _HandlerPool(self._run_sync)
+        #: Claimed, not yet handed to a handler (pump thread only); ``_active``: handed over
+        #: and not yet returned (or timed out).
+        self._ready: collections.deque[Attempt] = collections.deque()
+        self._active = 0
         self._limited: list[str] = []
         self._limited_read_at = float("-inf")
         self._kinds = [name for name, spec in app._kinds.items() if spec.handler is not None]
@@ -169,12 +179,14 @@ class Worker:
                     log.warning("sweep failed: %s", type(exc).__name__)
                 self.app._cron_tick()  # cron windows (scheduler.py): leader-free, never raises
                 next_sweep = now + self.options.sweep_interval
+            self._dispatch()
             done = self._completions.take()
             with self._running_lock:
                 # Read before claiming: a handler that finishes during the claim may release
                 # more work (a workflow's next step) that this claim could not see yet.
                 busy_before = len(self.running) - len(done)
-            free = self.options.concurrency - busy_before if self._kinds else 0
+            room = self.options.concurrency + self.options.prefetch
+            free = room - busy_before if self._kinds else 0
             claimed = 0
             if done or free > 0:
                 try:
@@ -212,8 +224,33 @@ class Worker:
             # The guard failed (a cancel was requested, or the lease was lost): decide alone.
             self._settle_alone([a for a in done if a.task_id not in moved])
         for row in rows:
-            self._start(self._attempt(row))
+            self._ready.append(self._attempt(row))
+        self._dispatch()
         return len(rows)
+
+    def _dispatch(self) -> None:
+        """Hand ready attempts to handlers while fewer than ``concurrency`` run."""
+        if not self._ready:
+            return
+        with self._running_lock:
+            n = min(len(self._ready), self.options.concurrency - self._active)
+            self._active += max(0, n)
+        for _ in range(n):
+            attempt = self._ready.popleft()
+            attempt.started = time.monotonic()  # its timeout counts from here
+            attempt.begun = True
+            self._start(attempt)
+
+    def _handler_done(self, attempt: Attempt) -> None:
+        """The attempt's handler returned (or was abandoned at its timeout): its handler slot
+        is free for a ready attempt."""
+        with self._running_lock:
+            if attempt.handler_done:
+                return
+            attempt.handler_done = True
+            self._active -= 1
+        if self._ready:
+            self.driver.wake()
 
     def _complete_and_claim(
         self, pairs: list[tuple[int, int]], free: int
@@ -310,8 +347,10 @@ class Worker:
         try:
             handler(ctx, attempt.task.payload)
         except BaseException as exc:  # noqa: BLE001 - every outcome is classified
+            self._handler_done(attempt)
             self._finish(attempt, exc)
         else:
+            self._handler_done(attempt)
             self._finish(attempt, None)
 
     async def _run_async(self, attempt: Attempt) -> None:
@@ -328,6 +367,7 @@ class Worker:
             outcome = _attempt_timeout(attempt)
         except BaseException as exc:  # noqa: BLE001
             outcome = exc
+        self._handler_done(attempt)
         if outcome is None and self._finish_batched(attempt):
             return
         loop = asyncio.get_running_loop()
@@ -579,10 +619,12 @@ class Worker:
                 timeout = attempt.spec.timeout
                 if (
                     timeout is not None
+                    and attempt.begun
                     and not attempt.spec.is_async
                     and now - attempt.started >= timeout
                 ):
                     attempt.timed_out = True
+                    self._handler_done(attempt)  # its thread is abandoned; the slot is not
                     threading.Thread(
                         target=self._finish, args=(attempt, _attempt_timeout(attempt)), daemon=True
                     ).start()
@@ -590,7 +632,7 @@ class Worker:
                 if now >= attempt.next_renew:
                     self._renew(attempt)
                 wait = min(wait, max(0.005, attempt.next_renew - time.monotonic()))
-                if timeout is not None:
+                if timeout is not None and attempt.begun:
                     wait = min(wait, max(0.005, attempt.started + timeout - time.monotonic()))
             self._done.wait(wait)
 
@@ -623,6 +665,7 @@ class Worker:
         all finished or the grace period is over."""
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
+            self._dispatch()  # what was claimed ahead runs too: it is leased to this worker
             done = self._completions.take()
             if done:
                 try:
