@@ -560,10 +560,12 @@ def _sweep_until_dead(app: jobtrail.App, task_id: str) -> None:
 
 def edge_17_and_18f(store, app: jobtrail.App) -> None:
     go = threading.Event()
+    submitted = threading.Event()
 
     @app.task("late")
     def late(ctx, p):
         ctx.effect("submit", lambda key: {"id": key})  # past the point of no return
+        submitted.set()
         while not ctx.cancel_requested:
             ctx.check_cancelled()  # does not raise once an effect is confirmed
             go.wait(0.01)
@@ -576,8 +578,10 @@ def edge_17_and_18f(store, app: jobtrail.App) -> None:
         ({"fail": True}, "dead", "failed_after_cancel"),
     ):
         task = app.enqueue("late", payload)
+        submitted.clear()
         with background_worker(app, go):
-            wait_for(lambda task=task: state(app, task.id) == "leased", what="the claim")
+            # cancel only once the effect is confirmed (a cancel before it is edge 14/15)
+            assert submitted.wait(10), "the handler never confirmed its effect"
             assert app.cancel(task.id, by="ann").outcome == "cancel_requested"
             wait_for(lambda task=task, target=target: state(app, task.id) == target, what=target)
         assert_row(last(app, task.id), "cancel_requested", target, reason, is_worker)
