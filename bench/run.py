@@ -319,7 +319,11 @@ def main() -> None:
                 continue
             print(f"  {results[name]} ({time.monotonic() - t0:.0f}s)", flush=True)
     print()
-    print(f"N={args.n}, concurrency 10 per worker process, {os.cpu_count()} CPUs")
+    prefetch = os.environ.get("BENCH_PREFETCH", "10")
+    print(
+        f"N={args.n}, concurrency 10 per worker process (jobtrail: prefetch {prefetch}),"
+        f" {os.cpu_count()} CPUs"
+    )
     print(table(results))
 
 

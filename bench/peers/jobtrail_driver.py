@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -30,7 +31,11 @@ elif phase == "enqueue_bulk":
 
     timed(bulk, n)
 elif phase == "work":
-    app.run_worker(concurrency=CONCURRENCY)
+    # concurrency handlers at once, and as many claimed ahead (pgqueuer's default fetches
+    # batches of 10 with no cap on its picked jobs); BENCH_PREFETCH=0 for none
+    app.run_worker(
+        concurrency=CONCURRENCY, prefetch=int(os.environ.get("BENCH_PREFETCH", CONCURRENCY))
+    )
 elif phase == "latency":
     latency(__file__, url, n, lambda t: app.enqueue("noop", {"t": t}) and None)
 app.close()
