@@ -16,7 +16,6 @@ PostgreSQL, one transaction — one fsync — on SQLite) and only then frees the
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import os
 import queue
@@ -86,11 +85,8 @@ class Worker:
         self.round_trips = 0
         self._outbox_wake = threading.Event()
         self._completions = _Completions()
-        self._pool = _HandlerPool(self._run_sync)
-        #: Claimed, not yet handed to a handler (pump thread only); ``_active``: handed over
-        #: and not yet returned (or timed out).
-        self._ready: collections.deque[Attempt] = collections.deque()
-        self._active = 0
+        self._pool = _HandlerPool(self._run_sync, options.concurrency)
+        self._async_slots: asyncio.Semaphore | None = None
         self._limited: list[str] = []
         self._limited_read_at = float("-inf")
         self._kinds = [name for name, spec in app._kinds.items() if spec.handler is not None]
@@ -179,7 +175,6 @@ class Worker:
                     log.warning("sweep failed: %s", type(exc).__name__)
                 self.app._cron_tick()  # cron windows (scheduler.py): leader-free, never raises
                 next_sweep = now + self.options.sweep_interval
-            self._dispatch()
             done = self._completions.take()
             with self._running_lock:
                 # Read before claiming: a handler that finishes during the claim may release
@@ -224,33 +219,17 @@ class Worker:
             # The guard failed (a cancel was requested, or the lease was lost): decide alone.
             self._settle_alone([a for a in done if a.task_id not in moved])
         for row in rows:
-            self._ready.append(self._attempt(row))
-        self._dispatch()
+            self._start(self._attempt(row))
         return len(rows)
 
-    def _dispatch(self) -> None:
-        """Hand ready attempts to handlers while fewer than ``concurrency`` run."""
-        if not self._ready:
-            return
-        with self._running_lock:
-            n = min(len(self._ready), self.options.concurrency - self._active)
-            self._active += max(0, n)
-        for _ in range(n):
-            attempt = self._ready.popleft()
-            attempt.started = time.monotonic()  # its timeout counts from here
-            attempt.begun = True
-            self._start(attempt)
-
-    def _handler_done(self, attempt: Attempt) -> None:
-        """The attempt's handler returned (or was abandoned at its timeout): its handler slot
-        is free for a ready attempt."""
-        with self._running_lock:
+    def _handler_done(self, attempt: Attempt) -> bool:
+        """The attempt's handler returned, or was abandoned at its timeout: True for the first
+        of the two (the other finds its handler slot already given back)."""
+        with attempt.lock:
             if attempt.handler_done:
-                return
+                return False
             attempt.handler_done = True
-            self._active -= 1
-        if self._ready:
-            self.driver.wake()
+            return True
 
     def _complete_and_claim(
         self, pairs: list[tuple[int, int]], free: int
@@ -340,38 +319,50 @@ class Worker:
         else:
             self._pool.submit(attempt)
 
-    def _run_sync(self, attempt: Attempt) -> None:
-        ctx = Context(attempt, self.driver)
-        handler = attempt.spec.handler
-        assert handler is not None
-        try:
-            handler(ctx, attempt.task.payload)
-        except BaseException as exc:  # noqa: BLE001 - every outcome is classified
-            self._handler_done(attempt)
-            self._finish(attempt, exc)
-        else:
-            self._handler_done(attempt)
-            self._finish(attempt, None)
-
-    async def _run_async(self, attempt: Attempt) -> None:
+    def _run_sync(self, attempt: Attempt) -> bool:
+        """Run a plain handler on a pool thread; False when the thread was abandoned at the
+        attempt's timeout meanwhile (a replacement took its place: this one ends)."""
+        attempt.started = time.monotonic()  # a task claimed ahead times out from its start
+        attempt.begun = True
         ctx = Context(attempt, self.driver)
         handler = attempt.spec.handler
         assert handler is not None
         outcome: BaseException | None = None
+        try:
+            handler(ctx, attempt.task.payload)
+        except BaseException as exc:  # noqa: BLE001 - every outcome is classified
+            outcome = exc
+        keep = self._handler_done(attempt)
+        self._finish(attempt, outcome)
+        return keep
+
+    async def _run_async(self, attempt: Attempt) -> None:
+        if self._async_slots is None:
+            self._async_slots = asyncio.Semaphore(self.options.concurrency)
+        async with self._async_slots:  # at most `concurrency` async handlers at once
+            attempt.started = time.monotonic()
+            attempt.begun = True
+            outcome = await self._await_handler(attempt)
+        self._handler_done(attempt)
+        if outcome is None and self._finish_batched(attempt):
+            return
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._finish, attempt, outcome)
+
+    async def _await_handler(self, attempt: Attempt) -> BaseException | None:
+        ctx = Context(attempt, self.driver)
+        handler = attempt.spec.handler
+        assert handler is not None
         try:
             if attempt.spec.timeout is not None:
                 await asyncio.wait_for(handler(ctx, attempt.task.payload), attempt.spec.timeout)
             else:
                 await handler(ctx, attempt.task.payload)
         except TimeoutError:
-            outcome = _attempt_timeout(attempt)
+            return _attempt_timeout(attempt)
         except BaseException as exc:  # noqa: BLE001
-            outcome = exc
-        self._handler_done(attempt)
-        if outcome is None and self._finish_batched(attempt):
-            return
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self._finish, attempt, outcome)
+            return exc
+        return None
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -624,7 +615,8 @@ class Worker:
                     and now - attempt.started >= timeout
                 ):
                     attempt.timed_out = True
-                    self._handler_done(attempt)  # its thread is abandoned; the slot is not
+                    if self._handler_done(attempt):  # its thread is abandoned; the slot is not
+                        self._pool.replace()
                     threading.Thread(
                         target=self._finish, args=(attempt, _attempt_timeout(attempt)), daemon=True
                     ).start()
@@ -665,7 +657,6 @@ class Worker:
         all finished or the grace period is over."""
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
-            self._dispatch()  # what was claimed ahead runs too: it is leased to this worker
             done = self._completions.take()
             if done:
                 try:
@@ -733,63 +724,63 @@ class _Completions:
 
 
 class _HandlerPool:
-    """Threads for plain handlers, reused: a thread that finishes a task waits for the next
-    (starting a thread per task costs more than a no-op task). When none is idle, a new one
-    starts, so a handler abandoned after its timeout never blocks the others; idle threads end
-    after a minute. A thread is named ``jobtrail-task-<id>`` while it runs that task."""
+    """``size`` threads for plain handlers, reused (starting a thread per task costs more than
+    a no-op task), taking attempts in claim order from one queue — so at most ``size``
+    handlers run at once, and attempts claimed ahead wait in the queue. A handler abandoned at
+    its timeout keeps its thread; ``replace`` starts another in its place, and the abandoned
+    thread ends when its handler returns. Threads start on first use. A thread is named
+    ``jobtrail-task-<id>`` while it runs that task."""
 
-    IDLE_SECONDS = 60.0
-
-    def __init__(self, run: Callable[[Attempt], None]) -> None:
+    def __init__(self, run: Callable[[Attempt], bool], size: int) -> None:
         self._run = run
+        self._size = size
         self._queue: queue.SimpleQueue[Attempt | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._idle = 0
+        self._live = 0
         self._closed = False
 
     def submit(self, attempt: Attempt) -> None:
         with self._lock:
-            spawn = self._idle == 0
-            if not spawn:
-                self._idle -= 1  # that idle thread (or another) takes this item
+            spawn = self._live < self._size and not self._closed
+            if spawn:
+                self._live += 1
         if spawn:
-            threading.Thread(target=self._serve, daemon=True, name="jobtrail-handler").start()
+            self._spawn()
         self._queue.put(attempt)
+
+    def replace(self) -> None:
+        """A live thread was abandoned: start one more to keep ``size`` serving."""
+        with self._lock:
+            if self._closed:
+                return
+        self._spawn()
+
+    def _spawn(self) -> None:
+        threading.Thread(target=self._serve, daemon=True, name="jobtrail-handler").start()
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            idle, self._idle = self._idle, 0
-        for _ in range(idle):
+            live, self._live = self._live, 0
+        for _ in range(live):
             self._queue.put(None)
 
     def _serve(self) -> None:
         me = threading.current_thread()
-        item = self._queue.get()
-        while item is not None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
             me.name = f"jobtrail-task-{item.task_id}"
+            keep = True
             try:
-                self._run(item)
+                keep = self._run(item)
             except Exception:  # pragma: no cover - _run classifies every handler outcome
                 log.exception("task %s: the handler thread failed", item.task_id)
             finally:
                 me.name = "jobtrail-handler"
-            with self._lock:
-                if self._closed:
-                    return
-                self._idle += 1
-            item = self._next()
-
-    def _next(self) -> Attempt | None:
-        while True:
-            try:
-                return self._queue.get(timeout=self.IDLE_SECONDS)
-            except queue.Empty:
-                with self._lock:
-                    if self._idle > 0:
-                        self._idle -= 1
-                        return None
-                # every idle thread is spoken for: an item is on its way
+            if not keep:
+                return  # abandoned at the timeout; its replacement serves on
 
 
 class OutcomeNotRecorded(Exception):  # noqa: N818
