@@ -34,6 +34,10 @@ CHANNEL = "jobtrail_queued"
 CHECK_AFTER_IDLE = 1.0
 
 
+def _identity(row: dict[str, Any]) -> Row:
+    return row
+
+
 def _decode(row: dict[str, Any]) -> Row:
     for key in TIME_COLUMNS:
         value = row.get(key)
@@ -43,9 +47,14 @@ def _decode(row: dict[str, Any]) -> Row:
 
 
 class _Tx:
-    def __init__(self, conn: psycopg.Connection[Any], sql: dict[str, str]) -> None:
+    def __init__(
+        self, conn: psycopg.Connection[Any], sql: dict[str, str], *, utc: bool = True
+    ) -> None:
         self.conn = conn
         self.sql = sql
+        # Our own connections run with TimeZone UTC (``_configure``): their times arrive in
+        # UTC already. A caller's connection may have any time zone: convert.
+        self.decode = _identity if utc else _decode
 
     def _cursor(self) -> psycopg.Cursor[dict[str, Any]]:
         return self.conn.cursor(row_factory=dict_row)
@@ -54,12 +63,14 @@ class _Tx:
         with self._cursor() as cur:
             cur.execute(self.sql[name], params or {})
             row = cur.fetchone()
-        return _decode(row) if row is not None else None
+        return self.decode(row) if row is not None else None
 
     def all(self, name: str, params: dict[str, Any] | None = None) -> list[Row]:
         with self._cursor() as cur:
             cur.execute(self.sql[name], params or {})
-            return [_decode(r) for r in cur.fetchall()]
+            if self.decode is _identity:
+                return cur.fetchall()
+            return [self.decode(r) for r in cur.fetchall()]
 
     def run(self, name: str, params: dict[str, Any] | None = None) -> int:
         with self._cursor() as cur:
@@ -211,7 +222,7 @@ class PostgresDriver(Driver):
             # inside it and nothing is committed until the caller commits.
             conn.execute("SELECT 1")
         with conn.transaction():
-            yield _Tx(conn, self.sql)
+            yield _Tx(conn, self.sql, utc=False)
 
     def migrate(self) -> list[int]:
         applied: list[int] = []
