@@ -50,7 +50,11 @@ def worker_main(url: str, ready: Any, go: Any) -> None:
     try:
         deadline = time.monotonic() + DEADLINE
         while time.monotonic() < deadline:
-            app.run_worker(concurrency=4, burst=True, poll_interval=0.02)
+            # two slots each: no process can hold the whole limit (3) alone, so reaching it
+            # takes two processes claiming at once — the race this test is about (the pump
+            # commits successes with its next claim, so one process with room for the whole
+            # limit could otherwise keep it to itself)
+            app.run_worker(concurrency=2, burst=True, poll_interval=0.02)
             if not app.list(state="queued", limit=1):
                 return
             app._driver.wait_for_work(0.02)  # poll interval before the next burst
