@@ -2,8 +2,9 @@
 
 Claims use ``FOR UPDATE SKIP LOCKED``; every move is one data-modifying statement that also
 appends its transition. ``LISTEN/NOTIFY`` wakes idle workers — a wake-up only: polling still
-finds due work if a notification is lost. Broken connections (a server restart) are detected
-on checkout and replaced; errors reaching the server surface as ``StoreUnavailable``.
+finds due work if a notification is lost. Broken connections (a server restart, a cut network)
+are detected on checkout and replaced; errors reaching the server surface as
+``StoreUnavailable``.
 """
 
 from __future__ import annotations
@@ -70,17 +71,18 @@ class _Tx:
             cur.executemany(self.sql[name], params)
 
 
-def _configure(conn: psycopg.Connection[Any]) -> None:
-    conn.execute("SET TIME ZONE 'UTC'")
-
-
 class PostgresDriver(Driver):
     dialect = "postgres"
     logs_in_statement = True
     claims_in_one_statement = True
 
     def __init__(
-        self, url: str, *, pool_size: int = 10, connect_timeout: float = 5.0, **_: Any
+        self,
+        url: str,
+        *,
+        pool_size: int = 10,
+        connect_timeout: float = 5.0,
+        **_: Any,
     ) -> None:
         super().__init__()
         try:
@@ -92,15 +94,20 @@ class PostgresDriver(Driver):
         self._last_used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
             weakref.WeakKeyDictionary()
         )
+        # when a connection of this pool was last found broken: the idle ones are suspect
+        self._broken_at = 0.0
+        self.max_size = max(2, pool_size)
         self.pool = ConnectionPool(
             url,
             min_size=1,
-            max_size=max(2, pool_size),
+            max_size=self.max_size,
             open=True,
             timeout=connect_timeout,
             kwargs={"autocommit": True, "connect_timeout": max(1, int(connect_timeout))},
-            configure=_configure,
-            check=self._check,
+            configure=self._configure,
+            # no check= here: the pool's own check loop sleeps (1 s, then 2 s, 4 s, ...)
+            # after every connection that fails it, so after a network cut a pool of ten dead
+            # idle connections outlives a 5 s checkout; _checkout checks them back to back.
             reset=self._returned,
             reconnect_timeout=3600.0,
             name="jobtrail",
@@ -110,23 +117,64 @@ class PostgresDriver(Driver):
         self._listener_lock = threading.Lock()
         self._closed = threading.Event()
 
-    # -- connection checks: a connection back from a transaction less than CHECK_AFTER_IDLE
-    # ago is handed out again without a round trip; one idle longer is checked first (it may
-    # not have survived a server restart). A connection that breaks anyway fails its
-    # transaction as StoreUnavailable, is discarded, and the caller's retry gets a new one.
+    # -- connections: a connection back from a transaction less than CHECK_AFTER_IDLE ago,
+    # with no connection of the pool found broken since, is handed out again without a round
+    # trip; any other is checked first (it may not have survived a server restart or a cut).
+    # A connection that breaks anyway fails its transaction as StoreUnavailable, is discarded,
+    # and the caller's retry gets a checked one.
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        conn.execute("SET TIME ZONE 'UTC'")
+        self._last_used[conn] = time.monotonic()
+
     def _returned(self, conn: psycopg.Connection[Any]) -> None:
         self._last_used[conn] = time.monotonic()
 
-    def _check(self, conn: psycopg.Connection[Any]) -> None:
+    def _fresh(self, conn: psycopg.Connection[Any]) -> bool:
         last = self._last_used.get(conn)
-        if (
+        return (
             last is not None
+            and last > self._broken_at
             and time.monotonic() - last < CHECK_AFTER_IDLE
             and not conn.broken
             and not conn.closed
-        ):
-            return
-        ConnectionPool.check_connection(conn)
+        )
+
+    def _checkout(self, timeout: float | None = None) -> psycopg.Connection[Any]:
+        """A working connection from the pool (the caller gives it back with ``_checkin``).
+        Dead idle connections are checked and dropped one after the other, without pausing:
+        after a cut they all fail at once, and the pool's replacements (fresh connections)
+        come after them."""
+        deadline = time.monotonic() + (self.connect_timeout if timeout is None else timeout)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise PoolTimeout("no working connection before the timeout")
+            conn = self.pool.getconn(timeout=remaining)
+            if self._fresh(conn):
+                return conn
+            try:
+                conn.execute("")
+                return conn
+            except Exception:
+                self._broken_at = time.monotonic()
+                conn.close()  # whatever failed, the pool must not hand this one out again
+                self.pool.putconn(conn)  # the pool replaces it with a new connection
+
+    def _checkin(self, conn: psycopg.Connection[Any]) -> None:
+        self.pool.putconn(conn)
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        conn = self._checkout()
+        try:
+            with conn:  # as ConnectionPool.connection(): commit or roll back, never close
+                yield conn
+        except psycopg.OperationalError:
+            if conn.closed:  # lost, not refused: the idle ones may be gone too
+                self._broken_at = time.monotonic()
+            raise
+        finally:
+            self._checkin(conn)
 
     # -- transactions --------------------------------------------------------------------------
     @contextmanager
@@ -135,7 +183,7 @@ class PostgresDriver(Driver):
             yield from self._caller_transaction(connection)
             return
         try:
-            with self.pool.connection() as conn, conn.transaction():
+            with self._connection() as conn, conn.transaction():
                 yield _Tx(conn, self.sql)
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise StoreUnavailable(
@@ -147,7 +195,7 @@ class PostgresDriver(Driver):
         # The pool's connections are autocommit: outside conn.transaction() each statement
         # commits on its own (synchronous_commit) before its result comes back.
         try:
-            with self.pool.connection() as conn:
+            with self._connection() as conn:
                 yield _Tx(conn, self.sql)
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise StoreUnavailable(
