@@ -7,6 +7,9 @@ connections through the proxy worked. psycopg_pool's check loop sleeps 1 s, 2 s,
 idle connection that fails its check, so a 5 s checkout tested three of the ten dead ones, and
 the next cut killed the fresh replacements queued behind them. These tests cut at that cadence
 and require every checkout to find a working connection at once.
+
+And a connection stalled mid-query (``FaultProxy.freeze``: the stream is black-holed, the
+database is fine) fails after ``read_timeout`` instead of holding its thread forever.
 """
 
 from __future__ import annotations
@@ -123,6 +126,84 @@ def test_idle_worker_keeps_working_through_repeated_cuts(pg_store: Store) -> Non
             assert done == 10, f"{done}/10 tasks done in 8 s of cuts every 1.5 s"
             assert thread.is_alive()
         finally:
+            worker.stop()
+            thread.join(timeout=15)
+            app.close()
+    assert not thread.is_alive()
+
+
+def test_a_stalled_connection_fails_after_the_read_timeout(pg_store: Store) -> None:
+    pg_store.app()
+    with FaultProxy(*upstream(pg_store.url)) as proxy:
+        app = jobtrail.App(via(pg_store.url, proxy.port), read_timeout=1.0)
+        outcome: list[BaseException | None] = []
+        try:
+            app.list(limit=1)  # a pooled connection, used just now: handed out unchecked
+            proxy.freeze()  # its stream goes silent for good; new connections still pass
+
+            def read() -> None:
+                try:
+                    app.list(limit=1)
+                    outcome.append(None)
+                except BaseException as exc:
+                    outcome.append(exc)
+
+            started = time.monotonic()
+            reader = threading.Thread(target=read, daemon=True)
+            reader.start()
+            reader.join(timeout=10)
+            took = time.monotonic() - started
+            assert outcome, "a read on a stalled connection still hangs after 10 s"
+            assert isinstance(outcome[0], jobtrail.StoreUnavailable), outcome
+            assert 0.9 <= took < 3.0, took
+            # the stalled connection is gone; the next read gets a working one
+            assert app.list(limit=1) == []
+            assert _driver(app)._watchdog is not None and _driver(app)._watchdog.fired >= 1
+        finally:
+            proxy.cut()  # frees a reader still stuck (before the fix) so close() returns
+            app.close()
+
+
+def test_worker_gets_past_stalled_connections(pg_store: Store) -> None:
+    """Every connection a running worker holds goes silent mid-stream; new ones work. The
+    worker's claims, sweeps and completions time out, reconnect and carry on."""
+    direct = pg_store.app()
+    direct.task("tick", lease_seconds=2)(lambda ctx, payload: None)
+    with FaultProxy(*upstream(pg_store.url)) as proxy:
+        app = jobtrail.App(via(pg_store.url, proxy.port), read_timeout=1.0)
+        app.task("tick", lease_seconds=2)(lambda ctx, payload: None)
+        worker = Worker(
+            app,
+            WorkerOptions(
+                queues=["default"],
+                concurrency=4,
+                poll_interval=0.1,
+                sweep_interval=0.25,
+                grace=2.0,
+                install_signals=False,
+            ),
+        )
+        thread = threading.Thread(target=worker.run, name="test-worker", daemon=True)
+        try:
+            thread.start()
+            for i in range(5):
+                direct.enqueue("tick", {"i": i})
+            wait_until(
+                lambda: len(direct.list(state="succeeded", kind="tick")) == 5,
+                timeout=10,
+                what="the first tasks",
+            )
+            proxy.freeze()
+            for i in range(5, 15):
+                direct.enqueue("tick", {"i": i})
+            wait_until(
+                lambda: len(direct.list(state="succeeded", kind="tick")) == 15,
+                timeout=10,
+                what="the tasks enqueued after the freeze",
+            )
+            assert thread.is_alive()
+        finally:
+            proxy.cut()  # frees a thread still stuck (before the fix) so the worker can stop
             worker.stop()
             thread.join(timeout=15)
             app.close()
