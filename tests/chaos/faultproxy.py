@@ -8,6 +8,10 @@ Modes, switchable at any time from the test's thread:
 - ``stall``: accept new connections but forward nothing, and stop forwarding on open ones —
   a black hole (a hung server or a partition), the worst case for timeouts.
 
+``freeze()`` black-holes only the connections open now, for good, while new ones pass: a
+pooled connection stalled mid-query while the database itself is fine (a half-dead NAT entry,
+a hung backend), which only a client-side read timeout gets out of.
+
 Usage::
 
     with FaultProxy("127.0.0.1", 5432) as proxy:
@@ -35,7 +39,10 @@ class FaultProxy:
         self.delay = 0.0
         self.accepted = 0
         self.cuts = 0
+        self.freezes = 0
         self._writers: set[asyncio.StreamWriter] = set()
+        self._open: set[int] = set()  # ids of the client connections being forwarded
+        self._frozen: set[int] = set()
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.AbstractServer | None = None
         self._thread = threading.Thread(target=self._run, name="faultproxy", daemon=True)
@@ -68,6 +75,18 @@ class FaultProxy:
             done.set()
 
         self._loop.call_soon_threadsafe(_cut)
+        done.wait(5)
+
+    def freeze(self) -> None:
+        """Stop forwarding, for good, on every connection open now; new ones pass."""
+        done = threading.Event()
+
+        def _freeze() -> None:
+            self._frozen |= self._open
+            self.freezes += 1
+            done.set()
+
+        self._loop.call_soon_threadsafe(_freeze)
         done.wait(5)
 
     def stop(self) -> None:
@@ -126,22 +145,32 @@ class FaultProxy:
             self._writers.discard(writer)
             return
         self._writers.add(up_writer)
+        key = id(writer)
+        self._open.add(key)
         try:
             await asyncio.gather(
-                self._pipe(reader, up_writer), self._pipe(up_reader, writer), return_exceptions=True
+                self._pipe(reader, up_writer, key),
+                self._pipe(up_reader, writer, key),
+                return_exceptions=True,
             )
         finally:
+            self._open.discard(key)
+            self._frozen.discard(key)
             for w in (writer, up_writer):
                 self._writers.discard(w)
                 w.transport.abort()
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pipe(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key: int
+    ) -> None:
         try:
             while True:
                 data = await reader.read(65536)
                 if not data:
                     break
-                while self.mode == "stall" and not writer.transport.is_closing():
+                while (
+                    self.mode == "stall" or key in self._frozen
+                ) and not writer.transport.is_closing():
                     await asyncio.sleep(0.05)
                 if self.delay:
                     await asyncio.sleep(self.delay)

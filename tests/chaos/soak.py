@@ -199,8 +199,10 @@ def run(
         return p
 
     app = jobtrail.App(url)
-    # the producer stores max_attempts on each task at enqueue: it must match the workers' kind
-    app.task("pay", max_attempts=50)(lambda ctx, payload: None)
+    # the producer stores max_attempts, the lease and reentrancy on each task at enqueue: they
+    # must match the workers' kind (else every lease is the default 30 s and the sweeper only
+    # sees the tasks of killed workers half a minute later)
+    app.task("pay", reentrant=True, lease_seconds=1.5, max_attempts=50)(lambda ctx, payload: None)
     started = time.monotonic()
     try:
         for lo in range(0, tasks, 500):

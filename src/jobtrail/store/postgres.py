@@ -2,13 +2,19 @@
 
 Claims use ``FOR UPDATE SKIP LOCKED``; every move is one data-modifying statement that also
 appends its transition. ``LISTEN/NOTIFY`` wakes idle workers — a wake-up only: polling still
-finds due work if a notification is lost. Broken connections (a server restart) are detected
-on checkout and replaced; errors reaching the server surface as ``StoreUnavailable``.
+finds due work if a notification is lost. Broken connections (a server restart, a cut network)
+are detected on checkout and replaced; errors reaching the server surface as
+``StoreUnavailable``. A connection that stalls mid-query (a hung server, a black-holed stream)
+is closed after ``read_timeout`` seconds by a watchdog, so it fails like a cut one instead of
+holding its thread forever; TCP keepalives and ``tcp_user_timeout`` find a silent peer on an
+idle connection too.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 import weakref
@@ -32,6 +38,20 @@ log = logging.getLogger("jobtrail.store")
 CHANNEL = "jobtrail_queued"
 #: Seconds a pooled connection may sit idle and still be handed out unchecked.
 CHECK_AFTER_IDLE = 1.0
+#: Default bound (seconds) on one use of a pooled connection (a transaction, a check): past it
+#: the connection is taken for stalled and closed. ``read_timeout=None`` turns it off.
+READ_TIMEOUT = 30.0
+#: Seconds between round trips on the LISTEN connection (under the read timeout).
+LISTEN_PING = 10.0
+#: TCP settings added to the connection string unless it sets them: a peer that stops
+#: answering is found by the kernel (keepalive probes on an idle connection, unacknowledged
+#: data on a busy one) in about ten seconds.
+TCP_SETTINGS = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+}
 
 
 def _identity(row: dict[str, Any]) -> Row:
@@ -82,8 +102,74 @@ class _Tx:
             cur.executemany(self.sql[name], params)
 
 
-def _configure(conn: psycopg.Connection[Any]) -> None:
-    conn.execute("SET TIME ZONE 'UTC'")
+class _Watchdog:
+    """Closes the socket of a connection that stays in one use longer than ``limit`` seconds.
+
+    libpq has no read timeout: a query whose answer never comes (a hung server, a stream
+    black-holed by a network or proxy that still acknowledges TCP) blocks its thread forever,
+    and TCP keepalives cannot see it when the peer's kernel is alive. Each use of a pooled
+    connection is registered here (one dict entry under a lock); a thread looks every so often
+    and shuts the socket of an overdue one down. The blocked call then fails at once as a
+    broken connection (``OperationalError`` → ``StoreUnavailable``), and the pool replaces it.
+    Only the file descriptor is touched, never libpq's state, and only while the use is still
+    registered (the same lock), so a connection already given back is never hit.
+    """
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self.fired = 0
+        self._uses: dict[int, tuple[float, int]] = {}
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def enter(self, conn: psycopg.Connection[Any]) -> None:
+        fd = conn.pgconn.socket
+        with self._lock:
+            self._uses[id(conn)] = (time.monotonic() + self.limit, fd)
+            if self._thread is None and not self._closed.is_set():
+                self._thread = threading.Thread(
+                    target=self._watch, name="jobtrail-pg-watchdog", daemon=True
+                )
+                self._thread.start()
+
+    def leave(self, conn: psycopg.Connection[Any]) -> None:
+        with self._lock:
+            self._uses.pop(id(conn), None)
+
+    def close(self) -> None:
+        self._closed.set()
+        if self._thread is not None:
+            self._thread.join(timeout=3)
+
+    def _watch(self) -> None:
+        interval = min(1.0, max(0.05, self.limit / 4))
+        while not self._closed.wait(interval):
+            now = time.monotonic()
+            with self._lock:
+                overdue = [key for key, (deadline, _) in self._uses.items() if deadline <= now]
+                for key in overdue:
+                    _, fd = self._uses.pop(key)
+                    self.fired += 1
+                    log.warning(
+                        "a PostgreSQL connection gave no answer for %.1fs; closing it", self.limit
+                    )
+                    _shutdown(fd)
+
+
+def _shutdown(fd: int) -> None:
+    """Shut a socket down (both ways) through a duplicate of its descriptor: a thread blocked
+    reading or writing it wakes up with an error; the owner still closes the descriptor."""
+    try:
+        dup = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return
+    try:
+        dup.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        dup.close()
 
 
 class PostgresDriver(Driver):
@@ -92,33 +178,52 @@ class PostgresDriver(Driver):
     claims_in_one_statement = True
 
     def __init__(
-        self, url: str, *, pool_size: int = 10, connect_timeout: float = 5.0, **_: Any
+        self,
+        url: str,
+        *,
+        pool_size: int = 10,
+        connect_timeout: float = 5.0,
+        read_timeout: float | None = READ_TIMEOUT,
+        **_: Any,
     ) -> None:
         super().__init__()
         try:
-            psycopg.conninfo.conninfo_to_dict(url)
+            given = psycopg.conninfo.conninfo_to_dict(url)
         except psycopg.ProgrammingError as exc:
             raise ValueError(f"bad PostgreSQL URL: {exc}") from None
         self.url = url
         self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout if read_timeout and read_timeout > 0 else None
+        self._watchdog = _Watchdog(self.read_timeout) if self.read_timeout else None
+        # the kernel's own bounds, unless the URL sets them: keepalive probes on an idle
+        # connection, and how long sent data may stay unacknowledged on a busy one
+        tcp: dict[str, Any] = dict(TCP_SETTINGS)
+        if pq.version() >= 120000:  # libpq 12 knows tcp_user_timeout (milliseconds)
+            tcp["tcp_user_timeout"] = int(1000 * (self.read_timeout or READ_TIMEOUT))
+        self._connect_kwargs: dict[str, Any] = {
+            "connect_timeout": max(1, int(connect_timeout)),
+            **{k: v for k, v in tcp.items() if k not in given},
+        }
         self._last_used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
             weakref.WeakKeyDictionary()
         )
-        self._connect_kwargs: dict[str, Any] = {
-            "autocommit": True,
-            "connect_timeout": max(1, int(connect_timeout)),
-        }
+        # the worker pump's own connections (single_statement(pinned=True)), one per thread
         self._pinned = threading.local()
         self._pinned_all: list[psycopg.Connection[Any]] = []
+        # when a connection of this pool was last found broken: the idle ones are suspect
+        self._broken_at = 0.0
+        self.max_size = max(2, pool_size)
         self.pool = ConnectionPool(
             url,
             min_size=1,
-            max_size=max(2, pool_size),
+            max_size=self.max_size,
             open=True,
             timeout=connect_timeout,
-            kwargs=self._connect_kwargs,
-            configure=_configure,
-            check=self._check,
+            kwargs={"autocommit": True, **self._connect_kwargs},
+            configure=self._configure,
+            # no check= here: the pool's own check loop sleeps (1 s, then 2 s, 4 s, ...)
+            # after every connection that fails it, so after a network cut a pool of ten dead
+            # idle connections outlives a 5 s checkout; _checkout checks them back to back.
             reset=self._returned,
             reconnect_timeout=3600.0,
             name="jobtrail",
@@ -128,23 +233,79 @@ class PostgresDriver(Driver):
         self._listener_lock = threading.Lock()
         self._closed = threading.Event()
 
-    # -- connection checks: a connection back from a transaction less than CHECK_AFTER_IDLE
-    # ago is handed out again without a round trip; one idle longer is checked first (it may
-    # not have survived a server restart). A connection that breaks anyway fails its
-    # transaction as StoreUnavailable, is discarded, and the caller's retry gets a new one.
+    # -- connections: a connection back from a transaction less than CHECK_AFTER_IDLE ago,
+    # with no connection of the pool found broken since, is handed out again without a round
+    # trip; any other is checked first (it may not have survived a server restart or a cut).
+    # A connection that breaks anyway fails its transaction as StoreUnavailable, is discarded,
+    # and the caller's retry gets a checked one.
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        self._enter(conn)
+        try:
+            conn.execute("SET TIME ZONE 'UTC'")
+        finally:
+            self._leave(conn)
+        self._last_used[conn] = time.monotonic()
+
     def _returned(self, conn: psycopg.Connection[Any]) -> None:
         self._last_used[conn] = time.monotonic()
 
-    def _check(self, conn: psycopg.Connection[Any]) -> None:
+    def _enter(self, conn: psycopg.Connection[Any]) -> None:
+        if self._watchdog is not None:
+            self._watchdog.enter(conn)
+
+    def _leave(self, conn: psycopg.Connection[Any]) -> None:
+        if self._watchdog is not None:
+            self._watchdog.leave(conn)
+
+    def _fresh(self, conn: psycopg.Connection[Any]) -> bool:
         last = self._last_used.get(conn)
-        if (
+        return (
             last is not None
+            and last > self._broken_at
             and time.monotonic() - last < CHECK_AFTER_IDLE
             and not conn.broken
             and not conn.closed
-        ):
-            return
-        ConnectionPool.check_connection(conn)
+        )
+
+    def _checkout(self, timeout: float | None = None) -> psycopg.Connection[Any]:
+        """A working connection from the pool, guarded by the watchdog (the caller gives it
+        back with ``_checkin``). Dead idle connections are checked and dropped one after the
+        other, without pausing: after a cut they all fail at once, and the pool's
+        replacements (fresh connections) come after them."""
+        deadline = time.monotonic() + (self.connect_timeout if timeout is None else timeout)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise PoolTimeout("no working connection before the timeout")
+            conn = self.pool.getconn(timeout=remaining)
+            self._enter(conn)
+            if self._fresh(conn):
+                return conn
+            try:
+                conn.execute("")
+                return conn
+            except Exception:
+                self._broken_at = time.monotonic()
+                self._leave(conn)
+                conn.close()  # whatever failed, the pool must not hand this one out again
+                self.pool.putconn(conn)  # the pool replaces it with a new connection
+
+    def _checkin(self, conn: psycopg.Connection[Any]) -> None:
+        self._leave(conn)
+        self.pool.putconn(conn)
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        conn = self._checkout()
+        try:
+            with conn:  # as ConnectionPool.connection(): commit or roll back, never close
+                yield conn
+        except psycopg.OperationalError:
+            if conn.closed:  # lost, not refused: the idle ones may be gone too
+                self._broken_at = time.monotonic()
+            raise
+        finally:
+            self._checkin(conn)
 
     # -- transactions --------------------------------------------------------------------------
     @contextmanager
@@ -153,7 +314,7 @@ class PostgresDriver(Driver):
             yield from self._caller_transaction(connection)
             return
         try:
-            with self.pool.connection() as conn, conn.transaction():
+            with self._connection() as conn, conn.transaction():
                 yield _Tx(conn, self.sql)
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise StoreUnavailable(
@@ -168,7 +329,7 @@ class PostgresDriver(Driver):
             yield from self._pinned_statement()
             return
         try:
-            with self.pool.connection() as conn:
+            with self._connection() as conn:
                 yield _Tx(conn, self.sql)
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise StoreUnavailable(
@@ -178,18 +339,23 @@ class PostgresDriver(Driver):
     def _pinned_statement(self) -> Iterator[_Tx]:
         """The calling thread's own autocommit connection, kept between calls (a worker's pump
         runs a statement per round trip; a pool checkout and return costs more than a no-op
-        task). A connection that fails is closed and replaced on the next call."""
+        task). Guarded by the same watchdog and TCP settings as the pool's connections. A
+        connection that fails is closed and replaced on the next call."""
         conn: psycopg.Connection[Any] | None = getattr(self._pinned, "conn", None)
         try:
             if conn is None or conn.closed or conn.broken:
                 if self._closed.is_set():
                     raise RuntimeError("this App is closed")
-                conn = psycopg.connect(self.url, **self._connect_kwargs)
-                _configure(conn)
+                conn = psycopg.connect(self.url, autocommit=True, **self._connect_kwargs)
+                self._configure(conn)
                 self._pinned.conn = conn
                 with self._listener_lock:
                     self._pinned_all.append(conn)
-            yield _Tx(conn, self.sql)
+            self._enter(conn)
+            try:
+                yield _Tx(conn, self.sql)
+            finally:
+                self._leave(conn)
         except psycopg.OperationalError as exc:
             self._drop_pinned(conn)
             raise StoreUnavailable(
@@ -228,6 +394,7 @@ class PostgresDriver(Driver):
         applied: list[int] = []
         with self.transaction() as tx:
             conn = tx.conn
+            self._leave(conn)  # a migration may take long: no read timeout
             # One migrator at a time per schema; the others wait, then find nothing to do.
             conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtext('jobtrail.migrate:' || current_schema()))"
@@ -266,6 +433,8 @@ class PostgresDriver(Driver):
                 conn.close()
             except psycopg.Error:  # pragma: no cover - already gone
                 pass
+        if self._watchdog is not None:
+            self._watchdog.close()
         if self._listener is not None:
             self._listener.join(timeout=3)
 
@@ -294,15 +463,22 @@ class PostgresDriver(Driver):
         delay = 0.2
         while not self._closed.is_set():
             try:
-                with psycopg.connect(
-                    self.url, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
-                ) as conn:
+                with psycopg.connect(self.url, autocommit=True, **self._connect_kwargs) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
                     delay = 0.2
                     self._wakeup.set()  # we may have missed notifications while away
+                    pinged = time.monotonic()
                     while not self._closed.is_set():
                         for _ in conn.notifies(timeout=0.5, stop_after=1):
                             self._wakeup.set()
+                        if self._watchdog is not None and time.monotonic() - pinged >= LISTEN_PING:
+                            # a stalled stream brings no notification and no error: ask
+                            self._watchdog.enter(conn)
+                            try:
+                                conn.execute("")
+                            finally:
+                                self._watchdog.leave(conn)
+                            pinged = time.monotonic()
             except psycopg.Error as exc:
                 if self._closed.is_set():
                     return

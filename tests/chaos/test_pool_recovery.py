@@ -1,0 +1,210 @@
+"""The PostgreSQL connection pool after network faults, through the fault proxy (SPEC §14: the
+worker keeps running, backs off, reconnects and loses no task).
+
+Found by the 5,000-task chaos soak (seed 3): after fault-proxy cuts, workers whose pool held
+several idle connections never got a working one again (``PoolTimeout`` every 5 s) while new
+connections through the proxy worked. psycopg_pool's check loop sleeps 1 s, 2 s, 4 s after each
+idle connection that fails its check, so a 5 s checkout tested three of the ten dead ones, and
+the next cut killed the fresh replacements queued behind them. These tests cut at that cadence
+and require every checkout to find a working connection at once.
+
+And a connection stalled mid-query (``FaultProxy.freeze``: the stream is black-holed, the
+database is fine) fails after ``read_timeout`` instead of holding its thread forever.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import Store, make_store
+
+import jobtrail
+from jobtrail.store.postgres import PostgresDriver
+from jobtrail.worker import Worker, WorkerOptions
+
+from ._chaos_support import upstream, via, wait_until
+from .faultproxy import FaultProxy
+
+
+@pytest.fixture
+def pg_store(tmp_path: Path) -> Iterator[Store]:
+    s = make_store("postgres", tmp_path)
+    try:
+        yield s
+        if s.apps:
+            assert s.apps[0].check() == []
+    finally:
+        s.close()
+
+
+def _driver(app: jobtrail.App) -> PostgresDriver:
+    driver = app._driver
+    assert isinstance(driver, PostgresDriver)
+    return driver
+
+
+def _fill_pool(app: jobtrail.App, n: int) -> None:
+    """Grow the App's pool to ``n`` connections (n transactions at once), all idle after."""
+    driver = _driver(app)
+    barrier = threading.Barrier(n)
+
+    def hold() -> None:
+        with driver.transaction(write=False) as tx:
+            barrier.wait(timeout=20)
+            tx.conn.execute("SELECT pg_sleep(0.2)")
+
+    threads = [threading.Thread(target=hold) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    wait_until(
+        lambda: driver.pool.get_stats()["pool_available"] >= n,
+        timeout=10,
+        what=f"{n} idle connections in the pool",
+    )
+
+
+def test_checkout_after_each_cut_finds_a_working_connection(pg_store: Store) -> None:
+    pg_store.app()  # migrated
+    with FaultProxy(*upstream(pg_store.url)) as proxy:
+        app = jobtrail.App(via(pg_store.url, proxy.port), pool_size=10)
+        try:
+            _fill_pool(app, 10)
+            for round_ in range(5):
+                time.sleep(1.2)  # every idle connection is past CHECK_AFTER_IDLE
+                proxy.cut()  # ... and dead
+                started = time.monotonic()
+                try:
+                    app.list(limit=1)
+                except jobtrail.StoreUnavailable as exc:
+                    pytest.fail(
+                        f"round {round_}: no working connection after a cut, "
+                        f"{time.monotonic() - started:.1f}s: {exc}"
+                    )
+                took = time.monotonic() - started
+                assert took < 2.0, f"round {round_}: a checkout took {took:.1f}s after a cut"
+        finally:
+            app.close()
+
+
+def test_idle_worker_keeps_working_through_repeated_cuts(pg_store: Store) -> None:
+    """The soak's stall, small: a worker whose pool grew, idle, cut every 1.5 s; work arrives
+    in the middle of it and must be done before the cuts end."""
+    direct = pg_store.app()
+    direct.task("tick", lease_seconds=2)(lambda ctx, payload: None)
+    with FaultProxy(*upstream(pg_store.url)) as proxy:
+        app = jobtrail.App(via(pg_store.url, proxy.port), pool_size=10)
+        ran: list[str] = []
+        app.task("tick", lease_seconds=2)(lambda ctx, payload: ran.append(ctx.task_id))
+        worker = Worker(
+            app,
+            WorkerOptions(
+                queues=["default"],
+                concurrency=4,
+                poll_interval=0.1,
+                sweep_interval=0.25,
+                grace=2.0,
+                install_signals=False,
+            ),
+        )
+        thread = threading.Thread(target=worker.run, name="test-worker", daemon=True)
+        try:
+            _fill_pool(app, 10)  # as after a busy spell: ten idle connections
+            thread.start()
+            for round_ in range(7):
+                time.sleep(1.5)
+                proxy.cut()
+                if round_ == 1:
+                    for i in range(10):
+                        direct.enqueue("tick", {"i": i})
+            done = len(direct.list(state="succeeded", kind="tick"))
+            assert done == 10, f"{done}/10 tasks done in 8 s of cuts every 1.5 s"
+            assert thread.is_alive()
+        finally:
+            worker.stop()
+            thread.join(timeout=15)
+            app.close()
+    assert not thread.is_alive()
+
+
+def test_a_stalled_connection_fails_after_the_read_timeout(pg_store: Store) -> None:
+    pg_store.app()
+    with FaultProxy(*upstream(pg_store.url)) as proxy:
+        app = jobtrail.App(via(pg_store.url, proxy.port), read_timeout=1.0)
+        outcome: list[BaseException | None] = []
+        try:
+            app.list(limit=1)  # a pooled connection, used just now: handed out unchecked
+            proxy.freeze()  # its stream goes silent for good; new connections still pass
+
+            def read() -> None:
+                try:
+                    app.list(limit=1)
+                    outcome.append(None)
+                except BaseException as exc:
+                    outcome.append(exc)
+
+            started = time.monotonic()
+            reader = threading.Thread(target=read, daemon=True)
+            reader.start()
+            reader.join(timeout=10)
+            took = time.monotonic() - started
+            assert outcome, "a read on a stalled connection still hangs after 10 s"
+            assert isinstance(outcome[0], jobtrail.StoreUnavailable), outcome
+            assert 0.9 <= took < 3.0, took
+            # the stalled connection is gone; the next read gets a working one
+            assert app.list(limit=1) == []
+            assert _driver(app)._watchdog is not None and _driver(app)._watchdog.fired >= 1
+        finally:
+            proxy.cut()  # frees a reader still stuck (before the fix) so close() returns
+            app.close()
+
+
+def test_worker_gets_past_stalled_connections(pg_store: Store) -> None:
+    """Every connection a running worker holds goes silent mid-stream; new ones work. The
+    worker's claims, sweeps and completions time out, reconnect and carry on."""
+    direct = pg_store.app()
+    direct.task("tick", lease_seconds=2)(lambda ctx, payload: None)
+    with FaultProxy(*upstream(pg_store.url)) as proxy:
+        app = jobtrail.App(via(pg_store.url, proxy.port), read_timeout=1.0)
+        app.task("tick", lease_seconds=2)(lambda ctx, payload: None)
+        worker = Worker(
+            app,
+            WorkerOptions(
+                queues=["default"],
+                concurrency=4,
+                poll_interval=0.1,
+                sweep_interval=0.25,
+                grace=2.0,
+                install_signals=False,
+            ),
+        )
+        thread = threading.Thread(target=worker.run, name="test-worker", daemon=True)
+        try:
+            thread.start()
+            for i in range(5):
+                direct.enqueue("tick", {"i": i})
+            wait_until(
+                lambda: len(direct.list(state="succeeded", kind="tick")) == 5,
+                timeout=10,
+                what="the first tasks",
+            )
+            proxy.freeze()
+            for i in range(5, 15):
+                direct.enqueue("tick", {"i": i})
+            wait_until(
+                lambda: len(direct.list(state="succeeded", kind="tick")) == 15,
+                timeout=10,
+                what="the tasks enqueued after the freeze",
+            )
+            assert thread.is_alive()
+        finally:
+            proxy.cut()  # frees a thread still stuck (before the fix) so the worker can stop
+            worker.stop()
+            thread.join(timeout=15)
+            app.close()
+    assert not thread.is_alive()
