@@ -41,6 +41,34 @@ def _decode(row: sqlite3.Row) -> Row:
     return out
 
 
+def _decode_all(cur: sqlite3.Cursor, rows: list[sqlite3.Row]) -> list[Row]:
+    """``_decode`` of every row of one statement: which columns to convert is worked out once
+    from the column names, then values are read by position (``sqlite3.Row`` finds a value by
+    name by comparing the name with each column in turn)."""
+    if not rows:
+        return []
+    names = [d[0] for d in cur.description]
+    if len(set(names)) != len(names):  # a repeated name: keep _decode's first-match reading
+        return [_decode(r) for r in rows]
+    times = [(i, n) for i, n in enumerate(names) if n in TIME_COLUMNS]
+    jsons = [(i, n) for i, n in enumerate(names) if n in _JSON_COLUMNS]
+    bools = [(i, n) for i, n in enumerate(names) if n in _BOOL_COLUMNS]
+    out: list[Row] = []
+    for r in rows:
+        row = dict(zip(names, r, strict=True))
+        for i, n in times:
+            if (value := r[i]) is not None:
+                row[n] = datetime.fromtimestamp(value, UTC)
+        for i, n in jsons:
+            if (value := r[i]) is not None:
+                row[n] = json.loads(value)
+        for i, n in bools:
+            if (value := r[i]) is not None:
+                row[n] = bool(value)
+        out.append(row)
+    return out
+
+
 class _Tx:
     def __init__(self, conn: sqlite3.Connection, sql: dict[str, str]) -> None:
         self.conn = conn
@@ -50,10 +78,11 @@ class _Tx:
         cur = self.conn.execute(self.sql[name], params or {})
         row = cur.fetchone()
         cur.fetchall()  # finish the statement (RETURNING rows are produced while stepping)
-        return _decode(row) if row is not None else None
+        return _decode_all(cur, [row])[0] if row is not None else None
 
     def all(self, name: str, params: dict[str, Any] | None = None) -> list[Row]:
-        return [_decode(r) for r in self.conn.execute(self.sql[name], params or {}).fetchall()]
+        cur = self.conn.execute(self.sql[name], params or {})
+        return _decode_all(cur, cur.fetchall())
 
     def run(self, name: str, params: dict[str, Any] | None = None) -> int:
         return self.conn.execute(self.sql[name], params or {}).rowcount
@@ -260,7 +289,8 @@ class SQLiteDriver(Driver):
         if text is None:
             return super().task_insert_many(tx, news)
         conn = _conn(tx)
-        rows = [_decode(r) for r in conn.execute(self.sql["task_insert_many"], {"rows": text})]
+        cur = conn.execute(self.sql["task_insert_many"], {"rows": text})
+        rows = _decode_all(cur, cur.fetchall())
         if len(rows) != len(news):  # pragma: no cover - nothing can conflict without a key
             raise RuntimeError(f"inserted {len(rows)} tasks of {len(news)}")
         rows.sort(key=_by_id)
