@@ -20,7 +20,7 @@ from .app_webhooks import WebhooksAPI  # webhooks (§12): @app.webhook, receive_
 from .errors import IdempotencyConflict, IllegalTransition, TaskNotFound, UnknownKind
 from .kinds import DEFAULT_MAX_PAYLOAD, Classifier, KindSpec
 from .machine import TERMINAL, Reason, State
-from .models import CancelResult, Task, Transition
+from .models import CancelResult, Task, Transition, task_from_fields
 from .scheduler import Schedule
 from .store.base import Driver, Move, NewTask, Row, Tx, open_driver
 from .timeparse import parse_time
@@ -213,16 +213,18 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
         """Store several tasks in one transaction: all or nothing. Each item is a dict of
         ``enqueue``'s keyword arguments (``{"kind": ..., "payload": ...}``)."""
         news = []
+        new_task = self._new_task
         for i, item in enumerate(items):
             if not isinstance(item, Mapping):
                 raise TypeError(f"enqueue_many item {i} is a {type(item).__name__}, not a dict")
-            unknown = set(item) - _ENQUEUE_KEYS
-            if unknown:
+            if not _ENQUEUE_KEYS.issuperset(item):
+                unknown = set(item) - _ENQUEUE_KEYS
                 raise TypeError(f"enqueue_many item {i} has unknown keys: {sorted(unknown)}")
             if "kind" not in item:
                 raise TypeError(f"enqueue_many item {i} has no 'kind'")
             try:
-                news.append(self._new_task(dict(item)))
+                # _new_task only reads its argument: a plain dict need not be copied
+                news.append(new_task(item if type(item) is dict else dict(item)))
             except (TypeError, ValueError, UnknownKind) as exc:
                 raise type(exc)(f"enqueue_many item {i}: {exc}") from exc
         with self._driver.transaction(connection=connection) as tx:
@@ -404,33 +406,36 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
     def _task_from_row(
         self, row: Row, *, created: bool = False, steps: dict[str, Any] | None = None
     ) -> Task:
-        return Task(
-            id=str(row["id"]),
-            kind=row["kind"],
-            queue=row["queue"],
-            tenant=row["tenant"],
-            state=State(row["state"]),
-            payload=row["payload"],
-            priority=row["priority"],
-            attempts=row["attempts"],
-            max_attempts=row["max_attempts"],
-            run_at=row["run_at"],
-            lease_owner=row["lease_owner"],
-            lease_expires_at=row["lease_expires_at"],
-            last_reason=row["last_reason"],
-            last_error_category=row["last_error_category"],
-            last_error=row["last_error"],
-            replay_count=row["replay_count"],
-            receipt_id=row["receipt_id"],
-            parent_id=str(row["parent_id"]) if row["parent_id"] is not None else None,
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-            finished_at=row["finished_at"],
-            idempotency_key=row["idempotency_key"],
-            receipt_deadline=row["receipt_deadline"],
-            dismissed=row["dismissed_at"] is not None,
-            created=created,
-            steps=steps or {},
+        parent_id = row["parent_id"]
+        return task_from_fields(
+            {
+                "id": str(row["id"]),
+                "kind": row["kind"],
+                "queue": row["queue"],
+                "tenant": row["tenant"],
+                "state": State(row["state"]),
+                "payload": row["payload"],
+                "priority": row["priority"],
+                "attempts": row["attempts"],
+                "max_attempts": row["max_attempts"],
+                "run_at": row["run_at"],
+                "lease_owner": row["lease_owner"],
+                "lease_expires_at": row["lease_expires_at"],
+                "last_reason": row["last_reason"],
+                "last_error_category": row["last_error_category"],
+                "last_error": row["last_error"],
+                "replay_count": row["replay_count"],
+                "receipt_id": row["receipt_id"],
+                "parent_id": str(parent_id) if parent_id is not None else None,
+                "created_at": row["created_at"],
+                "updated_at": row["updated_at"],
+                "finished_at": row["finished_at"],
+                "idempotency_key": row["idempotency_key"],
+                "receipt_deadline": row["receipt_deadline"],
+                "dismissed": row["dismissed_at"] is not None,
+                "created": created,
+                "steps": steps or {},
+            }
         )
 
     # -- operator and caller actions ------------------------------------------------------------

@@ -17,31 +17,45 @@ from typing import Any
 MAX_DEPTH = 100
 
 
-def _check(value: Any, path: str, depth: int) -> None:
+#: What ``_check`` found besides errors: a float written with a positive exponent (see
+#: ``_exponent_float``), and an object whose keys are not in sorted order (then the canonical
+#: text for the hash differs from the stored text).
+_EXPONENT = 1
+_UNSORTED = 2
+
+
+def _check(value: Any, path: str, depth: int) -> int:
+    """Raise on what either backend would refuse or change; else the ``_EXPONENT`` /
+    ``_UNSORTED`` flags of ``value`` (one walk for the checks and for ``encode``)."""
     if depth > MAX_DEPTH:
         raise ValueError(f"payload is nested deeper than {MAX_DEPTH} levels (at {path})")
     if value is None or isinstance(value, bool | int):
-        return
+        return 0
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError(f"payload holds a non-finite number at {path}: {value!r}")
-        return
+        return _EXPONENT if _exponent_float(value) else 0
     if isinstance(value, str):
         _check_text(value, path)
-        return
+        return 0
+    flags = 0
     if isinstance(value, list):
         for i, item in enumerate(value):
-            _check(item, f"{path}[{i}]", depth + 1)
-        return
+            flags |= _check(item, f"{path}[{i}]", depth + 1)
+        return flags
     if isinstance(value, dict):
+        previous: str | None = None
         for key, item in value.items():
             if not isinstance(key, str):
                 raise TypeError(
                     f"payload keys must be strings; {path} has a key of type {type(key).__name__}"
                 )
             _check_text(key, f"{path} key {key[:20]!r}")
-            _check(item, f"{path}.{key}", depth + 1)
-        return
+            flags |= _check(item, f"{path}.{key}", depth + 1)
+            if previous is not None and key < previous:
+                flags |= _UNSORTED
+            previous = key
+        return flags
     raise TypeError(
         f"payload is not JSON-serialisable: {path} is a {type(value).__name__} (use dict, list, "
         "str, int, float, bool or None)"
@@ -51,6 +65,8 @@ def _check(value: Any, path: str, depth: int) -> None:
 def _check_text(text: str, path: str) -> None:
     if "\x00" in text:
         raise ValueError(f"payload text at {path} contains a NUL character (\\u0000)")
+    if text.isascii():  # no lone surrogate possible
+        return
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -88,25 +104,21 @@ def _dumps(payload: Any) -> str:
     return text
 
 
-def _has_exponent_float(value: Any) -> bool:
-    if isinstance(value, list):
-        return any(_has_exponent_float(v) for v in value)
-    if isinstance(value, dict):
-        return any(_has_exponent_float(v) for v in value.values())
-    return _exponent_float(value)
+#: json.dumps with these arguments builds a new encoder on every call; these are built once.
+_TEXT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
 def encode(payload: Any, max_bytes: int) -> tuple[str, str]:
     """``(json text, hash)`` for a payload, or ``TypeError``/``ValueError`` naming the problem."""
-    _check(payload, "payload", 0)
-    if _has_exponent_float(payload):
-        text = _dumps(payload)
-    else:
-        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    size = len(text.encode("utf-8"))
+    flags = _check(payload, "payload", 0)
+    text = _dumps(payload) if flags & _EXPONENT else _TEXT.encode(payload)
+    size = len(text) if text.isascii() else len(text.encode("utf-8"))
     if size > max_bytes:
         raise ValueError(f"payload is {size} bytes once encoded; the limit is {max_bytes} bytes")
-    canonical = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    # the hash is of the canonical text (sorted keys, plain floats): the stored text itself
+    # when its keys are already sorted and no float needed writing out
+    canonical = _CANONICAL.encode(payload) if flags else text
     return text, hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 

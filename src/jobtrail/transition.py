@@ -61,9 +61,9 @@ def create_alone(driver: Driver, new: NewTask) -> tuple[Row, bool]:
 
 def create_many(driver: Driver, tx: Tx, news: Sequence[NewTask]) -> list[tuple[Row, bool]]:
     """``create`` for several tasks at once, in order."""
-    for new in news:
-        if find_edge(None, new.state, Reason.ENQUEUED) is None:
-            raise ValueError(f"a task cannot be created in state {new.state.value}")
+    for state in dict.fromkeys(new.state for new in news):  # each state once, in order
+        if find_edge(None, state, Reason.ENQUEUED) is None:
+            raise ValueError(f"a task cannot be created in state {state.value}")
     return driver.task_insert_many(tx, news)
 
 

@@ -286,24 +286,29 @@ class Driver(abc.ABC):
                 },
             )
         if not self.logs_in_statement:
-            for row in rows:
-                data: dict[str, Any] = {"waited": round(float(row["waited"]), 6)}
-                if claim.version:
-                    data["version"] = claim.version
-                self.transition_insert(
-                    tx,
-                    row["id"],
-                    row["seq"],
-                    State.QUEUED,
-                    State.LEASED,
-                    "claimed",
-                    claim.owner,
-                    attempt=row["attempts"],
-                    at=row["updated_at"],
-                    data=data,
-                )
+            self._log_claimed(tx, claim, rows)
         rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["id"]))
         return rows
+
+    def _log_claimed(self, tx: Tx, claim: Claim, rows: list[Row]) -> None:
+        """Append the ``claimed`` transition of each of ``rows`` (just claimed by ``claim``),
+        in order — for drivers without ``logs_in_statement`` (drivers may do it in one go)."""
+        for row in rows:
+            data: dict[str, Any] = {"waited": round(float(row["waited"]), 6)}
+            if claim.version:
+                data["version"] = claim.version
+            self.transition_insert(
+                tx,
+                row["id"],
+                row["seq"],
+                State.QUEUED,
+                State.LEASED,
+                "claimed",
+                claim.owner,
+                attempt=row["attempts"],
+                at=row["updated_at"],
+                data=data,
+            )
 
     def task_claim_unlimited(self, tx: Tx, claim: Claim) -> list[Row]:
         """Edge 3 from those of ``claim.queues`` that have no concurrency limit (checked in
@@ -376,7 +381,7 @@ class Driver(abc.ABC):
     ) -> set[int]:
         """Edge 4 (``leased`` → ``succeeded``, ``completed``) for several ``(task id, attempt)``
         of one holder in one transaction (one statement on PostgreSQL, which may therefore run
-        in ``single_statement``); returns the ids that moved. Each task keeps the
+        in ``single_statement``; two on SQLite); returns the ids that moved. Each task keeps the
         worker guard of ``task_move``; a task whose guard fails is left untouched (the caller
         decides for it alone). Only for tasks without a parent: a workflow child's completion
         re-derives its parent (``transition.apply``)."""

@@ -516,18 +516,25 @@ class PostgresDriver(Driver):
         rows = tx.all(
             "task_insert_many",
             {
-                "kind": [n.kind for n in news],
-                "queue": [n.queue for n in news],
-                "tenant": [n.tenant for n in news],
-                "state": [n.state.value for n in news],
-                "payload": [n.payload_json for n in news],
-                "payload_hash": [n.payload_hash for n in news],
-                "priority": [n.priority for n in news],
-                "max_attempts": [n.max_attempts for n in news],
-                "lease_seconds": [n.lease_seconds for n in news],
-                "reentrant": [n.reentrant for n in news],
-                "run_at": [n.run_at for n in news],
-                "delay": [n.delay for n in news],
+                "rows": dumps(
+                    [
+                        [
+                            n.kind,
+                            n.queue,
+                            n.tenant,
+                            n.state.value,
+                            n.payload_json,
+                            n.payload_hash,
+                            n.priority,
+                            n.max_attempts,
+                            n.lease_seconds,
+                            n.reentrant,
+                            None if n.run_at is None else self.encode_time(n.run_at).isoformat(),
+                            n.delay,
+                        ]
+                        for n in news
+                    ]
+                ),
                 "actor": first.actor,
                 "data": dumps(first.data),
             },

@@ -32,16 +32,19 @@ SELECT ins.*, pg_notify('jobtrail_queued', ins.queue)::text AS notified FROM ins
 
 -- name: task_insert_many
 -- Several tasks without idempotency keys or parents, with one actor and one transition data,
--- in one statement, each with its creating transition (enqueue_many's common case). Rows are
--- inserted in input order (ORDER BY ord), so their ids ascend in input order.
+-- in one statement, each with its creating transition (enqueue_many's common case). :rows is
+-- one JSON array of [kind, queue, tenant, state, payload (JSON text), payload_hash, priority,
+-- max_attempts, lease_seconds, reentrant, run_at (ISO 8601 with offset), delay] (one
+-- parameter the client writes with json.dumps, instead of twelve arrays dumped element by
+-- element). Rows are inserted in input order (ORDER BY ord), so their ids ascend in input
+-- order.
 WITH src AS (
-    SELECT * FROM unnest(
-        %(kind)s::text[], %(queue)s::text[], %(tenant)s::text[], %(state)s::text[],
-        %(payload)s::text[], %(payload_hash)s::text[], %(priority)s::int[],
-        %(max_attempts)s::int[], %(lease_seconds)s::float8[], %(reentrant)s::bool[],
-        %(run_at)s::timestamptz[], %(delay)s::float8[])
-        WITH ORDINALITY AS s(kind, queue, tenant, state, payload, payload_hash, priority,
-                              max_attempts, lease_seconds, reentrant, run_at, delay, ord)
+    SELECT e ->> 0 AS kind, e ->> 1 AS queue, e ->> 2 AS tenant, e ->> 3 AS state,
+           e ->> 4 AS payload, e ->> 5 AS payload_hash, (e ->> 6)::int AS priority,
+           (e ->> 7)::int AS max_attempts, (e ->> 8)::float8 AS lease_seconds,
+           (e ->> 9)::bool AS reentrant, (e ->> 10)::timestamptz AS run_at,
+           (e ->> 11)::float8 AS delay, ord
+    FROM jsonb_array_elements(%(rows)s::jsonb) WITH ORDINALITY AS a(e, ord)
 ), ins AS (
     INSERT INTO jobtrail_tasks (
         kind, queue, tenant, state, payload, payload_hash, priority, max_attempts,

@@ -163,3 +163,95 @@ WHERE t.state IS NOT (SELECT to_state FROM jobtrail_transitions x
 SELECT state, lease_owner, attempts,
        lease_expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3) AS lease_valid
 FROM jobtrail_tasks WHERE id = :id;
+
+-- name: task_insert_many
+-- Several tasks without idempotency keys or parents in one statement (enqueue_many's common
+-- case; their transitions follow with transition_insert_enqueued). :rows is a JSON array of
+-- [kind, queue, tenant, state, payload, payload_hash, priority, max_attempts,
+--  lease_seconds numerator, lease_seconds denominator, reentrant, run_at in microseconds,
+--  delay numerator, delay denominator]: floats travel as exact integer ratios (a power-of-two
+-- denominator) and run_at as integer microseconds, so each stored value is bit for bit the
+-- double the one-row task_insert would have bound. Rows are inserted in input order (ORDER BY
+-- key), so their ids ascend in input order.
+INSERT INTO jobtrail_tasks (
+    kind, queue, tenant, state, payload, payload_hash, priority, max_attempts, lease_seconds,
+    reentrant, run_at, last_reason, seq, budget_started_at, created_at, updated_at)
+SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4,
+       j.value ->> 5, j.value ->> 6, j.value ->> 7,
+       CAST(j.value ->> 8 AS REAL) / (j.value ->> 9),
+       j.value ->> 10,
+       COALESCE(CAST(j.value ->> 11 AS REAL) / 1000000.0,
+                round((julianday('now') - 2440587.5) * 86400.0, 3)
+                + COALESCE(CAST(j.value ->> 12 AS REAL) / (j.value ->> 13), 0)),
+       'enqueued', 1,
+       round((julianday('now') - 2440587.5) * 86400.0, 3),
+       round((julianday('now') - 2440587.5) * 86400.0, 3),
+       round((julianday('now') - 2440587.5) * 86400.0, 3)
+FROM json_each(:rows) AS j
+ORDER BY j.key
+RETURNING *;
+
+-- name: transition_insert_enqueued
+-- The creating transitions of the tasks :ids (a JSON array) that task_insert_many has just
+-- inserted, in id order: at is the task's created_at, exactly as stored.
+INSERT INTO jobtrail_transitions (
+    task_id, seq, from_state, to_state, reason, error_category, error, actor, attempt, at,
+    note, corrects, data)
+SELECT t.id, 1, NULL, t.state, 'enqueued', NULL, NULL, :actor, 0, t.created_at, NULL, NULL,
+       :data
+FROM jobtrail_tasks AS t
+WHERE t.id IN (SELECT value FROM json_each(:ids))
+ORDER BY t.id;
+
+-- name: transition_insert_claimed
+-- The claim transitions of the tasks that task_claim / task_claim_limited have just leased, in
+-- the order of :rows (a JSON array of [task id, transition data as JSON text]): seq, attempt
+-- and at are the task's own, exactly as the claim stored them.
+INSERT INTO jobtrail_transitions (
+    task_id, seq, from_state, to_state, reason, error_category, error, actor, attempt, at,
+    note, corrects, data)
+SELECT t.id, t.seq, 'queued', 'leased', 'claimed', NULL, NULL, :owner, t.attempts,
+       t.updated_at, NULL, NULL, j.value ->> 1
+FROM json_each(:rows) AS j
+JOIN jobtrail_tasks AS t ON t.id = j.value ->> 0
+ORDER BY j.key;
+
+-- name: task_complete_many
+-- Edge 4 (leased -> succeeded, completed) for several attempts of one worker in one statement:
+-- the same guard as task_move, per row (holder, that row's attempt, unexpired lease), and the
+-- same columns set. :batch is a JSON array of [task id, attempt]. Rows whose guard fails are
+-- not returned (the worker decides for those one by one). Workflow children are excluded (their
+-- parents are re-derived by the single-task path). Transitions: transition_insert_completed.
+-- :batch is expected to hold each task once (a task named twice moves at most once).
+UPDATE jobtrail_tasks AS t
+SET state = 'succeeded',
+    last_reason = 'completed',
+    seq = t.seq + 1,
+    updated_at = round((julianday('now') - 2440587.5) * 86400.0, 3),
+    finished_at = round((julianday('now') - 2440587.5) * 86400.0, 3),
+    lease_owner = NULL,
+    lease_expires_at = NULL,
+    receipt_deadline = NULL,
+    dismissed_at = NULL
+FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS attempt FROM json_each(:batch) AS j) AS b
+WHERE t.id = b.id
+  -- (unary + keeps the planner off the state and lease indexes: walk the batch, find each
+  -- task by its id)
+  AND +t.state = 'leased'
+  AND +t.lease_owner = :owner
+  AND +t.attempts = b.attempt
+  AND +t.lease_expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3)
+  AND +t.parent_id IS NULL
+RETURNING id;
+
+-- name: transition_insert_completed
+-- The transitions of the tasks :ids (a JSON array) that task_complete_many has just moved, in
+-- id order (the order the one-by-one moves took): seq, attempt and at are the task's own.
+INSERT INTO jobtrail_transitions (
+    task_id, seq, from_state, to_state, reason, error_category, error, actor, attempt, at,
+    note, corrects, data)
+SELECT t.id, t.seq, 'leased', 'succeeded', 'completed', NULL, NULL, :actor, t.attempts,
+       t.updated_at, NULL, NULL, '{}'
+FROM jobtrail_tasks AS t
+WHERE t.id IN (SELECT value FROM json_each(:ids))
+ORDER BY t.id;

@@ -1,0 +1,201 @@
+"""Batched store operations (issue 8): bulk enqueue, a worker's batch of completions and the
+transitions of a claim take a constant number of statements per batch. What they store and
+return must be what the one-by-one paths store and return: the same rows, and the same
+transition rows (seq, states, reason, actor, attempt, at, data)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+import jobtrail
+from jobtrail import transition
+from jobtrail.store.base import Claim
+
+
+@pytest.fixture
+def kapp(app: jobtrail.App) -> jobtrail.App:
+    app.task("k", lease_seconds=0.1 + 0.2, max_attempts=3)(lambda ctx, p: None)
+    app.task("q", queue="other", lease_seconds=45)(lambda ctx, p: None)
+    app.task("short", lease_seconds=0.05)(lambda ctx, p: None)
+    return app
+
+
+def _claim(app: jobtrail.App, owner: str, kinds: list[str], limit: int, **kw: Any) -> list[Any]:
+    with app._driver.transaction() as tx:
+        return transition.claim(
+            app._driver,
+            tx,
+            Claim(
+                owner=owner,
+                queues=kw.get("queues", ["default", "other"]),
+                kinds=kinds,
+                limit=limit,
+                version=kw.get("version"),
+            ),
+        )
+
+
+def _log(app: jobtrail.App, task_id: Any) -> list[tuple[Any, ...]]:
+    return [
+        (x.seq, x.from_state, x.to_state, x.reason, x.actor, x.attempt, x.data)
+        for x in app.transitions(str(task_id))
+    ]
+
+
+def test_bulk_enqueue_returns_in_input_order_what_get_reads(kapp: jobtrail.App) -> None:
+    at = datetime(2021, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
+    items: list[dict[str, Any]] = []
+    for i in range(60):
+        item: dict[str, Any] = {
+            "kind": "q" if i % 4 == 0 else "k",
+            # key order, big and exponent floats, and text JSON escapes must all read back
+            "payload": {"z": i, "a": [1.5, 1e16, -0.25], "s": 'é\u2028"\\', "bb": None},
+            "priority": i % 5 - 2,
+            "tenant": ["", "t1", "ü"][i % 3],
+        }
+        if i % 7 == 1:
+            item["delay"] = 1000 + i / 3
+        elif i % 7 == 2:
+            item["run_at"] = at + timedelta(microseconds=i)
+        elif i % 7 == 3:
+            item["delay"] = 0
+        items.append(item)
+    tasks = kapp.enqueue_many(items)
+    assert [t.payload["z"] for t in tasks] == list(range(60))
+    ids = [int(t.id) for t in tasks]
+    assert ids == sorted(ids) and len(set(ids)) == 60
+    for t, item in zip(tasks, items, strict=True):
+        got = kapp.get(t.id)
+        assert t.created and not got.created
+        assert dataclasses.replace(t, created=False) == got
+        assert list(t.payload) == list(got.payload)  # the store's key order, as get reads it
+        assert (t.kind, t.priority, t.tenant) == (item["kind"], item["priority"], item["tenant"])
+        if "run_at" in item:
+            assert t.run_at == item["run_at"]
+        if "delay" in item:
+            assert t.run_at == t.created_at + timedelta(seconds=item["delay"])
+        assert t.created_at == t.updated_at
+        log = kapp.transitions(t.id)
+        assert _log(kapp, t.id) == [(1, None, "queued", "enqueued", "caller", 0, {})]
+        assert log[0].at == t.created_at
+
+
+def test_bulk_enqueue_of_values_that_need_the_one_by_one_path(kapp: jobtrail.App) -> None:
+    # a NUL character, a tiny fractional delay and a far-off run_at cannot travel exactly in
+    # one JSON batch on SQLite: such a batch is stored one by one, with the same result
+    far = datetime(2300, 1, 1, 0, 0, 0, 500000, tzinfo=UTC)
+    extras: list[dict[str, Any]] = [{"delay": 1e-5}, {"run_at": far}]
+    if kapp._driver.dialect == "sqlite":  # PostgreSQL text refuses NUL characters
+        extras.append({"tenant": "a\x00b"})
+    for extra in extras:
+        items = [{"kind": "k", "payload": {"n": 1}}, {"kind": "k", "payload": {"n": 2}, **extra}]
+        tasks = kapp.enqueue_many(items)
+        assert [dataclasses.replace(t, created=False) for t in tasks] == [
+            kapp.get(t.id) for t in tasks
+        ]
+        if "tenant" in extra:
+            assert tasks[1].tenant == "a\x00b"
+        if "run_at" in extra:
+            assert tasks[1].run_at == far
+        for t in tasks:
+            assert _log(kapp, t.id) == [(1, None, "queued", "enqueued", "caller", 0, {})]
+
+
+def test_claim_logs_each_claimed_task(kapp: jobtrail.App) -> None:
+    kapp.enqueue_many([{"kind": "k", "payload": {"n": i}, "priority": i % 3} for i in range(30)])
+    kapp.enqueue_many([{"kind": "q", "payload": {"n": i}} for i in range(5)])
+    rows = _claim(kapp, "w1", ["k", "q"], 25, version="v1é")
+    assert len(rows) == 25
+    for row in rows:
+        task = kapp.get(row["id"])
+        log = kapp.transitions(row["id"])
+        assert task.state == "leased" and task.lease_owner == "w1" and task.attempts == 1
+        assert [(x.seq, x.from_state, x.to_state, x.reason, x.actor, x.attempt) for x in log] == [
+            (1, None, "queued", "enqueued", "caller", 0),
+            (2, "queued", "leased", "claimed", "w1", 1),
+        ]
+        assert log[1].at == task.updated_at == row["updated_at"]
+        assert list(log[1].data) == ["waited", "version"] and log[1].data["version"] == "v1é"
+        assert log[1].data["waited"] == round(float(row["waited"]), 6)
+    rows = _claim(kapp, "w2", ["k", "q"], 25)
+    assert len(rows) == 10
+    assert all(list(kapp.transitions(r["id"])[1].data) == ["waited"] for r in rows)
+
+
+def test_complete_many_moves_exactly_the_tasks_whose_guard_holds(kapp: jobtrail.App) -> None:
+    tasks = kapp.enqueue_many([{"kind": "k", "payload": {"n": i}} for i in range(8)])
+    kapp.enqueue("short", {"n": "expired"})
+    mine = _claim(kapp, "w1", ["k"], 6)
+    theirs = _claim(kapp, "w2", ["k"], 2)
+    expired = _claim(kapp, "w1", ["short"], 1)
+    time.sleep(0.15)  # the short lease has run out
+    cancelled = mine[1]
+    assert kapp.cancel(str(cancelled["id"]), by="op").outcome == "cancel_requested"
+    good = [mine[0], mine[3], mine[4], mine[5]]
+    pairs = [(int(r["id"]), r["attempts"]) for r in good]
+    pairs += [
+        (int(mine[2]["id"]), mine[2]["attempts"] + 1),  # another attempt
+        (int(theirs[0]["id"]), theirs[0]["attempts"]),  # another holder
+        (int(cancelled["id"]), cancelled["attempts"]),  # not leased any more
+        (int(expired[0]["id"]), expired[0]["attempts"]),  # lease expired
+        (10**9, 1),  # no such task
+    ]
+    untouched = [mine[1], mine[2], theirs[0], expired[0]]
+    before = {r["id"]: (kapp.get(r["id"]), _log(kapp, r["id"])) for r in untouched}
+    driver = kapp._driver
+    with driver.transaction() as tx:
+        moved = driver.task_complete_many(tx, "w1", "w1", list(reversed(pairs)))
+    assert moved == {int(r["id"]) for r in good}
+    for row in good:
+        task = kapp.get(row["id"])
+        log = kapp.transitions(row["id"])
+        assert task.state == "succeeded" and task.last_reason == "completed"
+        assert task.lease_owner is None and task.lease_expires_at is None
+        assert task.attempts == 1 and task.receipt_deadline is None
+        assert [
+            (x.seq, x.from_state, x.to_state, x.reason, x.actor, x.attempt, x.data) for x in log
+        ][2:] == [(3, "leased", "succeeded", "completed", "w1", 1, {})]
+        assert log[2].at == task.updated_at == task.finished_at
+    for task_id, (task, log) in before.items():
+        assert (kapp.get(task_id), _log(kapp, task_id)) == (task, log)
+    assert tasks  # the rest stay queued
+    with driver.transaction() as tx:
+        assert driver.task_complete_many(tx, "w1", "w1", []) == set()
+
+
+def test_sqlite_batches_take_a_constant_number_of_statements(kapp: jobtrail.App) -> None:
+    if kapp._driver.dialect != "sqlite":
+        pytest.skip("PostgreSQL runs each of these as one statement already")
+    driver = kapp._driver
+    conn = driver._connect()  # type: ignore[attr-defined]
+    statements: list[str] = []
+
+    def count(fn: Any) -> int:
+        statements.clear()
+        conn.set_trace_callback(statements.append)
+        try:
+            fn()
+        finally:
+            conn.set_trace_callback(None)
+        return len(statements)
+
+    def complete(rows: list[Any]) -> None:
+        with driver.transaction() as tx:
+            driver.task_complete_many(tx, "w", "w", [(r["id"], r["attempts"]) for r in rows])
+
+    sizes = (3, 40)
+    enqueued = [count(lambda n=n: kapp.enqueue_many([{"kind": "k"}] * n)) for n in sizes]
+    claimed: list[list[Any]] = [[], []]
+    claims = [
+        count(lambda i=i, n=n: claimed[i].extend(_claim(kapp, "w", ["k"], n, queues=["default"])))
+        for i, n in enumerate(sizes)
+    ]
+    completed = [count(lambda rows=rows: complete(rows)) for rows in claimed]
+    assert [len(rows) for rows in claimed] == list(sizes)
+    assert enqueued[0] == enqueued[1] and claims[0] == claims[1]
+    assert completed[0] == completed[1]
