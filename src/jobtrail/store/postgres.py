@@ -111,14 +111,15 @@ class _Watchdog:
     connection is registered here (one dict entry under a lock); a thread looks every so often
     and shuts the socket of an overdue one down. The blocked call then fails at once as a
     broken connection (``OperationalError`` → ``StoreUnavailable``), and the pool replaces it.
-    Only the file descriptor is touched, never libpq's state, and only while the use is still
-    registered (the same lock), so a connection already given back is never hit.
+    Only the file descriptor is touched (libpq's state is only read, to see that the socket is
+    still the connection's), and only while the use is still registered (the same lock), so a
+    connection already given back is never hit.
     """
 
     def __init__(self, limit: float) -> None:
         self.limit = limit
         self.fired = 0
-        self._uses: dict[int, tuple[float, int]] = {}
+        self._uses: dict[int, tuple[float, int, psycopg.Connection[Any]]] = {}
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
@@ -126,7 +127,7 @@ class _Watchdog:
     def enter(self, conn: psycopg.Connection[Any]) -> None:
         fd = conn.pgconn.socket
         with self._lock:
-            self._uses[id(conn)] = (time.monotonic() + self.limit, fd)
+            self._uses[id(conn)] = (time.monotonic() + self.limit, fd, conn)
             if self._thread is None and not self._closed.is_set():
                 self._thread = threading.Thread(
                     target=self._watch, name="jobtrail-pg-watchdog", daemon=True
@@ -147,9 +148,17 @@ class _Watchdog:
         while not self._closed.wait(interval):
             now = time.monotonic()
             with self._lock:
-                overdue = [key for key, (deadline, _) in self._uses.items() if deadline <= now]
+                overdue = [key for key, use in self._uses.items() if use[0] <= now]
                 for key in overdue:
-                    _, fd = self._uses.pop(key)
+                    _, fd, conn = self._uses.pop(key)
+                    try:
+                        # libpq closes the socket of a connection it found broken: then the
+                        # number may belong to another socket already, leave it alone
+                        current = conn.pgconn.socket
+                    except psycopg.Error:
+                        continue
+                    if current != fd:
+                        continue
                     self.fired += 1
                     log.warning(
                         "a PostgreSQL connection gave no answer for %.1fs; closing it", self.limit
