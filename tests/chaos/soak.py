@@ -80,7 +80,7 @@ def pay(ctx, payload):
     if random.random() < ERR:
         raise jobtrail.TransientError("flaky before the charge", category="timeout")
     receipt = ctx.effect("charge", charge)
-    time.sleep(random.random() * 0.005)
+    time.sleep(random.random() * 0.02)  # the provider's answer takes a while
     if random.random() < ERR:
         raise ConnectionError("flaky after the charge")
     return receipt
@@ -217,6 +217,7 @@ def run(
         assert not again.created
         procs = [(start(), logs[-1]) for _ in range(workers)]
         next_kill = time.monotonic() + rng.uniform(0.3, kill_every)
+        killed_early = False
         next_cut = time.monotonic() + rng.uniform(0.4, 1.2) * cut_every
         restarted = False
         deadline = started + timeout
@@ -236,7 +237,11 @@ def run(
                 res.problems.append(f"timed out with {open_} tasks not terminal: {counts}")
                 break
             now = time.monotonic()
-            if now >= next_kill and done < tasks * 0.97:
+            # the first kill comes once a few tasks are done at the latest, so that even a run
+            # that finishes before the kill timer fires has a worker killed mid-run
+            early = not killed_early and done >= max(1, tasks // 20)
+            if (now >= next_kill or early) and done < tasks * 0.97:
+                killed_early = True
                 i = rng.randrange(len(procs))
                 p, _ = procs[i]
                 p.send_signal(signal.SIGKILL)
@@ -257,7 +262,7 @@ def run(
                 if p.poll() is not None:  # a worker that exited by itself is a finding
                     res.problems.append(f"worker exited with {p.returncode}: {logs[i]}")
                     procs[i] = (start(), logs[-1])
-            time.sleep(0.25)
+            time.sleep(0.05)
     finally:
         for p, _ in procs:
             if p.poll() is None:
