@@ -166,15 +166,13 @@ class Worker:
     def _claim_loop(self) -> None:
         next_sweep = 0.0
         failures = 0
+        burst = self.options.burst
         while not self._stop.is_set():
-            now = time.monotonic()
-            if now >= next_sweep:
-                try:
-                    sweep(self.driver, self.app._kinds)
-                except Exception as exc:  # the store is down: keep running, try later
-                    log.warning("sweep failed: %s", type(exc).__name__)
-                self.app._cron_tick()  # cron windows (scheduler.py): leader-free, never raises
-                next_sweep = now + self.options.sweep_interval
+            # A burst worker sweeps before it claims (what the sweep requeues is claimed before
+            # it decides it is done); a running worker after, so that a task that woke it
+            # starts before the sweep's round trips.
+            if burst and time.monotonic() >= next_sweep:
+                next_sweep = self._sweep()
             done = self._completions.take()
             with self._running_lock:
                 # Read before claiming: a handler that finishes during the claim may release
@@ -191,15 +189,28 @@ class Worker:
                     failures += 1
                     delay = min(5.0, 0.1 * 2 ** min(failures, 6))
                     log.warning("claim failed (%s); retrying in %.1fs", type(exc).__name__, delay)
+                    if not burst and time.monotonic() >= next_sweep:
+                        next_sweep = self._sweep()  # other workers' expired leases all the same
                     self._stop.wait(delay)
                     continue
-            if self.options.burst and claimed == 0 and busy_before == 0:
+            if not burst and time.monotonic() >= next_sweep:
+                next_sweep = self._sweep()
+            if burst and claimed == 0 and busy_before == 0:
                 return
             if (claimed and claimed == free) or self._completions.waiting():
                 continue  # there may be more due work, or successes to write: go again at once
             self.driver.wait_for_work(
                 min(self.options.poll_interval, max(0.01, next_sweep - time.monotonic()))
             )
+
+    def _sweep(self) -> float:
+        """Expired leases and receipt deadlines, then cron windows; returns the next time."""
+        try:
+            sweep(self.driver, self.app._kinds)
+        except Exception as exc:  # the store is down: keep running, try later
+            log.warning("sweep failed: %s", type(exc).__name__)
+        self.app._cron_tick()  # cron windows (scheduler.py): leader-free, never raises
+        return time.monotonic() + self.options.sweep_interval
 
     def _round(self, done: list[Attempt], free: int) -> int:
         """One round trip: commit the successes in ``done`` and claim up to ``free`` tasks in
@@ -253,7 +264,7 @@ class Worker:
                 if request is None:
                     return moved, []
                 rows = transition.claim(driver, tx, replace(request, skip_limited=True))
-            return moved, rows + self._claim_limited(request, free - len(rows))
+            return moved, rows + self._claim_limited(request, free - len(rows), soon=not rows)
         if request is None:
             with driver.single_statement(pinned=True) as tx:
                 return driver.task_complete_many(tx, self.owner, self.owner, pairs), []
@@ -271,7 +282,7 @@ class Worker:
         if len(rows) < free and rest:
             rows += self._claim_fast(replace(request, queues=rest, limit=free - len(rows)))
         elif len(rows) < free:
-            rows += self._claim_limited(request, free - len(rows))
+            rows += self._claim_limited(request, free - len(rows), soon=not rows)
         return moved, rows
 
     def _claim_fast(self, request: Claim) -> list[dict[str, Any]]:
@@ -280,16 +291,18 @@ class Worker:
         their queue locks."""
         with self.driver.single_statement(pinned=True) as tx:
             rows = transition.claim_unlimited(self.driver, tx, request)
-        return rows + self._claim_limited(request, request.limit - len(rows))
+        return rows + self._claim_limited(request, request.limit - len(rows), soon=not rows)
 
-    def _claim_limited(self, request: Claim, room: int) -> list[dict[str, Any]]:
+    def _claim_limited(self, request: Claim, room: int, *, soon: bool) -> list[dict[str, Any]]:
         """Which queues are limited is re-read every sweep interval: it only decides where to
         look — the fast statements never take from a limited queue, so a limit set meanwhile
         holds at once, and a lifted one is served within a second."""
         age = time.monotonic() - self._limited_read_at
-        # re-read at least every sweep interval, and soon whenever the fast claim came up
-        # short (so an idle or burst worker sees a new limit within 0.1 s)
-        if age >= self.options.sweep_interval or (room > 0 and age >= 0.1):
+        # re-read at least every sweep interval, and soon (0.1 s) when the fast claim found
+        # nothing, so an idle or burst worker sees a new limit at once — but not when it found
+        # some: the task it claimed starts first (an idle worker's one new task would wait
+        # for this read's round trips)
+        if age >= self.options.sweep_interval or (room > 0 and soon and age >= 0.1):
             with self.driver.transaction(write=False) as tx:
                 self._limited = self.driver.queues_limited(tx, self.options.queues)
             self._limited_read_at = time.monotonic()
