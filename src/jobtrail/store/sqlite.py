@@ -158,8 +158,10 @@ class SQLiteDriver(Driver):
         conn = self._connect()
         conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         # What this thread has seen: wait_for_work compares against it to notice commits by
-        # other processes (a cheap poll instead of a claim query).
-        self._local.seen = conn.execute("PRAGMA data_version").fetchone()[0]
+        # other processes (a cheap poll instead of a claim query). Only threads that wait for
+        # work (workers) keep it: an enqueue saves the statement.
+        if getattr(self._local, "watching", False):
+            self._local.seen = conn.execute("PRAGMA data_version").fetchone()[0]
         try:
             yield _Tx(conn, self.sql)
         except BaseException:
@@ -238,8 +240,14 @@ class SQLiteDriver(Driver):
     # shared memory only — far cheaper than running the claim query.
     def wait_for_work(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
+        conn: sqlite3.Connection | None = None
+        if not self._closed:
+            conn = self._connect()
+            if not getattr(self._local, "watching", False):
+                # first wait of this thread: from now on its transactions note the version
+                self._local.watching = True
+                self._local.seen = conn.execute("PRAGMA data_version").fetchone()[0]
         seen = getattr(self._local, "seen", None)
-        conn = self._connect() if seen is not None else None
         woke = False
         while True:
             left = deadline - time.monotonic()
