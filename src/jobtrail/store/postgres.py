@@ -233,7 +233,8 @@ class PostgresDriver(Driver):
             # no check= here: the pool's own check loop sleeps (1 s, then 2 s, 4 s, ...)
             # after every connection that fails it, so after a network cut a pool of ten dead
             # idle connections outlives a 5 s checkout; _checkout checks them back to back.
-            reset=self._returned,
+            # no reset= either: with one, psycopg_pool returns every connection through a
+            # background task (a thread hand-off per transaction); _checkin notes the time
             reconnect_timeout=3600.0,
             name="jobtrail",
         )
@@ -253,9 +254,6 @@ class PostgresDriver(Driver):
             conn.execute("SET TIME ZONE 'UTC'")
         finally:
             self._leave(conn)
-        self._last_used[conn] = time.monotonic()
-
-    def _returned(self, conn: psycopg.Connection[Any]) -> None:
         self._last_used[conn] = time.monotonic()
 
     def _enter(self, conn: psycopg.Connection[Any]) -> None:
@@ -301,6 +299,7 @@ class PostgresDriver(Driver):
 
     def _checkin(self, conn: psycopg.Connection[Any]) -> None:
         self._leave(conn)
+        self._last_used[conn] = time.monotonic()
         self.pool.putconn(conn)
 
     @contextmanager
