@@ -212,10 +212,13 @@ WITH upd AS (
         receipt_deadline = NULL,
         dismissed_at = NULL
     WHERE t.id = ANY(%(ids)s::bigint[])
-      AND t.state = 'leased'
+      -- written so that no index on state or lease fits: the planner's statistics rarely see
+      -- leased rows (ANALYZE runs when few are leased), and it would then read every leased
+      -- task of every worker through the lease index instead of these ids on the primary key
+      AND t.state || '' = 'leased'
       AND t.lease_owner = %(owner)s::text
       AND t.attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], t.id)]
-      AND t.lease_expires_at > now()
+      AND t.lease_expires_at + interval '0 s' > now()
       AND t.parent_id IS NULL
     RETURNING t.id, t.seq, t.attempts, t.updated_at
 ), log AS (
@@ -246,10 +249,13 @@ WITH done AS (
         receipt_deadline = NULL,
         dismissed_at = NULL
     WHERE t.id = ANY(%(ids)s::bigint[])
-      AND t.state = 'leased'
+      -- written so that no index on state or lease fits: the planner's statistics rarely see
+      -- leased rows (ANALYZE runs when few are leased), and it would then read every leased
+      -- task of every worker through the lease index instead of these ids on the primary key
+      AND t.state || '' = 'leased'
       AND t.lease_owner = %(owner)s::text
       AND t.attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], t.id)]
-      AND t.lease_expires_at > now()
+      AND t.lease_expires_at + interval '0 s' > now()
       AND t.parent_id IS NULL
     RETURNING t.id, t.seq, t.attempts, t.updated_at
 ), done_log AS (
