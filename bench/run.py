@@ -39,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PEERS_VENV = HERE / ".venv-peers"
 PEER_PACKAGES = {
-    "pgqueuer": "pgqueuer==1.6.0",
+    "pgqueuer": "pgqueuer[asyncpg]==1.6.0",
     "procrastinate": "procrastinate==3.10.0",
     "huey": "huey==3.5.4",
     "oban": "oban==0.7.0",

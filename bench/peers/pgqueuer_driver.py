@@ -1,10 +1,13 @@
-"""pgqueuer 1.6 through its public API (Queries / QueueManager over psycopg async)."""
+"""pgqueuer 1.6 through its public API (Queries / QueueManager over asyncpg, the driver its
+documentation and benchmarks use; psycopg async when asyncpg is missing — with it, pgqueuer's
+idle worker wakes only about once a second)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import sys
+from typing import Any
 
 import psycopg
 from _common import CONCURRENCY, latency, record_latency, timed
@@ -15,9 +18,17 @@ from pgqueuer.queries import Queries
 url, phase, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
 
+async def driver() -> Any:
+    try:
+        import asyncpg
+        from pgqueuer.db import AsyncpgDriver
+    except ImportError:
+        return PsycopgDriver(await psycopg.AsyncConnection.connect(url, autocommit=True))
+    return AsyncpgDriver(await asyncpg.connect(url))
+
+
 async def connect() -> Queries:
-    conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
-    return Queries(PsycopgDriver(conn))
+    return Queries(await driver())
 
 
 async def main() -> None:
@@ -38,8 +49,7 @@ async def main() -> None:
         elapsed = time.perf_counter() - start
         print(json.dumps({"seconds": elapsed, "rate": n / elapsed}))
     elif phase == "work":
-        conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
-        qm = QueueManager(Queries(PsycopgDriver(conn)))
+        qm = QueueManager(Queries(await driver()))
 
         @qm.entrypoint("noop")
         async def noop(job) -> None:  # type: ignore[no-untyped-def]
