@@ -91,6 +91,25 @@ def _all(driver: object, selector: str) -> list[object]:
     return list(driver.find_elements(By.CSS_SELECTOR, selector))  # type: ignore[attr-defined]
 
 
+def _wait_ids(driver: object, selector: str, expected: list[str], timeout: float = 10) -> None:
+    """Wait until the rows at ``selector`` carry exactly ``expected`` ids (in any order): after
+    a click the old page may still be there, so a single read can see it, or nothing."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def ids(d: object) -> bool:
+        try:
+            seen = sorted(r.get_attribute("data-id") for r in _all(d, selector))  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - a row went stale while the page changed: look again
+            return False
+        return seen == sorted(expected)
+
+    try:
+        WebDriverWait(driver, timeout).until(ids)
+    except Exception:
+        seen = [r.get_attribute("data-id") for r in _all(driver, selector)]  # type: ignore[attr-defined]
+        raise AssertionError(f"rows {seen}, expected {sorted(expected)}") from None
+
+
 def _wait_css(driver: object, selector: str, timeout: float = 10) -> object:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
@@ -152,17 +171,14 @@ def test_filter_list_and_open_a_task(browser: object, site: tuple[str, Seeded, s
     d.get(url + "/")  # type: ignore[attr-defined]
     Select(_css(d, "#f-state")).select_by_value("dead")
     _css(d, "#f-go").click()  # type: ignore[attr-defined]
-    _wait_css(d, "#task-list")
-    rows = _all(d, "#task-list .task-row")
-    assert sorted(r.get_attribute("data-id") for r in rows) == sorted([s.dead, s.dead_other])  # type: ignore[attr-defined]
+    _wait_ids(d, "#task-list .task-row", [s.dead, s.dead_other])
     assert "state=dead" in d.current_url  # type: ignore[attr-defined]
     _shot(d, backend, "tasks-filtered")
     # search by idempotency key
     d.get(url + "/")  # type: ignore[attr-defined]
     _css(d, "#f-q").send_keys("note-42")  # type: ignore[attr-defined]
     _css(d, "#f-go").click()  # type: ignore[attr-defined]
-    _wait_css(d, "#task-list")
-    assert [r.get_attribute("data-id") for r in _all(d, ".task-row")] == [s.keyed]  # type: ignore[attr-defined]
+    _wait_ids(d, ".task-row", [s.keyed])
     # open it from the list: the timeline shows each transition's sentence and code
     _css(d, f".task-row[data-id='{s.keyed}'] a").click()  # type: ignore[attr-defined]
     _wait_css(d, "#timeline")
