@@ -2,10 +2,11 @@
 
 One pump loop (this thread) that writes plain successes and claims new work in the same round
 trip, one heartbeat thread that renews leases at a third of their length and enforces
-per-attempt timeouts, a pool of handler threads (one per running plain handler; an abandoned
-handler keeps its thread and the pool grows), and one event loop thread for ``async def``
-handlers. Outcomes are decided by ``decide`` and written by ``transition.apply`` with the worker
-guard (owner + attempt + unexpired lease): an attempt that lost its lease writes nothing.
+per-attempt timeouts, a pool of ``concurrency`` handler threads (a handler abandoned at its
+timeout keeps its thread and a replacement starts), and one event loop thread for
+``async def`` handlers. Outcomes are decided by ``decide`` and written by ``transition.apply``
+with the worker guard (owner + attempt + unexpired lease): an attempt that lost its lease
+writes nothing.
 
 A task holds one of the worker's ``concurrency`` slots from its claim until its outcome is
 committed. A handler thread that returns plainly hands its attempt to the pump and takes the
@@ -233,15 +234,6 @@ class Worker:
             self._start(self._attempt(row))
         return len(rows)
 
-    def _handler_done(self, attempt: Attempt) -> bool:
-        """The attempt's handler returned, or was abandoned at its timeout: True for the first
-        of the two (the other finds its handler slot already given back)."""
-        with attempt.lock:
-            if attempt.handler_done:
-                return False
-            attempt.handler_done = True
-            return True
-
     def _complete_and_claim(
         self, pairs: list[tuple[int, int]], free: int
     ) -> tuple[set[int], list[dict[str, Any]]]:
@@ -395,6 +387,15 @@ class Worker:
             self._loop = None
 
     # -- outcomes ------------------------------------------------------------------------------
+    def _handler_done(self, attempt: Attempt) -> bool:
+        """The attempt's handler returned, or was abandoned at its timeout: True for the first
+        of the two (the other finds its handler slot already given back)."""
+        with attempt.lock:
+            if attempt.handler_done:
+                return False
+            attempt.handler_done = True
+            return True
+
     def _close(self, attempt: Attempt) -> bool:
         """Claim the right to write this attempt's outcome (once: a timed-out attempt's
         handler may still return later)."""
@@ -406,7 +407,7 @@ class Worker:
     def _finish_batched(self, attempt: Attempt) -> bool:
         """A plain success goes to the pump, which commits it with its next round trip and
         then frees the slot. False when it must be written alone."""
-        if attempt.lost or not _batchable(attempt) or attempt.closed:
+        if attempt.lost or not _batchable(attempt):
             return False
         if not self._close(attempt):
             return True  # somebody else (the timeout) decided already
@@ -422,8 +423,11 @@ class Worker:
         """Write the attempt's outcome (or nothing, if it lost its lease)."""
         if exc is None and self._finish_batched(attempt):
             return
-        if not self._close(attempt):
-            return
+        if self._close(attempt):
+            self._write_and_release(attempt, exc)
+
+    def _write_and_release(self, attempt: Attempt, exc: BaseException | None) -> None:
+        """Write the outcome of an attempt this thread has closed, then free its slot."""
         try:
             if attempt.lost or isinstance(exc, LeaseLost):
                 log.info(
@@ -453,22 +457,11 @@ class Worker:
         lease lasts) — for successes the batch could not move."""
         for attempt in attempts:
             threading.Thread(
-                target=self._settle_one, args=(attempt,), daemon=True, name="jobtrail-settle"
+                target=self._write_and_release,
+                args=(attempt, None),
+                daemon=True,
+                name="jobtrail-settle",
             ).start()
-
-    def _settle_one(self, attempt: Attempt) -> None:
-        try:
-            if attempt.lost:
-                log.info(
-                    "task %s attempt %d lost its lease (%s); writing nothing",
-                    attempt.task_id,
-                    attempt.number,
-                    attempt.lost_why,
-                )
-                return
-            self._write_outcome(attempt, None)
-        finally:
-            self._release([attempt])
 
     def _write_outcome(self, attempt: Attempt, exc: BaseException | None) -> None:
         delay = 0.05
