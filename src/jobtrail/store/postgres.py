@@ -325,9 +325,7 @@ class PostgresDriver(Driver):
             with self._connection() as conn, conn.transaction():
                 yield _Tx(conn, self.sql)
         except (psycopg.OperationalError, PoolTimeout) as exc:
-            raise StoreUnavailable(
-                f"PostgreSQL is unreachable: {type(exc).__name__}: {_first_line(exc)}"
-            ) from exc
+            raise _unavailable(exc) from exc
 
     @contextmanager
     def single_statement(self, *, pinned: bool = False) -> Iterator[_Tx]:
@@ -340,9 +338,7 @@ class PostgresDriver(Driver):
             with self._connection() as conn:
                 yield _Tx(conn, self.sql)
         except (psycopg.OperationalError, PoolTimeout) as exc:
-            raise StoreUnavailable(
-                f"PostgreSQL is unreachable: {type(exc).__name__}: {_first_line(exc)}"
-            ) from exc
+            raise _unavailable(exc) from exc
 
     def _pinned_statement(self) -> Iterator[_Tx]:
         """The calling thread's own autocommit connection, kept between calls (a worker's pump
@@ -366,9 +362,7 @@ class PostgresDriver(Driver):
                 self._leave(conn)
         except psycopg.OperationalError as exc:
             self._drop_pinned(conn)
-            raise StoreUnavailable(
-                f"PostgreSQL is unreachable: {type(exc).__name__}: {_first_line(exc)}"
-            ) from exc
+            raise _unavailable(exc) from exc
         except BaseException:
             if conn is not None and (conn.broken or conn.closed):
                 self._drop_pinned(conn)
@@ -611,6 +605,10 @@ def _text_array(values: tuple[str, ...]) -> str:
     """A text array literal with every element quoted (worker kinds: the same on each call)."""
     quoted = ('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
     return "{" + ",".join(quoted) + "}"
+
+
+def _unavailable(exc: BaseException) -> StoreUnavailable:
+    return StoreUnavailable(f"PostgreSQL is unreachable: {type(exc).__name__}: {_first_line(exc)}")
 
 
 def _first_line(exc: BaseException) -> str:
