@@ -69,6 +69,22 @@ def _fill_pool(app: jobtrail.App, n: int) -> None:
     )
 
 
+def _background_worker(app: jobtrail.App) -> tuple[Worker, threading.Thread]:
+    """A running-mode worker with short intervals, on a thread the test starts and stops."""
+    worker = Worker(
+        app,
+        WorkerOptions(
+            queues=["default"],
+            concurrency=4,
+            poll_interval=0.1,
+            sweep_interval=0.25,
+            grace=2.0,
+            install_signals=False,
+        ),
+    )
+    return worker, threading.Thread(target=worker.run, name="test-worker", daemon=True)
+
+
 def test_checkout_after_each_cut_finds_a_working_connection(pg_store: Store) -> None:
     pg_store.app()  # migrated
     with FaultProxy(*upstream(pg_store.url)) as proxy:
@@ -101,18 +117,7 @@ def test_idle_worker_keeps_working_through_repeated_cuts(pg_store: Store) -> Non
         app = jobtrail.App(via(pg_store.url, proxy.port), pool_size=10)
         ran: list[str] = []
         app.task("tick", lease_seconds=2)(lambda ctx, payload: ran.append(ctx.task_id))
-        worker = Worker(
-            app,
-            WorkerOptions(
-                queues=["default"],
-                concurrency=4,
-                poll_interval=0.1,
-                sweep_interval=0.25,
-                grace=2.0,
-                install_signals=False,
-            ),
-        )
-        thread = threading.Thread(target=worker.run, name="test-worker", daemon=True)
+        worker, thread = _background_worker(app)
         try:
             _fill_pool(app, 10)  # as after a busy spell: ten idle connections
             thread.start()
@@ -172,18 +177,7 @@ def test_worker_gets_past_stalled_connections(pg_store: Store) -> None:
     with FaultProxy(*upstream(pg_store.url)) as proxy:
         app = jobtrail.App(via(pg_store.url, proxy.port), read_timeout=1.0)
         app.task("tick", lease_seconds=2)(lambda ctx, payload: None)
-        worker = Worker(
-            app,
-            WorkerOptions(
-                queues=["default"],
-                concurrency=4,
-                poll_interval=0.1,
-                sweep_interval=0.25,
-                grace=2.0,
-                install_signals=False,
-            ),
-        )
-        thread = threading.Thread(target=worker.run, name="test-worker", daemon=True)
+        worker, thread = _background_worker(app)
         try:
             thread.start()
             for i in range(5):
