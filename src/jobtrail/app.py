@@ -19,7 +19,7 @@ from .app_views import ViewsAPI  # read helpers for people (the dashboard)
 from .app_webhooks import WebhooksAPI  # webhooks (§12): @app.webhook, receive_webhook
 from .errors import IdempotencyConflict, IllegalTransition, TaskNotFound, UnknownKind
 from .kinds import DEFAULT_MAX_PAYLOAD, Classifier, KindSpec
-from .machine import TERMINAL, Reason, State
+from .machine import STATE_OF, TERMINAL, Reason, State
 from .models import CancelResult, Task, Transition, task_from_fields
 from .scheduler import Schedule
 from .store.base import Driver, Move, NewTask, Row, Tx, open_driver
@@ -413,7 +413,7 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
                 "kind": row["kind"],
                 "queue": row["queue"],
                 "tenant": row["tenant"],
-                "state": State(row["state"]),
+                "state": STATE_OF[row["state"]],
                 "payload": row["payload"],
                 "priority": row["priority"],
                 "attempts": row["attempts"],

@@ -68,13 +68,16 @@ def _plain(value: Any) -> Any:
 
 
 def _pages(tx: Tx, page: int) -> Iterator[list[Row]]:
-    after = 0
+    after = (0, 0)
     while True:
-        rows = tx.all("check_transitions_page", {"after": after, "limit": page})
+        rows = tx.all(
+            "check_transitions_page",
+            {"after_task": after[0], "after_seq": after[1], "limit": page},
+        )
         if not rows:
             return
         yield rows
-        after = rows[-1]["id"]
+        after = (rows[-1]["task_id"], rows[-1]["seq"])
 
 
 def _edges(tx: Tx, page: int) -> Iterator[dict[str, Any]]:

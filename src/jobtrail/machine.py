@@ -28,6 +28,8 @@ class State(enum.StrEnum):
 
 
 TERMINAL = frozenset({State.SUCCEEDED, State.CANCELLED, State.DEAD})
+#: ``State(text)`` as a dict lookup (the enum call costs more, on every row read)
+STATE_OF: dict[str, State] = {s.value: s for s in State}
 #: States in which a worker holds a lease (owner, expiry, attempt).
 HELD = frozenset({State.LEASED, State.CANCEL_REQUESTED})
 

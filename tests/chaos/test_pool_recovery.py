@@ -108,6 +108,38 @@ def test_checkout_after_each_cut_finds_a_working_connection(pg_store: Store) -> 
             app.close()
 
 
+def test_enqueue_after_a_cut_reconnects_its_express_connection(pg_store: Store) -> None:
+    """A single enqueue runs on the driver's express connection (kept outside the pool); one
+    idle past CHECK_AFTER_IDLE is checked first, as the pool's are, so an enqueue after a cut
+    succeeds on a new connection instead of failing on the dead one."""
+    pg_store.app()  # migrated
+    with FaultProxy(*upstream(pg_store.url)) as proxy:
+        app = jobtrail.App(via(pg_store.url, proxy.port))
+        app.task("k")(lambda ctx, payload: None)
+        driver = _driver(app)
+        try:
+            first = app.enqueue("k", {"n": 0})
+            express = driver._express.conn
+            assert express is not None and not express.closed
+            for round_ in range(3):
+                time.sleep(1.2)  # the express connection is past CHECK_AFTER_IDLE
+                proxy.cut()
+                try:
+                    app.enqueue("k", {"n": round_ + 1})
+                except jobtrail.StoreUnavailable as exc:
+                    pytest.fail(f"round {round_}: enqueue failed after a cut: {exc}")
+                assert driver._express.conn is not express, "the dead connection was reused"
+                express = driver._express.conn
+            # while a thread holds the express connection, the others use the pool
+            with driver._express_lock:
+                other = app.enqueue("k", {"n": "pool"})
+            ids = {t.id for t in app.list(kind="k", limit=10)}
+            assert len(ids) == 5 and {first.id, other.id} <= ids
+        finally:
+            app.close()
+        assert express is not None and express.closed  # close() closes it too
+
+
 def test_idle_worker_keeps_working_through_repeated_cuts(pg_store: Store) -> None:
     """The soak's stall, small: a worker whose pool grew, idle, cut every 1.5 s; work arrives
     in the middle of it and must be done before the cuts end."""

@@ -85,6 +85,33 @@ def test_bulk_enqueue_returns_in_input_order_what_get_reads(kapp: jobtrail.App) 
         assert log[0].at == t.created_at
 
 
+def test_single_enqueue_returns_what_get_reads(kapp: jobtrail.App) -> None:
+    # the drivers build the returned task from what they inserted plus the generated id and
+    # times, without reading the row back: it must be the row get reads, key order included
+    at = datetime(2022, 2, 3, 4, 5, 6, 654321, tzinfo=UTC)
+    variants: list[dict[str, Any]] = [
+        {},
+        {"priority": -7, "tenant": "ü"},
+        {"delay": 12.5},
+        {"run_at": at},
+        {"queue": "elsewhere", "max_attempts": 9},
+        {"idempotency_key": "once"},
+    ]
+    payload = {"zz": 1, "a": [1.5, 1e16], "bbb": {"y": None, "x": "é\u2028"}, "": 0}
+    for extra in variants:
+        task = kapp.enqueue("k", payload, **extra)
+        got = kapp.get(task.id)
+        assert task.created and not got.created
+        assert dataclasses.replace(task, created=False) == got, extra
+        assert list(task.payload) == list(got.payload)
+        assert list(task.payload["bbb"]) == list(got.payload["bbb"])
+        assert _log(kapp, task.id) == [(1, None, "queued", "enqueued", "caller", 0, {})]
+        assert kapp.transitions(task.id)[0].at == task.created_at == task.updated_at
+    again = kapp.enqueue("k", payload, idempotency_key="once")
+    assert not again.created
+    assert dataclasses.replace(again, created=False) == kapp.get(again.id)
+
+
 def test_bulk_enqueue_of_values_that_need_the_one_by_one_path(kapp: jobtrail.App) -> None:
     # a NUL character, a tiny fractional delay and a far-off run_at cannot travel exactly in
     # one JSON batch on SQLite: such a batch is stored one by one, with the same result

@@ -59,7 +59,7 @@ class Tx(Protocol):
     def many(self, name: str, params: Sequence[dict[str, Any]]) -> None: ...
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: built per enqueued task, and frozen setup costs
 class NewTask:
     kind: str
     queue: str
@@ -77,6 +77,48 @@ class NewTask:
     state: State = State.QUEUED
     actor: str = "caller"
     data: dict[str, Any] = field(default_factory=dict)
+
+
+def inserted_row(
+    new: NewTask, task_id: int, created_at: datetime, run_at: datetime, payload: Any
+) -> Row:
+    """The row a task insert stores for ``new``, from what the database generated (the id, the
+    creation time, the due time): every other column is the value the insert wrote or the
+    column's default, so the row need not be read back (``RETURNING *`` costs more than the
+    insert on a bulk enqueue). ``payload`` is ``new.payload_json`` decoded as the store reads
+    it back."""
+    return {
+        "id": task_id,
+        "kind": new.kind,
+        "queue": new.queue,
+        "tenant": new.tenant,
+        "state": new.state,  # a StrEnum: the text itself
+        "payload": payload,
+        "payload_hash": new.payload_hash,
+        "idempotency_key": new.idempotency_key,
+        "priority": new.priority,
+        "attempts": 0,
+        "max_attempts": new.max_attempts,
+        "lease_seconds": new.lease_seconds,
+        "reentrant": new.reentrant,
+        "run_at": run_at,
+        "lease_owner": None,
+        "lease_expires_at": None,
+        "last_reason": "enqueued",
+        "last_error_category": None,
+        "last_error": None,
+        "replay_count": 0,
+        "receipt_id": None,
+        "receipt_deadline": None,
+        "parent_id": new.parent_id,
+        "seq": 1,
+        "budget_started_at": created_at,
+        "created_at": created_at,
+        "updated_at": created_at,
+        "finished_at": None,
+        "dismissed_at": None,
+        "after_id": None,
+    }
 
 
 @dataclass(frozen=True)
@@ -211,9 +253,7 @@ class Driver(abc.ABC):
             "actor": new.actor,
             "data": dumps(new.data),
         }
-        row = tx.one(query, params)
-        if row is not None:
-            row.pop("notified", None)  # PostgreSQL's wake-up column, not part of the task
+        row = self._inserted(tx, new, query, params)
         if row is None:
             existing = tx.one(
                 "task_get_by_key",
@@ -236,6 +276,10 @@ class Driver(abc.ABC):
                 data=new.data,
             )
         return row, True
+
+    def _inserted(self, tx: Tx, new: NewTask, query: str, params: dict[str, Any]) -> Row | None:
+        """Run the insert ``query``: the stored row, or None when the idempotency key exists."""
+        return tx.one(query, params)
 
     def task_insert_alone(self, new: NewTask) -> tuple[Row, bool]:
         """``task_insert`` as its own committed transaction, waking workers when created."""

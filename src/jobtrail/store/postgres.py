@@ -12,6 +12,7 @@ idle connection too.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -31,7 +32,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import StoreUnavailable
 from . import queries
-from .base import TIME_COLUMNS, Claim, Driver, NewTask, Row, dumps
+from .base import TIME_COLUMNS, Claim, Driver, NewTask, Row, dumps, inserted_row
 
 log = logging.getLogger("jobtrail.store")
 
@@ -66,12 +67,51 @@ def _decode(row: dict[str, Any]) -> Row:
     return row
 
 
+def _jsonb_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    if len(pairs) > 1:
+        pairs.sort(key=_jsonb_key)
+    return dict(pairs)
+
+
+def _jsonb_key(pair: tuple[str, Any]) -> tuple[int, bytes]:
+    key = pair[0].encode()
+    return len(key), key
+
+
+def jsonb_loads(text: str) -> Any:
+    """``text`` decoded as PostgreSQL hands it back from a jsonb column: jsonb keeps an
+    object's keys shortest first, then in byte order (so a task built without reading its row
+    back has the payload ``get`` reads, key order included)."""
+    if text == "{}":
+        return {}
+    return json.loads(text, object_pairs_hook=_jsonb_object)
+
+
+def _utc_tuple(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(v.astimezone(UTC) if isinstance(v, datetime) else v for v in row)
+
+
+class _Holder:
+    """A connection kept outside the pool, with a cursor to reuse (see ``_own_statement``)."""
+
+    conn: psycopg.Connection[Any] | None = None
+    cursor: psycopg.Cursor[Any] | None = None
+
+
 class _Tx:
     def __init__(
-        self, conn: psycopg.Connection[Any], sql: dict[str, str], *, utc: bool = True
+        self,
+        conn: psycopg.Connection[Any],
+        sql: dict[str, str],
+        *,
+        utc: bool = True,
+        cursor: psycopg.Cursor[Any] | None = None,
     ) -> None:
         self.conn = conn
         self.sql = sql
+        # a cursor of conn to reuse for ``first`` (creating one per statement costs more
+        # CPU than the rest of the client side of a one-row insert)
+        self.cursor = cursor
         # Our own connections run with TimeZone UTC (``_configure``): their times arrive in
         # UTC already. A caller's connection may have any time zone: convert.
         self.decode = _identity if utc else _decode
@@ -91,6 +131,18 @@ class _Tx:
             if self.decode is _identity:
                 return cur.fetchall()
             return [self.decode(r) for r in cur.fetchall()]
+
+    def first(self, name: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
+        """The first row as a tuple, times in UTC (no column names: cheaper for the hot
+        statements that return a few known columns)."""
+        cur = self.cursor if self.cursor is not None else self.conn
+        row: tuple[Any, ...] | None = cur.execute(self.sql[name], params).fetchone()
+        return row if row is None or self.decode is _identity else _utc_tuple(row)
+
+    def tuples(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Every row as a tuple, times in UTC."""
+        rows: list[tuple[Any, ...]] = self.conn.execute(self.sql[name], params).fetchall()
+        return rows if self.decode is _identity else [_utc_tuple(r) for r in rows]
 
     def run(self, name: str, params: dict[str, Any] | None = None) -> int:
         with self._cursor() as cur:
@@ -216,9 +268,13 @@ class PostgresDriver(Driver):
         self._last_used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
             weakref.WeakKeyDictionary()
         )
-        # the worker pump's own connections (single_statement(pinned=True)), one per thread
+        # connections kept outside the pool (_own_statement): the worker pump's, one per
+        # thread (single_statement(pinned=True)), and one express connection for whoever
+        # finds it free (single_statement(); the others use the pool)
         self._pinned = threading.local()
-        self._pinned_all: list[psycopg.Connection[Any]] = []
+        self._express = _Holder()
+        self._express_lock = threading.Lock()
+        self._own_all: list[psycopg.Connection[Any]] = []
         # when a connection of this pool was last found broken: the idle ones are suspect
         self._broken_at = 0.0
         self.max_size = max(2, pool_size)
@@ -285,17 +341,24 @@ class PostgresDriver(Driver):
             if remaining <= 0:
                 raise PoolTimeout("no working connection before the timeout")
             conn = self.pool.getconn(timeout=remaining)
-            self._enter(conn)
-            if self._fresh(conn):
+            if self._fresh(conn) or self._works(conn):
+                self._enter(conn)
                 return conn
-            try:
-                conn.execute("")
-                return conn
-            except Exception:
-                self._broken_at = time.monotonic()
-                self._leave(conn)
-                conn.close()  # whatever failed, the pool must not hand this one out again
-                self.pool.putconn(conn)  # the pool replaces it with a new connection
+            conn.close()  # whatever failed, the pool must not hand this one out again
+            self.pool.putconn(conn)  # the pool replaces it with a new connection
+
+    def _works(self, conn: psycopg.Connection[Any]) -> bool:
+        """Whether ``conn`` answers a round trip (bounded by the watchdog). One that does not
+        makes every connection used before it suspect."""
+        self._enter(conn)
+        try:
+            conn.execute("")
+            return True
+        except Exception:
+            self._broken_at = time.monotonic()
+            return False
+        finally:
+            self._leave(conn)
 
     def _checkin(self, conn: psycopg.Connection[Any]) -> None:
         self._leave(conn)
@@ -332,7 +395,13 @@ class PostgresDriver(Driver):
         # The pool's connections are autocommit: outside conn.transaction() each statement
         # commits on its own (synchronous_commit) before its result comes back.
         if pinned:
-            yield from self._pinned_statement()
+            yield from self._own_statement(self._pinned)
+            return
+        if self._express_lock.acquire(blocking=False):
+            try:
+                yield from self._own_statement(self._express)
+            finally:
+                self._express_lock.release()
             return
         try:
             with self._connection() as conn:
@@ -340,40 +409,46 @@ class PostgresDriver(Driver):
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise _unavailable(exc) from exc
 
-    def _pinned_statement(self) -> Iterator[_Tx]:
-        """The calling thread's own autocommit connection, kept between calls (a worker's pump
-        runs a statement per round trip; a pool checkout and return costs more than a no-op
-        task). Guarded by the same watchdog and TCP settings as the pool's connections. A
+    def _own_statement(self, holder: Any) -> Iterator[_Tx]:
+        """A statement on a connection kept outside the pool in ``holder`` (``.conn``,
+        ``.cursor``): the worker pump's, one per thread (``pinned``), or the express one that
+        whoever finds it free takes (a single enqueue: a pool checkout and return costs as much
+        CPU as the statement). Guarded by the same watchdog and TCP settings as the pool's
+        connections, and checked with a round trip when not used just now, as they are. A
         connection that fails is closed and replaced on the next call."""
-        conn: psycopg.Connection[Any] | None = getattr(self._pinned, "conn", None)
+        conn: psycopg.Connection[Any] | None = getattr(holder, "conn", None)
         try:
-            if conn is None or conn.closed or conn.broken:
+            if conn is not None and not self._fresh(conn) and not self._works(conn):
+                self._drop_own(holder, conn)
+                conn = None
+            if conn is None:
                 if self._closed.is_set():
                     raise RuntimeError("this App is closed")
                 conn = psycopg.connect(self.url, autocommit=True, **self._connect_kwargs)
                 self._configure(conn)
-                self._pinned.conn = conn
+                holder.conn, holder.cursor = conn, conn.cursor()
                 with self._listener_lock:
-                    self._pinned_all.append(conn)
+                    self._own_all.append(conn)
             self._enter(conn)
             try:
-                yield _Tx(conn, self.sql)
+                yield _Tx(conn, self.sql, cursor=holder.cursor)
             finally:
                 self._leave(conn)
+                self._last_used[conn] = time.monotonic()
         except psycopg.OperationalError as exc:
-            self._drop_pinned(conn)
+            self._drop_own(holder, conn)
             raise _unavailable(exc) from exc
         except BaseException:
             if conn is not None and (conn.broken or conn.closed):
-                self._drop_pinned(conn)
+                self._drop_own(holder, conn)
             raise
 
-    def _drop_pinned(self, conn: psycopg.Connection[Any] | None) -> None:
-        self._pinned.conn = None
+    def _drop_own(self, holder: Any, conn: psycopg.Connection[Any] | None) -> None:
+        holder.conn = holder.cursor = None
         if conn is not None:
             with self._listener_lock:
-                if conn in self._pinned_all:
-                    self._pinned_all.remove(conn)
+                if conn in self._own_all:
+                    self._own_all.remove(conn)
             try:
                 conn.close()
             except psycopg.Error:  # pragma: no cover - already gone
@@ -429,8 +504,8 @@ class PostgresDriver(Driver):
                 pass
         self.pool.close()
         with self._listener_lock:
-            pinned, self._pinned_all = self._pinned_all, []
-        for conn in pinned:
+            own, self._own_all = self._own_all, []
+        for conn in own:
             try:
                 conn.close()
             except psycopg.Error:  # pragma: no cover - already gone
@@ -496,6 +571,14 @@ class PostgresDriver(Driver):
             error, (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
         ) or super().is_outage(error)
 
+    def _inserted(self, tx: Any, new: NewTask, query: str, params: dict[str, Any]) -> Row | None:
+        # the insert returns only what the database generated (RETURNING * and its decoding
+        # cost more than the insert itself)
+        got = tx.first(query, params)
+        if got is None:
+            return None
+        return inserted_row(new, got[0], got[1], got[2], jsonb_loads(new.payload_json))
+
     def task_insert_alone(self, new: NewTask) -> tuple[Row, bool]:
         # one round trip: insert, transition and NOTIFY in one autocommit statement
         with self.single_statement() as tx:
@@ -515,7 +598,7 @@ class PostgresDriver(Driver):
             )
         ):
             return super().task_insert_many(tx, news)
-        rows = tx.all(
+        rows = tx.tuples(
             "task_insert_many",
             {
                 "rows": dumps(
@@ -543,7 +626,11 @@ class PostgresDriver(Driver):
         )
         if len(rows) != len(news):  # pragma: no cover - nothing can conflict without a key
             raise RuntimeError(f"inserted {len(rows)} tasks of {len(news)}")
-        return [(row, True) for row in rows]
+        # the ids ascend in input order (the statement inserts ORDER BY the input position)
+        return [
+            (inserted_row(n, r[0], r[1], r[2], jsonb_loads(n.payload_json)), True)
+            for n, r in zip(news, rows, strict=True)
+        ]
 
     # -- batched moves -------------------------------------------------------------------------
     def task_complete_many(

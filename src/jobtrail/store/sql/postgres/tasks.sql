@@ -7,8 +7,10 @@
 SELECT now() AS now;
 
 -- name: task_insert
--- The wake-up rides along: NOTIFY is transactional, so it is sent when (and only if) the
--- insert commits — in the caller's transaction, or at once on an autocommit connection.
+-- Returns only what the database generated (id, created_at, run_at): the driver builds the
+-- rest of the row from what it inserted (base.inserted_row). The wake-up rides along: NOTIFY
+-- is transactional, so it is sent when (and only if) the insert commits — in the caller's
+-- transaction, or at once on an autocommit connection.
 WITH ins AS (
     INSERT INTO jobtrail_tasks (
         kind, queue, tenant, state, payload, payload_hash, idempotency_key, priority,
@@ -22,13 +24,13 @@ WITH ins AS (
                  now() + make_interval(secs => COALESCE(%(delay)s::float8, 0))),
         %(parent_id)s::bigint, 'enqueued', 1, now(), now(), now())
     ON CONFLICT (tenant, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING *
+    RETURNING id, queue, state, created_at, run_at
 ), log AS (
     INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
                                       attempt, at, data)
     SELECT id, 1, NULL, state, 'enqueued', %(actor)s, 0, created_at, %(data)s::jsonb FROM ins
 )
-SELECT ins.*, pg_notify('jobtrail_queued', ins.queue)::text AS notified FROM ins;
+SELECT id, created_at, run_at, pg_notify('jobtrail_queued', queue)::text AS notified FROM ins;
 
 -- name: task_insert_many
 -- Several tasks without idempotency keys or parents, with one actor and one transition data,
@@ -37,7 +39,7 @@ SELECT ins.*, pg_notify('jobtrail_queued', ins.queue)::text AS notified FROM ins
 -- max_attempts, lease_seconds, reentrant, run_at (ISO 8601 with offset), delay] (one
 -- parameter the client writes with json.dumps, instead of twelve arrays dumped element by
 -- element). Rows are inserted in input order (ORDER BY ord), so their ids ascend in input
--- order.
+-- order. Returns only what the database generated, as task_insert does.
 WITH src AS (
     SELECT e ->> 0 AS kind, e ->> 1 AS queue, e ->> 2 AS tenant, e ->> 3 AS state,
            e ->> 4 AS payload, e ->> 5 AS payload_hash, (e ->> 6)::int AS priority,
@@ -55,14 +57,14 @@ WITH src AS (
            COALESCE(run_at, now() + make_interval(secs => COALESCE(delay, 0))),
            'enqueued', 1, now(), now(), now()
     FROM src ORDER BY ord
-    RETURNING *
+    RETURNING id, state, created_at, run_at
 ), log AS (
     INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
                                       attempt, at, data)
     SELECT id, 1, NULL, state, 'enqueued', %(actor)s::text, 0, created_at, %(data)s::jsonb
     FROM ins
 )
-SELECT * FROM ins ORDER BY id;
+SELECT id, created_at, run_at FROM ins ORDER BY id;
 
 -- name: task_get_by_key
 SELECT * FROM jobtrail_tasks

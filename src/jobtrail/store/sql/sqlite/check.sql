@@ -33,11 +33,11 @@ WHERE x.from_state IS NOT p.to_state
 ORDER BY x.task_id, x.seq;
 
 -- name: check_transitions_page
--- The log in pages by row id, for the edge check in Python.
-SELECT id, task_id, seq, from_state, to_state, reason
+-- The log in pages by its key, for the edge check in Python.
+SELECT task_id, seq, from_state, to_state, reason
 FROM jobtrail_transitions
-WHERE id > :after
-ORDER BY id
+WHERE (task_id, seq) > (:after_task, :after_seq)
+ORDER BY task_id, seq
 LIMIT :limit;
 
 -- name: check_terminal_finished
