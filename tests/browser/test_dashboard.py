@@ -120,6 +120,21 @@ def _wait_css(driver: object, selector: str, timeout: float = 10) -> object:
     )
 
 
+def _wait_text(driver: object, selector: str, *needles: str, timeout: float = 10) -> str:
+    """Wait until the element at ``selector`` shows every one of ``needles``; its text. After a
+    click htmx swaps the old element out: a read may see the old one, or one gone stale."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def shown(d: object) -> str | bool:
+        try:
+            text: str = _css(d, selector).text  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - not there yet, or swapped out while read
+            return False
+        return text if all(n in text for n in needles) else False
+
+    return str(WebDriverWait(driver, timeout).until(shown))
+
+
 def _fill_and_submit(driver: object, form: str, button: str, by: str, note: str) -> None:
     _css(driver, f"{form} input[name=by]").send_keys(by)  # type: ignore[attr-defined]
     _css(driver, f"{form} input[name=note]").send_keys(note)  # type: ignore[attr-defined]
@@ -239,13 +254,12 @@ def test_pause_and_resume_a_queue(browser: object, site: tuple[str, Seeded, str]
     assert _all(d, f"{row} svg.spark")  # the last hour's activity chart
     _fill_and_submit(d, f"{row} form", f"{row} .pause-btn", "dave", "provider outage")
     _wait_css(d, "#outcome")
-    status = _css(d, f"{row} .qstatus").text  # type: ignore[attr-defined]
-    assert "paused" in status and "dave" in status and "provider outage" in status
+    _wait_text(d, f"{row} .qstatus", "paused", "dave", "provider outage")
     assert next(q for q in s.app.queues() if q["queue"] == "default")["paused"]
     _shot(d, backend, "queues-paused")
     _fill_and_submit(d, f"{row} form", f"{row} .resume-btn", "dave", "provider back")
-    _wait_css(d, "#outcome")
-    assert "running" in _css(d, f"{row} .qstatus").text  # type: ignore[attr-defined]
+    _wait_text(d, f"{row} .qstatus", "running")
+    assert not next(q for q in s.app.queues() if q["queue"] == "default")["paused"]
 
 
 def test_batch_replay_with_preview(browser: object, site: tuple[str, Seeded, str]) -> None:

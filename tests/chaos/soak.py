@@ -249,7 +249,9 @@ def run(
                 res.kills += 1
                 procs[i] = (start(), logs[-1])
                 next_kill = now + rng.uniform(0.2, kill_every)
-            if proxy is not None and now >= next_cut:
+            # likewise the first cut, once a tenth is done at the latest
+            first_cut = res.proxy_cuts == 0 and done >= max(1, tasks // 10) and done < tasks
+            if proxy is not None and (now >= next_cut or first_cut):
                 proxy.set_mode("pass", delay=rng.choice([0.0, 0.0, 0.001, 0.005]))
                 proxy.cut()
                 res.proxy_cuts += 1
