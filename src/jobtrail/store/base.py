@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -79,14 +79,20 @@ class NewTask:
     data: dict[str, Any] = field(default_factory=dict)
 
 
+def loads_payload(text: str) -> Any:
+    """A payload's JSON text decoded (most payloads of a bulk enqueue are ``{}``)."""
+    return {} if text == "{}" else json.loads(text)
+
+
 def inserted_row(
     new: NewTask, task_id: int, created_at: datetime, run_at: datetime, payload: Any
 ) -> Row:
     """The row a task insert stores for ``new``, from what the database generated (the id, the
     creation time, the due time): every other column is the value the insert wrote or the
     column's default, so the row need not be read back (``RETURNING *`` costs more than the
-    insert on a bulk enqueue). ``payload`` is ``new.payload_json`` decoded as the store reads
-    it back."""
+    insert on a bulk enqueue). ``payload`` is ``new.payload_json`` decoded (``loads_payload``:
+    equal to what the store reads back; PostgreSQL's jsonb reads an object's keys back in its
+    own order, shortest first)."""
     return {
         "id": task_id,
         "kind": new.kind,
@@ -292,6 +298,22 @@ class Driver(abc.ABC):
     def task_insert_many(self, tx: Tx, news: Sequence[NewTask]) -> list[tuple[Row, bool]]:
         """``task_insert`` for each of ``news``, in order (drivers may do it in one go)."""
         return [self.task_insert(tx, new) for new in news]
+
+    #: how many tasks ``enqueue_many`` hands ``task_insert_batches`` at a time
+    insert_batch = 1000
+
+    def task_insert_batches(
+        self, tx: Tx, batches: Iterable[Sequence[NewTask]]
+    ) -> list[tuple[int, datetime, datetime, Any]]:
+        """Insert tasks without idempotency keys or parents, all with the actor and data of the
+        first, batch by batch in ``tx`` (each with its creating transition). For each task, in
+        input order: its id, ``created_at`` and ``run_at`` as stored, and its payload decoded
+        from ``payload_json``."""
+        out: list[tuple[int, datetime, datetime, Any]] = []
+        for batch in batches:
+            for row, _ in self.task_insert_many(tx, batch):
+                out.append((row["id"], row["created_at"], row["run_at"], row["payload"]))
+        return out
 
     def task_claim(self, tx: Tx, claim: Claim) -> list[Row]:
         """Edge 3 for up to ``claim.limit`` due tasks of unpaused queues, within the

@@ -12,7 +12,6 @@ idle connection too.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -27,12 +26,12 @@ from typing import Any
 
 import psycopg
 from psycopg import pq
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import StoreUnavailable
 from . import queries
-from .base import TIME_COLUMNS, Claim, Driver, NewTask, Row, dumps, inserted_row
+from .base import TIME_COLUMNS, Claim, Driver, NewTask, Row, dumps, inserted_row, loads_payload
 
 log = logging.getLogger("jobtrail.store")
 
@@ -65,26 +64,6 @@ def _decode(row: dict[str, Any]) -> Row:
         if isinstance(value, datetime) and value.tzinfo is not UTC:
             row[key] = value.astimezone(UTC)
     return row
-
-
-def _jsonb_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    if len(pairs) > 1:
-        pairs.sort(key=_jsonb_key)
-    return dict(pairs)
-
-
-def _jsonb_key(pair: tuple[str, Any]) -> tuple[int, bytes]:
-    key = pair[0].encode()
-    return len(key), key
-
-
-def jsonb_loads(text: str) -> Any:
-    """``text`` decoded as PostgreSQL hands it back from a jsonb column: jsonb keeps an
-    object's keys shortest first, then in byte order (so a task built without reading its row
-    back has the payload ``get`` reads, key order included)."""
-    if text == "{}":
-        return {}
-    return json.loads(text, object_pairs_hook=_jsonb_object)
 
 
 def _utc_tuple(row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -135,14 +114,9 @@ class _Tx:
     def first(self, name: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
         """The first row as a tuple, times in UTC (no column names: cheaper for the hot
         statements that return a few known columns)."""
-        cur = self.cursor if self.cursor is not None else self.conn
+        cur = self.cursor if self.cursor is not None else self.conn.cursor(row_factory=tuple_row)
         row: tuple[Any, ...] | None = cur.execute(self.sql[name], params).fetchone()
         return row if row is None or self.decode is _identity else _utc_tuple(row)
-
-    def tuples(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        """Every row as a tuple, times in UTC."""
-        rows: list[tuple[Any, ...]] = self.conn.execute(self.sql[name], params).fetchall()
-        return rows if self.decode is _identity else [_utc_tuple(r) for r in rows]
 
     def run(self, name: str, params: dict[str, Any] | None = None) -> int:
         with self._cursor() as cur:
@@ -577,60 +551,73 @@ class PostgresDriver(Driver):
         got = tx.first(query, params)
         if got is None:
             return None
-        return inserted_row(new, got[0], got[1], got[2], jsonb_loads(new.payload_json))
+        return inserted_row(new, got[0], got[1], got[2], loads_payload(new.payload_json))
 
     def task_insert_alone(self, new: NewTask) -> tuple[Row, bool]:
         # one round trip: insert, transition and NOTIFY in one autocommit statement
         with self.single_statement() as tx:
             return self._task_insert(tx, new, "task_insert")
 
-    def task_insert_many(self, tx: Any, news: Sequence[NewTask]) -> list[tuple[Row, bool]]:
-        first = news[0] if news else None
-        if (
-            first is None
-            or len(news) == 1
-            or any(
-                n.idempotency_key is not None
-                or n.parent_id is not None
-                or n.actor != first.actor
-                or n.data != first.data
-                for n in news
-            )
-        ):
-            return super().task_insert_many(tx, news)
-        rows = tx.tuples(
-            "task_insert_many",
-            {
-                "rows": dumps(
+    # pipelined: the server inserts one batch while the client validates the next
+    insert_batch = 100
+
+    def task_insert_batches(
+        self, tx: Any, batches: Iterable[Sequence[NewTask]]
+    ) -> list[tuple[int, datetime, datetime, Any]]:
+        # psycopg's pipeline mode: each batch's statement is sent without waiting for the one
+        # before; the results are read at the end (all in tx: an error anywhere rolls back all)
+        conn: psycopg.Connection[Any] = tx.conn
+        sql = self.sql["task_insert_many"]
+        sent: list[tuple[Sequence[NewTask], psycopg.Cursor[Any]]] = []
+        with conn.pipeline():
+            for news in batches:
+                cur = conn.cursor(row_factory=tuple_row)  # a caller's may make dicts
+                cur.execute(sql, self._insert_many_params(news))
+                sent.append((news, cur))
+            out: list[tuple[int, datetime, datetime, Any]] = []
+            for news, cur in sent:
+                rows: list[tuple[Any, ...]] = cur.fetchall()
+                if len(rows) != len(news):  # pragma: no cover - nothing can conflict
+                    raise RuntimeError(f"inserted {len(rows)} tasks of {len(news)}")
+                if tx.decode is not _identity:
+                    rows = [_utc_tuple(r) for r in rows]
+                # the ids ascend in input order (the statement inserts ORDER BY position)
+                out.extend(
+                    (r[0], r[1], r[2], loads_payload(n.payload_json))
+                    for n, r in zip(news, rows, strict=True)
+                )
+        return out
+
+    def _insert_many_params(self, news: Sequence[NewTask]) -> dict[str, Any]:
+        first = news[0]
+        for n in news:
+            if n.idempotency_key is not None or n.parent_id is not None:
+                raise ValueError("task_insert_batches takes no idempotency keys or parents")
+            if n.actor != first.actor or n.data != first.data:
+                raise ValueError("task_insert_batches takes one actor and one data per batch")
+        return {
+            "rows": dumps(
+                [
                     [
-                        [
-                            n.kind,
-                            n.queue,
-                            n.tenant,
-                            n.state.value,
-                            n.payload_json,
-                            n.payload_hash,
-                            n.priority,
-                            n.max_attempts,
-                            n.lease_seconds,
-                            n.reentrant,
-                            None if n.run_at is None else self.encode_time(n.run_at).isoformat(),
-                            n.delay,
-                        ]
-                        for n in news
+                        n.kind,
+                        n.queue,
+                        n.tenant,
+                        n.state.value,
+                        n.payload_json,
+                        n.payload_hash,
+                        n.priority,
+                        n.max_attempts,
+                        n.lease_seconds,
+                        n.reentrant,
+                        None if n.run_at is None else self.encode_time(n.run_at).isoformat(),
+                        n.delay,
                     ]
-                ),
-                "actor": first.actor,
-                "data": dumps(first.data),
-            },
-        )
-        if len(rows) != len(news):  # pragma: no cover - nothing can conflict without a key
-            raise RuntimeError(f"inserted {len(rows)} tasks of {len(news)}")
-        # the ids ascend in input order (the statement inserts ORDER BY the input position)
-        return [
-            (inserted_row(n, r[0], r[1], r[2], jsonb_loads(n.payload_json)), True)
-            for n, r in zip(news, rows, strict=True)
-        ]
+                    for n in news
+                ]
+            ),
+            "actor": first.actor,
+            "data": dumps(first.data),
+        }
 
     # -- batched moves -------------------------------------------------------------------------
     def task_complete_many(
