@@ -6,11 +6,14 @@
     python bench/run.py --only jobtrail-pg,pgqueuer
 
 Run it with the project's environment (jobtrail and psycopg importable). It creates
-``bench/.venv-peers`` (gitignored) and pip installs the peers there; a peer that fails to install
-is skipped with the reason printed. Every system gets a fresh database on the same PostgreSQL
-(``CREATE DATABASE bench_<name>``; server from ``--pg``, default ``JOBTRAIL_TEST_PG_URL`` or
-``postgresql://postgres@127.0.0.1:5432/test``) or a fresh SQLite file. The peers are driven
-through their public APIs by the small scripts in ``bench/peers/``; nothing of theirs is copied.
+``bench/.venv-peers`` (gitignored) and pip installs the peers there; oban, which needs Python >=
+3.12, goes to ``bench/.venv-peers-312`` (gitignored), made with the first such Python found
+(``python3.12``, ``python3.13`` on PATH, then ``~/.pyenv/versions/3.1[2-9]*``). A peer that fails
+to install, or finds no such Python, is skipped with the reason printed. Every system gets a fresh
+database on the same PostgreSQL (``CREATE DATABASE bench_<name>``; server from ``--pg``, default
+``JOBTRAIL_TEST_PG_URL`` or ``postgresql://postgres@127.0.0.1:5432/test``) or a fresh SQLite file.
+The peers are driven through their public APIs by the small scripts in ``bench/peers/``; nothing
+of theirs is copied.
 
 Columns: enqueue single / bulk (jobs/s from the enqueuing process), process with 1 and 2 worker
 processes of concurrency 10 (jobs/s from the first to the last finished job, counted in the
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -39,27 +43,28 @@ import psycopg
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PEERS_VENV = HERE / ".venv-peers"
+PEERS_VENV_312 = HERE / ".venv-peers-312"  # for the peers that need Python >= 3.12
 PEER_PACKAGES = {
     "pgqueuer": "pgqueuer[asyncpg]==1.6.0",
     "procrastinate": "procrastinate==3.10.0",
     "huey": "huey==3.5.4",
-    "oban": "oban==0.7.0",
     "chancy": "chancy==0.26.0",
 }
+PEER_PACKAGES_312 = {"oban": "oban==0.7.0"}  # brings psycopg[binary] and psycopg-pool
 TICK = os.sysconf("SC_CLK_TCK")
 
-#: name -> (backend, driver script, needs peers venv, SQL counting finished jobs)
-SYSTEMS: dict[str, tuple[str, str, bool, str]] = {
+#: name -> (backend, driver script, peers venv (None: the project's), SQL counting finished jobs)
+SYSTEMS: dict[str, tuple[str, str, Path | None, str]] = {
     "jobtrail-pg": (
         "pg",
         "jobtrail_driver.py",
-        False,
+        None,
         "SELECT count(*) FROM jobtrail_tasks WHERE state = 'succeeded'",
     ),
     "pgqueuer": (
         "pg",
         "pgqueuer_driver.py",
-        True,
+        PEERS_VENV,
         # finished jobs are deleted from the queue and logged; the log is folded into the
         # statistics table every 30 s, so count both
         "SELECT (SELECT count(*) FROM pgqueuer_log WHERE status = 'successful')"
@@ -69,35 +74,56 @@ SYSTEMS: dict[str, tuple[str, str, bool, str]] = {
     "procrastinate": (
         "pg",
         "procrastinate_driver.py",
-        True,
+        PEERS_VENV,
         "SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'",
     ),
     "chancy": (
         "pg",
         "chancy_driver.py",
-        True,
+        PEERS_VENV,
         # finished jobs stay in the jobs table (the default pruner removes them after 24 h)
         "SELECT count(*) FROM chancy_jobs WHERE state = 'succeeded'",
+    ),
+    "oban": (
+        "pg",
+        "oban_driver.py",
+        PEERS_VENV_312,
+        # finished jobs stay in oban_jobs as 'completed' (the default pruner deletes them
+        # after 24 h)
+        "SELECT count(*) FROM oban_jobs WHERE state = 'completed'",
     ),
     "jobtrail-sqlite": (
         "sqlite",
         "jobtrail_driver.py",
-        False,
+        None,
         "SELECT count(*) FROM jobtrail_tasks WHERE state = 'succeeded'",
     ),
-    "huey": ("sqlite", "huey_driver.py", True, "SELECT count(*) FROM kv"),
+    "huey": ("sqlite", "huey_driver.py", PEERS_VENV, "SELECT count(*) FROM kv"),
 }
-NO_DRIVER = {"oban": "needs Python >= 3.12"}
+NO_DRIVER: dict[str, str] = {}  # peer -> why it has no driver yet
 
 
-def install_peers() -> dict[str, str]:
-    """Create the peers' virtualenv and install each peer; returns {peer: reason} for skips."""
+def find_python312() -> str | None:
+    """The first Python >= 3.12: ``python3.12``, ``python3.13`` on PATH, then pyenv's. Each is
+    run, since a pyenv shim is on PATH even when its version is not selected (and then fails)."""
+    found = [shutil.which(x) for x in ("python3.12", "python3.13")]
+    found += sorted(str(p) for p in Path.home().glob(".pyenv/versions/3.1[2-9]*/bin/python"))
+    for exe in filter(None, found):
+        probe = [exe, "-c", "import sys; assert sys.version_info >= (3, 12)"]
+        if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
+            return exe
+    return None
+
+
+def install_into(venv: Path, python: str, packages: dict[str, str]) -> dict[str, str]:
+    """Create ``venv`` with ``python`` if missing and install ``packages``; returns {peer:
+    reason} for the peers that do not install."""
     skipped: dict[str, str] = {}
-    pip = PEERS_VENV / "bin" / "pip"
+    pip = venv / "bin" / "pip"
     if not pip.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(PEERS_VENV)], check=True)
+        subprocess.run([python, "-m", "venv", str(venv)], check=True)
         subprocess.run([str(pip), "install", "-q", "psycopg[binary]"], check=False)
-    for peer, spec in PEER_PACKAGES.items():
+    for peer, spec in packages.items():
         res = subprocess.run(
             [str(pip), "install", "-q", spec], capture_output=True, text=True, check=False
         )
@@ -105,6 +131,19 @@ def install_peers() -> dict[str, str]:
             lines = [x for x in res.stderr.splitlines() if x.startswith("ERROR")]
             skipped[peer] = (lines[-1] if lines else res.stderr.strip()[-200:]) or "failed"
             print(f"skip {peer}: it does not install ({skipped[peer]})", flush=True)
+    return skipped
+
+
+def install_peers() -> dict[str, str]:
+    """Create the peers' virtualenvs and install each peer; returns {peer: reason} for skips."""
+    skipped = install_into(PEERS_VENV, sys.executable, PEER_PACKAGES)
+    python312 = find_python312()
+    if python312 is None:
+        for peer in PEER_PACKAGES_312:
+            skipped[peer] = "needs Python >= 3.12, none found"
+            print(f"skip {peer}: {skipped[peer]}", flush=True)
+    else:
+        skipped |= install_into(PEERS_VENV_312, python312, PEER_PACKAGES_312)
     return skipped
 
 
@@ -133,8 +172,8 @@ def cpu_ticks(pids: list[int], tree: bool = False) -> int:
 class Target:
     def __init__(self, name: str, pg: str, tmp: Path) -> None:
         self.name = name
-        self.backend, script, peers, self.count_sql = SYSTEMS[name]
-        self.python = str(PEERS_VENV / "bin" / "python") if peers else sys.executable
+        self.backend, script, venv, self.count_sql = SYSTEMS[name]
+        self.python = str(venv / "bin" / "python") if venv else sys.executable
         self.script = str(HERE / "peers" / script)
         if self.backend == "pg":
             dbname = "bench_" + name.replace("-", "_")
