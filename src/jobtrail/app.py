@@ -265,10 +265,12 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
         stream = batches()
         first = next(stream)
         with self._driver.transaction(connection=connection) as tx:
-            made = transition.create_batches(self._driver, tx, itertools.chain([first], stream))
+            tasks = transition.create_batches(
+                self._driver, tx, itertools.chain([first], stream), _task_from_new
+            )
             for queue in dict.fromkeys(n.queue for n in news):
                 self._driver.notify_queued(tx, queue)
-        return [_task_from_new(n, *m) for n, m in zip(news, made, strict=True)]
+        return tasks
 
     def _new_task(self, args: dict[str, Any], *, label: bool = False) -> NewTask:
         kind = args["kind"]
@@ -802,8 +804,8 @@ def _require_text(value: Any, name: str) -> None:
 def _task_from_new(
     new: NewTask, task_id: int, created_at: datetime, run_at: datetime, payload: Any
 ) -> Task:
-    """The task just stored for ``new`` (``Driver.task_insert_batches``' keys): the columns it
-    inserted, the ones the database generated, the rest at their defaults (as
+    """The task just stored for ``new`` (``Driver.task_insert_batches``' ``made``): the columns
+    it inserted, the ones the database generated, the rest at their defaults (as
     ``store.base.inserted_row``, without a row in between)."""
     return task_from_fields(
         {

@@ -8,14 +8,14 @@ decides again (never read–decide–write unconditionally).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
 from . import workflow
 from .errors import IllegalTransition
 from .machine import TERMINAL, Reason, State, find_edge
-from .store.base import Claim, Driver, Move, NewTask, Row, Tx
+from .store.base import Claim, Driver, Move, NewTask, Row, T, Tx
 
 
 def check(task_id: int | str, source: State | None, target: State, reason: str) -> None:
@@ -62,11 +62,14 @@ def create_alone(driver: Driver, new: NewTask) -> tuple[Row, bool]:
 
 
 def create_batches(
-    driver: Driver, tx: Tx, batches: Iterable[Sequence[NewTask]]
-) -> list[tuple[int, datetime, datetime, Any]]:
+    driver: Driver,
+    tx: Tx,
+    batches: Iterable[Sequence[NewTask]],
+    made: Callable[[NewTask, int, datetime, datetime, Any], T],
+) -> list[T]:
     """``create`` for tasks without idempotency keys or parents, batch by batch (the batches
-    may be produced while earlier ones are in flight); for each task, in order, its id, creation
-    and due times and payload (``Driver.task_insert_batches``)."""
+    may be produced while earlier ones are in flight); ``made`` of each task, in order, from its
+    id, creation and due times and payload (``Driver.task_insert_batches``)."""
 
     def checked() -> Iterator[Sequence[NewTask]]:
         for batch in batches:
@@ -75,7 +78,7 @@ def create_batches(
                     raise ValueError(f"a task cannot be created in state {state.value}")
             yield batch
 
-    return driver.task_insert_batches(tx, checked())
+    return driver.task_insert_batches(tx, checked(), made)
 
 
 def claim(driver: Driver, tx: Tx, request: Claim) -> list[Row]:

@@ -87,6 +87,28 @@ def test_bulk_enqueue_returns_in_input_order_what_get_reads(kapp: jobtrail.App) 
         assert log[0].at == t.created_at
 
 
+def test_bulk_enqueue_of_one_kind_stores_every_payload_exactly(kapp: jobtrail.App) -> None:
+    # tasks alike but for their payloads travel as a text array on PostgreSQL: quotes,
+    # backslashes, braces, commas and JSON escapes must all arrive as they were
+    tricky = ['a"b', "c\\d", "{x,y}", "NULL", "", " sp ", "é\u2028\t\n", '\\"', "}{"]
+    at = datetime(2031, 7, 8, 9, 10, 11, 5, tzinfo=UTC)
+    for extra in ({}, {"delay": 30.25}, {"run_at": at}, {"priority": 3, "tenant": "t"}):
+        items = [
+            {"kind": "k", "payload": {"s": tricky[i % len(tricky)], "i": i, "l": [tricky]}, **extra}
+            for i in range(kapp._driver.insert_batch + 7)
+        ]
+        items.append({"kind": "k", "payload": None, **extra})
+        items.append({"kind": "k", "payload": 'a plain "string"', **extra})
+        tasks = kapp.enqueue_many(items)
+        assert [t.payload for t in tasks] == [item["payload"] for item in items]
+        for t in tasks[:: len(tricky) - 1] + tasks[-2:]:
+            assert dataclasses.replace(t, created=False) == kapp.get(t.id)
+        if "run_at" in extra:
+            assert {t.run_at for t in tasks} == {at}
+        if "delay" in extra:
+            assert {t.run_at - t.created_at for t in tasks} == {timedelta(seconds=30.25)}
+
+
 def test_single_enqueue_returns_what_get_reads(kapp: jobtrail.App) -> None:
     # the drivers build the returned task from what they inserted plus the generated id and
     # times, without reading the row back: it must be the row get reads

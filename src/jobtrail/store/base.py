@@ -10,17 +10,18 @@ from __future__ import annotations
 import abc
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..errors import StoreUnavailable
 from ..machine import HELD, TERMINAL, State
 from . import queries
 
 Row = dict[str, Any]
+T = TypeVar("T")
 
 #: Columns (and query aliases) that hold times; drivers hand them out as aware UTC datetimes.
 TIME_COLUMNS = frozenset(
@@ -303,16 +304,20 @@ class Driver(abc.ABC):
     insert_batch = 1000
 
     def task_insert_batches(
-        self, tx: Tx, batches: Iterable[Sequence[NewTask]]
-    ) -> list[tuple[int, datetime, datetime, Any]]:
+        self,
+        tx: Tx,
+        batches: Iterable[Sequence[NewTask]],
+        made: Callable[[NewTask, int, datetime, datetime, Any], T],
+    ) -> list[T]:
         """Insert tasks without idempotency keys or parents, all with the actor and data of the
         first, batch by batch in ``tx`` (each with its creating transition). For each task, in
-        input order: its id, ``created_at`` and ``run_at`` as stored, and its payload decoded
-        from ``payload_json``."""
-        out: list[tuple[int, datetime, datetime, Any]] = []
+        input order: ``made(new, id, created_at, run_at, payload)`` with what the database
+        generated and the payload decoded from ``payload_json`` (called as each batch's
+        results arrive, so a driver that pipelines overlaps it with the next insert)."""
+        out: list[T] = []
         for batch in batches:
-            for row, _ in self.task_insert_many(tx, batch):
-                out.append((row["id"], row["created_at"], row["run_at"], row["payload"]))
+            for new, (row, _) in zip(batch, self.task_insert_many(tx, batch), strict=True):
+                out.append(made(new, row["id"], row["created_at"], row["run_at"], row["payload"]))
         return out
 
     def task_claim(self, tx: Tx, claim: Claim) -> list[Row]:

@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -31,7 +31,17 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import StoreUnavailable
 from . import queries
-from .base import TIME_COLUMNS, Claim, Driver, NewTask, Row, dumps, inserted_row, loads_payload
+from .base import (
+    TIME_COLUMNS,
+    Claim,
+    Driver,
+    NewTask,
+    Row,
+    T,
+    dumps,
+    inserted_row,
+    loads_payload,
+)
 
 log = logging.getLogger("jobtrail.store")
 
@@ -562,19 +572,23 @@ class PostgresDriver(Driver):
     insert_batch = 100
 
     def task_insert_batches(
-        self, tx: Any, batches: Iterable[Sequence[NewTask]]
-    ) -> list[tuple[int, datetime, datetime, Any]]:
+        self,
+        tx: Any,
+        batches: Iterable[Sequence[NewTask]],
+        made: Callable[[NewTask, int, datetime, datetime, Any], T],
+    ) -> list[T]:
         # psycopg's pipeline mode: each batch's statement is sent without waiting for the one
-        # before; the results are read at the end (all in tx: an error anywhere rolls back all)
+        # before (the next batch is validated meanwhile); the results are read after the last
+        # is sent, and ``made`` runs on one batch while the server still inserts the next (all
+        # in tx: an error anywhere rolls back all)
         conn: psycopg.Connection[Any] = tx.conn
-        sql = self.sql["task_insert_many"]
         sent: list[tuple[Sequence[NewTask], psycopg.Cursor[Any]]] = []
+        out: list[T] = []
         with conn.pipeline():
             for news in batches:
                 cur = conn.cursor(row_factory=tuple_row)  # a caller's may make dicts
-                cur.execute(sql, self._insert_many_params(news))
+                cur.execute(*self._insert_statement(news))
                 sent.append((news, cur))
-            out: list[tuple[int, datetime, datetime, Any]] = []
             for news, cur in sent:
                 rows: list[tuple[Any, ...]] = cur.fetchall()
                 if len(rows) != len(news):  # pragma: no cover - nothing can conflict
@@ -583,19 +597,39 @@ class PostgresDriver(Driver):
                     rows = [_utc_tuple(r) for r in rows]
                 # the ids ascend in input order (the statement inserts ORDER BY position)
                 out.extend(
-                    (r[0], r[1], r[2], loads_payload(n.payload_json))
+                    made(n, r[0], r[1], r[2], loads_payload(n.payload_json))
                     for n, r in zip(news, rows, strict=True)
                 )
         return out
 
-    def _insert_many_params(self, news: Sequence[NewTask]) -> dict[str, Any]:
+    def _insert_statement(self, news: Sequence[NewTask]) -> tuple[str, dict[str, Any]]:
+        """The statement inserting ``news`` and its parameters: ``task_insert_uniform`` when
+        they differ only in their payloads, else ``task_insert_many`` (a JSON row each)."""
         first = news[0]
         for n in news:
             if n.idempotency_key is not None or n.parent_id is not None:
                 raise ValueError("task_insert_batches takes no idempotency keys or parents")
             if n.actor != first.actor or n.data != first.data:
                 raise ValueError("task_insert_batches takes one actor and one data per batch")
-        return {
+        shared = _shared(first)
+        if all(_shared(n) == shared for n in news):
+            return self.sql["task_insert_uniform"], {
+                "payloads": _quoted_array(n.payload_json for n in news),
+                "hashes": _quoted_array(n.payload_hash for n in news),
+                "kind": first.kind,
+                "queue": first.queue,
+                "tenant": first.tenant,
+                "state": first.state.value,
+                "priority": first.priority,
+                "max_attempts": first.max_attempts,
+                "lease_seconds": first.lease_seconds,
+                "reentrant": first.reentrant,
+                "run_at": None if first.run_at is None else self.encode_time(first.run_at),
+                "delay": first.delay,
+                "actor": first.actor,
+                "data": dumps(first.data),
+            }
+        return self.sql["task_insert_many"], {
             "rows": dumps(
                 [
                     [
@@ -676,9 +710,30 @@ def _int_array(values: Iterable[int]) -> str:
 
 @lru_cache(maxsize=64)
 def _text_array(values: tuple[str, ...]) -> str:
-    """A text array literal with every element quoted (worker kinds: the same on each call)."""
+    """``_quoted_array``, cached (worker kinds: the same on each call)."""
+    return _quoted_array(values)
+
+
+def _quoted_array(values: Iterable[str]) -> str:
+    """A text array literal with every element quoted (backslashes and quotes escaped)."""
     quoted = ('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
     return "{" + ",".join(quoted) + "}"
+
+
+def _shared(new: NewTask) -> tuple[Any, ...]:
+    """What ``task_insert_uniform`` takes once for a batch: all but the payload and its hash."""
+    return (
+        new.kind,
+        new.queue,
+        new.tenant,
+        new.state,
+        new.priority,
+        new.max_attempts,
+        new.lease_seconds,
+        new.reentrant,
+        new.run_at,
+        new.delay,
+    )
 
 
 def _unavailable(exc: BaseException) -> StoreUnavailable:
