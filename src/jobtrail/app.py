@@ -23,7 +23,7 @@ from .kinds import DEFAULT_MAX_PAYLOAD, Classifier, KindSpec
 from .machine import STATE_OF, TERMINAL, Reason, State
 from .models import CancelResult, Task, Transition, task_from_fields
 from .scheduler import Schedule
-from .store.base import Driver, Move, NewTask, Row, Tx, open_driver
+from .store.base import NEW_TASK_DEFAULTS, Driver, Move, NewTask, Row, Tx, open_driver
 from .timeparse import parse_time
 
 log = logging.getLogger("jobtrail")
@@ -809,6 +809,7 @@ def _task_from_new(
     ``store.base.inserted_row``, without a row in between)."""
     return task_from_fields(
         {
+            **NEW_TASK_DEFAULTS,
             "id": str(task_id),
             "kind": new.kind,
             "queue": new.queue,
@@ -816,22 +817,12 @@ def _task_from_new(
             "state": new.state,
             "payload": payload,
             "priority": new.priority,
-            "attempts": 0,
             "max_attempts": new.max_attempts,
             "run_at": run_at,
-            "lease_owner": None,
-            "lease_expires_at": None,
-            "last_reason": "enqueued",
-            "last_error_category": None,
-            "last_error": None,
-            "replay_count": 0,
-            "receipt_id": None,
             "parent_id": None if new.parent_id is None else str(new.parent_id),
             "created_at": created_at,
             "updated_at": created_at,
-            "finished_at": None,
             "idempotency_key": new.idempotency_key,
-            "receipt_deadline": None,
             "dismissed": False,
             "created": True,
             "steps": {},

@@ -50,7 +50,14 @@ SELECT id, 1, NULL, 'queued', 'enqueued', 'caller', 0, created_at FROM jobtrail_
 
 def claim_params(dialect: str) -> dict[str, Any]:
     kinds: Any = ["noop"] if dialect == "postgres" else json.dumps(["noop"])
-    return {"owner": "plan", "kinds": kinds, "data": "{}", "queue": "default", "limit": 10}
+    return {
+        "owner": "plan",
+        "actor": "plan",
+        "kinds": kinds,
+        "data": "{}",
+        "queue": "default",
+        "limit": 10,
+    }
 
 
 def test_claim_reads_the_due_index(store: Any) -> None:

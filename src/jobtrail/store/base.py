@@ -85,6 +85,22 @@ def loads_payload(text: str) -> Any:
     return {} if text == "{}" else json.loads(text)
 
 
+#: What a new task row holds in the columns its insert does not set (``Task`` fields of the
+#: same names take the same values: ``app._task_from_new``).
+NEW_TASK_DEFAULTS: dict[str, Any] = {
+    "attempts": 0,
+    "lease_owner": None,
+    "lease_expires_at": None,
+    "last_reason": "enqueued",
+    "last_error_category": None,
+    "last_error": None,
+    "replay_count": 0,
+    "receipt_id": None,
+    "receipt_deadline": None,
+    "finished_at": None,
+}
+
+
 def inserted_row(
     new: NewTask, task_id: int, created_at: datetime, run_at: datetime, payload: Any
 ) -> Row:
@@ -95,6 +111,7 @@ def inserted_row(
     equal to what the store reads back; PostgreSQL's jsonb reads an object's keys back in its
     own order, shortest first)."""
     return {
+        **NEW_TASK_DEFAULTS,
         "id": task_id,
         "kind": new.kind,
         "queue": new.queue,
@@ -104,25 +121,15 @@ def inserted_row(
         "payload_hash": new.payload_hash,
         "idempotency_key": new.idempotency_key,
         "priority": new.priority,
-        "attempts": 0,
         "max_attempts": new.max_attempts,
         "lease_seconds": new.lease_seconds,
         "reentrant": new.reentrant,
         "run_at": run_at,
-        "lease_owner": None,
-        "lease_expires_at": None,
-        "last_reason": "enqueued",
-        "last_error_category": None,
-        "last_error": None,
-        "replay_count": 0,
-        "receipt_id": None,
-        "receipt_deadline": None,
         "parent_id": new.parent_id,
         "seq": 1,
         "budget_started_at": created_at,
         "created_at": created_at,
         "updated_at": created_at,
-        "finished_at": None,
         "dismissed_at": None,
         "after_id": None,
     }

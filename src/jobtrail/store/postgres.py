@@ -682,6 +682,7 @@ class PostgresDriver(Driver):
                 "ids": _int_array(a[0] for a in attempts),
                 "attempts": _int_array(a[1] for a in attempts),
                 "owner": claim.owner,
+                "actor": claim.owner,
                 "queue": queue,
                 "kinds": _text_array(tuple(claim.kinds)),
                 "limit": limit,

@@ -2,6 +2,11 @@
 
 A file holds blocks that start with ``-- name: <query name>``; the text up to the next such line
 is the query. SQL never lives in Python strings, and identifiers are never interpolated.
+
+A block that starts with ``-- fragment: <name>`` is not a query but a piece several queries
+share (the claim's UPDATE, say): a query includes it with a line ``-- include: <name>``, which
+is replaced by the fragment's text when the queries load. Fragments are defined once per dialect
+and include nothing themselves.
 """
 
 from __future__ import annotations
@@ -10,33 +15,60 @@ import re
 from functools import cache
 from importlib import resources
 
-_NAME = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+_BLOCK = re.compile(r"^--\s*(name|fragment):\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+_INCLUDE = re.compile(r"^[ \t]*--\s*include:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 
 
 def parse(text: str) -> dict[str, str]:
+    """The queries of ``text`` with their includes resolved from the fragments of ``text``."""
+    queries, fragments = _blocks(text)
+    return resolve(queries, fragments)
+
+
+def _blocks(text: str) -> tuple[dict[str, str], dict[str, str]]:
     queries: dict[str, str] = {}
-    matches = list(_NAME.finditer(text))
+    fragments: dict[str, str] = {}
+    matches = list(_BLOCK.finditer(text))
     for i, match in enumerate(matches):
         end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
-        body = text[match.end() : end].strip()
-        name = match.group(1)
-        if name in queries:
-            raise ValueError(f"query {name!r} is defined twice")
-        queries[name] = body
-    return queries
+        body = text[match.end() : end].strip("\n").rstrip()
+        kind, name = match.group(1), match.group(2)
+        into, what = (queries, "query") if kind == "name" else (fragments, "fragment")
+        if name in into:
+            raise ValueError(f"{what} {name!r} is defined twice")
+        into[name] = body if kind == "fragment" else body.strip()
+    return queries, fragments
+
+
+def resolve(queries: dict[str, str], fragments: dict[str, str]) -> dict[str, str]:
+    """``queries`` with each ``-- include: <fragment>`` line replaced by the fragment."""
+    for name, body in fragments.items():
+        if _INCLUDE.search(body):
+            raise ValueError(f"fragment {name!r} includes another; fragments include nothing")
+
+    def fragment(match: re.Match[str]) -> str:
+        wanted = match.group(1)
+        if wanted not in fragments:
+            raise ValueError(f"no fragment {wanted!r} to include")
+        return fragments[wanted]
+
+    return {name: _INCLUDE.sub(fragment, body) for name, body in queries.items()}
 
 
 @cache
 def load(dialect: str) -> dict[str, str]:
     queries: dict[str, str] = {}
+    fragments: dict[str, str] = {}
     folder = resources.files("jobtrail.store").joinpath("sql", dialect)
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".sql"):
-            for name, body in parse(entry.read_text(encoding="utf-8")).items():
-                if name in queries:
-                    raise ValueError(f"query {name!r} is defined twice for {dialect}")
-                queries[name] = body
-    return queries
+            found, shared = _blocks(entry.read_text(encoding="utf-8"))
+            for into, new, what in ((queries, found, "query"), (fragments, shared, "fragment")):
+                for name, body in new.items():
+                    if name in into:
+                        raise ValueError(f"{what} {name!r} is defined twice for {dialect}")
+                    into[name] = body
+    return resolve(queries, fragments)
 
 
 def migrations(dialect: str) -> list[tuple[int, str, str]]:

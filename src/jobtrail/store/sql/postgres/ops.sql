@@ -21,14 +21,7 @@ WHERE queue = %(queue)s AND state IN ('leased', 'cancel_requested');
 
 -- name: task_claim_limited
 WITH upd AS (
-    UPDATE jobtrail_tasks t
-    SET state = 'leased',
-        lease_owner = %(owner)s,
-        lease_expires_at = now() + make_interval(secs => t.lease_seconds),
-        attempts = t.attempts + 1,
-        seq = t.seq + 1,
-        last_reason = 'claimed',
-        updated_at = now()
+    -- include: claim_set
     WHERE t.state = 'queued' AND t.id = ANY(ARRAY(
         SELECT x.id FROM (
             SELECT c.id, c.priority, c.run_at,
@@ -49,11 +42,7 @@ WITH upd AS (
         LIMIT %(limit)s))
     RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
 ), log AS (
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
-                                      attempt, at, data)
-    SELECT id, seq, 'queued', 'leased', 'claimed', %(owner)s, attempts, updated_at,
-           %(data)s::jsonb || jsonb_build_object('waited', round(waited::numeric, 6))
-    FROM upd
+    -- include: claim_log
 )
 SELECT * FROM upd;
 

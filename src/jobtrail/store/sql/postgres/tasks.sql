@@ -6,6 +6,87 @@
 -- name: db_now
 SELECT now() AS now;
 
+-- fragment: claim_set
+-- Fragments are shared by the queries that include them (see queries.py).
+-- Edge 3 (queued -> leased, claimed) on the rows the WHERE that follows picks.
+    UPDATE jobtrail_tasks t
+    SET state = 'leased',
+        lease_owner = %(owner)s,
+        lease_expires_at = now() + make_interval(secs => t.lease_seconds),
+        attempts = t.attempts + 1,
+        seq = t.seq + 1,
+        last_reason = 'claimed',
+        updated_at = now()
+
+-- fragment: claim_unlimited_where
+-- Due tasks of one queue without concurrency limits, checked in the same statement (a queue
+-- that has a limit yields nothing here and is claimed by task_claim under its queue lock);
+-- the shape is task_claim's.
+    WHERE t.id = ANY(ARRAY(
+        SELECT id FROM jobtrail_tasks
+        WHERE state = 'queued'
+          AND run_at <= now()
+          AND queue = %(queue)s
+          AND kind = ANY(%(kinds)s::text[])
+          AND NOT EXISTS (SELECT 1 FROM jobtrail_queues q
+                          WHERE q.name = %(queue)s
+                            AND (q.paused OR q.limit_total IS NOT NULL
+                                 OR q.limit_per_tenant IS NOT NULL))
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED))
+    RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
+
+-- fragment: claim_log
+-- The claimed transitions of the rows of the CTE upd.
+    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
+                                      attempt, at, data)
+    SELECT id, seq, 'queued', 'leased', 'claimed', %(owner)s, attempts, updated_at,
+           %(data)s::jsonb || jsonb_build_object('waited', round(waited::numeric, 6))
+    FROM upd
+
+-- fragment: complete_update
+-- Edge 4 (leased -> succeeded, completed) for several attempts of one worker: the same guard
+-- as task_move, per row (holder, attempt, unexpired lease). Workflow children are excluded
+-- (their parents are re-derived by the single-task path). The id = ANY(...) shape keeps the
+-- update on the primary key whatever the batch size (a join with unnest(...) gets a hash join
+-- over the whole table when the planner guesses wrong).
+    UPDATE jobtrail_tasks t
+    SET state = 'succeeded',
+        last_reason = 'completed',
+        seq = t.seq + 1,
+        updated_at = now(),
+        finished_at = now(),
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        receipt_deadline = NULL,
+        dismissed_at = NULL
+    WHERE t.id = ANY(%(ids)s::bigint[])
+      -- written so that no index on state or lease fits: the planner's statistics rarely see
+      -- leased rows (ANALYZE runs when few are leased), and it would then read every leased
+      -- task of every worker through the lease index instead of these ids on the primary key
+      AND t.state || '' = 'leased'
+      AND t.lease_owner = %(owner)s::text
+      AND t.attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], t.id)]
+      AND t.lease_expires_at + interval '0 s' > now()
+      AND t.parent_id IS NULL
+    RETURNING t.id, t.seq, t.attempts, t.updated_at
+
+-- fragment: complete_log
+-- The completed transitions of the rows of the CTE done.
+    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
+                                      attempt, at, data)
+    SELECT id, seq, 'leased', 'succeeded', 'completed', %(actor)s::text, attempts, updated_at,
+           '{}'::jsonb
+    FROM done
+
+-- fragment: enqueue_log
+-- The enqueued transitions of the rows of the CTE ins.
+    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
+                                      attempt, at, data)
+    SELECT id, 1, NULL, state, 'enqueued', %(actor)s::text, 0, created_at, %(data)s::jsonb
+    FROM ins
+
 -- name: task_insert
 -- Returns only what the database generated (id, created_at, run_at): the driver builds the
 -- rest of the row from what it inserted (base.inserted_row). The wake-up rides along: NOTIFY
@@ -26,9 +107,7 @@ WITH ins AS (
     ON CONFLICT (tenant, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, queue, state, created_at, run_at
 ), log AS (
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
-                                      attempt, at, data)
-    SELECT id, 1, NULL, state, 'enqueued', %(actor)s, 0, created_at, %(data)s::jsonb FROM ins
+    -- include: enqueue_log
 )
 SELECT id, created_at, run_at, pg_notify('jobtrail_queued', queue)::text AS notified FROM ins;
 
@@ -59,10 +138,7 @@ WITH src AS (
     FROM src ORDER BY ord
     RETURNING id, state, created_at, run_at
 ), log AS (
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
-                                      attempt, at, data)
-    SELECT id, 1, NULL, state, 'enqueued', %(actor)s::text, 0, created_at, %(data)s::jsonb
-    FROM ins
+    -- include: enqueue_log
 )
 SELECT id, created_at, run_at FROM ins ORDER BY id;
 
@@ -87,10 +163,7 @@ WITH src AS (
     FROM src ORDER BY ord
     RETURNING id, state, created_at, run_at
 ), log AS (
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
-                                      attempt, at, data)
-    SELECT id, 1, NULL, state, 'enqueued', %(actor)s::text, 0, created_at, %(data)s::jsonb
-    FROM ins
+    -- include: enqueue_log
 )
 SELECT id, created_at, run_at FROM ins ORDER BY id;
 
@@ -107,14 +180,7 @@ SELECT *, now() AS db_now FROM jobtrail_tasks WHERE id = %(id)s;
 -- SKIP LOCKED lets many workers claim at once without waiting on each other; the
 -- id = ANY(ARRAY(...)) shape keeps the update on the primary key for any batch size.
 WITH upd AS (
-    UPDATE jobtrail_tasks t
-    SET state = 'leased',
-        lease_owner = %(owner)s,
-        lease_expires_at = now() + make_interval(secs => t.lease_seconds),
-        attempts = t.attempts + 1,
-        seq = t.seq + 1,
-        last_reason = 'claimed',
-        updated_at = now()
+    -- include: claim_set
     WHERE t.id = ANY(ARRAY(
         SELECT id FROM jobtrail_tasks
         WHERE state = 'queued'
@@ -127,52 +193,19 @@ WITH upd AS (
         FOR UPDATE SKIP LOCKED))
     RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
 ), log AS (
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
-                                      attempt, at, data)
-    SELECT id, seq, 'queued', 'leased', 'claimed', %(owner)s, attempts, updated_at,
-           %(data)s::jsonb || jsonb_build_object('waited', round(waited::numeric, 6))
-    FROM upd
+    -- include: claim_log
 )
 SELECT * FROM upd;
 
 -- name: task_claim_unlimited
--- task_claim for a queue without concurrency limits, checked in the same statement (a queue
--- that has a limit yields nothing here and is claimed by task_claim under its queue lock).
--- One statement that appends its own transitions, so it may run on an autocommit connection:
--- it commits before its rows come back.
--- One queue at a time, so the claim reads the due index (queue, priority, run_at, id) in
--- order and stops at the limit instead of sorting every queued row of several queues.
--- SKIP LOCKED lets many workers claim at once without waiting on each other; the
--- id = ANY(ARRAY(...)) shape keeps the update on the primary key for any batch size.
+-- task_claim for a queue without concurrency limits. One statement that appends its own
+-- transitions, so it may run on an autocommit connection: it commits before its rows come
+-- back.
 WITH upd AS (
-    UPDATE jobtrail_tasks t
-    SET state = 'leased',
-        lease_owner = %(owner)s,
-        lease_expires_at = now() + make_interval(secs => t.lease_seconds),
-        attempts = t.attempts + 1,
-        seq = t.seq + 1,
-        last_reason = 'claimed',
-        updated_at = now()
-    WHERE t.id = ANY(ARRAY(
-        SELECT id FROM jobtrail_tasks
-        WHERE state = 'queued'
-          AND run_at <= now()
-          AND queue = %(queue)s
-          AND kind = ANY(%(kinds)s::text[])
-          AND NOT EXISTS (SELECT 1 FROM jobtrail_queues q
-                          WHERE q.name = %(queue)s
-                            AND (q.paused OR q.limit_total IS NOT NULL
-                                 OR q.limit_per_tenant IS NOT NULL))
-        ORDER BY priority DESC, run_at, id
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED))
-    RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
+    -- include: claim_set
+    -- include: claim_unlimited_where
 ), log AS (
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
-                                      attempt, at, data)
-    SELECT id, seq, 'queued', 'leased', 'claimed', %(owner)s, attempts, updated_at,
-           %(data)s::jsonb || jsonb_build_object('waited', round(waited::numeric, 6))
-    FROM upd
+    -- include: claim_log
 )
 SELECT * FROM upd;
 
@@ -223,42 +256,15 @@ WITH upd AS (
 SELECT * FROM upd;
 
 -- name: task_complete_many
--- Edge 4 (leased -> succeeded, completed) for several attempts of one worker in one
--- statement: the same guard as task_move, per row (holder, attempt, unexpired lease), and the
--- transitions appended in the same statement. Rows whose guard fails are simply not returned:
--- the worker then decides for those one by one, exactly as for a single completion.
--- Workflow children are excluded (their parents are re-derived by the single-task path).
--- The id = ANY(...) shape keeps the update on the primary key whatever the batch size (a join
--- with unnest(...) gets a hash join over the whole table when the planner guesses wrong).
-WITH upd AS (
-    UPDATE jobtrail_tasks t
-    SET state = 'succeeded',
-        last_reason = 'completed',
-        seq = t.seq + 1,
-        updated_at = now(),
-        finished_at = now(),
-        lease_owner = NULL,
-        lease_expires_at = NULL,
-        receipt_deadline = NULL,
-        dismissed_at = NULL
-    WHERE t.id = ANY(%(ids)s::bigint[])
-      -- written so that no index on state or lease fits: the planner's statistics rarely see
-      -- leased rows (ANALYZE runs when few are leased), and it would then read every leased
-      -- task of every worker through the lease index instead of these ids on the primary key
-      AND t.state || '' = 'leased'
-      AND t.lease_owner = %(owner)s::text
-      AND t.attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], t.id)]
-      AND t.lease_expires_at + interval '0 s' > now()
-      AND t.parent_id IS NULL
-    RETURNING t.id, t.seq, t.attempts, t.updated_at
+-- Edge 4 for several attempts of one worker in one statement, the transitions appended in
+-- the same statement. Rows whose guard fails are simply not returned: the worker then decides
+-- for those one by one, exactly as for a single completion.
+WITH done AS (
+    -- include: complete_update
 ), log AS (
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
-                                      attempt, at, data)
-    SELECT id, seq, 'leased', 'succeeded', 'completed', %(actor)s::text, attempts, updated_at,
-           '{}'::jsonb
-    FROM upd
+    -- include: complete_log
 )
-SELECT id FROM upd;
+SELECT id FROM done;
 
 -- name: task_complete_and_claim
 -- task_complete_many and task_claim_unlimited for one queue in one statement: the worker's
@@ -268,61 +274,14 @@ SELECT id FROM upd;
 -- Every claimed row comes back with the ids that completed (an array, also on the one row of
 -- NULLs returned when nothing was claimed).
 WITH done AS (
-    UPDATE jobtrail_tasks t
-    SET state = 'succeeded',
-        last_reason = 'completed',
-        seq = t.seq + 1,
-        updated_at = now(),
-        finished_at = now(),
-        lease_owner = NULL,
-        lease_expires_at = NULL,
-        receipt_deadline = NULL,
-        dismissed_at = NULL
-    WHERE t.id = ANY(%(ids)s::bigint[])
-      -- written so that no index on state or lease fits: the planner's statistics rarely see
-      -- leased rows (ANALYZE runs when few are leased), and it would then read every leased
-      -- task of every worker through the lease index instead of these ids on the primary key
-      AND t.state || '' = 'leased'
-      AND t.lease_owner = %(owner)s::text
-      AND t.attempts = (%(attempts)s::int[])[array_position(%(ids)s::bigint[], t.id)]
-      AND t.lease_expires_at + interval '0 s' > now()
-      AND t.parent_id IS NULL
-    RETURNING t.id, t.seq, t.attempts, t.updated_at
+    -- include: complete_update
 ), done_log AS (
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
-                                      attempt, at, data)
-    SELECT id, seq, 'leased', 'succeeded', 'completed', %(owner)s::text, attempts, updated_at,
-           '{}'::jsonb
-    FROM done
+    -- include: complete_log
 ), upd AS (
-    UPDATE jobtrail_tasks t
-    SET state = 'leased',
-        lease_owner = %(owner)s,
-        lease_expires_at = now() + make_interval(secs => t.lease_seconds),
-        attempts = t.attempts + 1,
-        seq = t.seq + 1,
-        last_reason = 'claimed',
-        updated_at = now()
-    WHERE t.id = ANY(ARRAY(
-        SELECT id FROM jobtrail_tasks
-        WHERE state = 'queued'
-          AND run_at <= now()
-          AND queue = %(queue)s
-          AND kind = ANY(%(kinds)s::text[])
-          AND NOT EXISTS (SELECT 1 FROM jobtrail_queues q
-                          WHERE q.name = %(queue)s
-                            AND (q.paused OR q.limit_total IS NOT NULL
-                                 OR q.limit_per_tenant IS NOT NULL))
-        ORDER BY priority DESC, run_at, id
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED))
-    RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
+    -- include: claim_set
+    -- include: claim_unlimited_where
 ), log AS (
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
-                                      attempt, at, data)
-    SELECT id, seq, 'queued', 'leased', 'claimed', %(owner)s, attempts, updated_at,
-           %(data)s::jsonb || jsonb_build_object('waited', round(waited::numeric, 6))
-    FROM upd
+    -- include: claim_log
 )
 SELECT upd.*, (SELECT array_agg(id) FROM done) AS completed_ids
 FROM (SELECT 1) AS one LEFT JOIN upd ON true;
