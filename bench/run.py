@@ -31,6 +31,7 @@ import json
 import os
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -187,7 +188,10 @@ class Target:
                 self.url = f"{base}/{dbname}"
         else:
             self.dbname = ""
-            self.url = f"sqlite:///{tmp / (name + '.db')}"
+            path = tmp / (name + ".db")
+            for stale in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):  # a fresh file
+                stale.unlink(missing_ok=True)
+            self.url = f"sqlite:///{path}"
         self.pg = pg
         self.cpu_split = (0.0, 0.0)
 
@@ -357,32 +361,55 @@ def main() -> None:
     )
     parser.add_argument("--only", default="", help="comma-separated systems")
     parser.add_argument("--no-install", action="store_true")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run every system this many times, in turn (round 1: all systems, then round 2, "
+        "...), and report each column's median: a slow spell of a shared machine then hits "
+        "every system alike instead of the one running at the time",
+    )
     args = parser.parse_args()
     skipped = {} if args.no_install else install_peers()
     for peer, why in NO_DRIVER.items():
         if peer not in skipped:
             print(f"skip {peer}: {why}", flush=True)
     names = [x for x in SYSTEMS if not args.only or x in args.only.split(",")]
-    results: dict[str, dict[str, Any]] = {}
+    runs: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name in names:
-            if name in skipped:
-                continue
-            print(f"running {name} (N={args.n}) ...", flush=True)
-            t0 = time.monotonic()
-            try:
-                results[name] = bench(name, args.n, args.samples, args.pg, Path(tmp))
-            except Exception as exc:  # one broken peer must not hide the others
-                print(f"skip {name}: {exc}", flush=True)
-                continue
-            print(f"  {results[name]} ({time.monotonic() - t0:.0f}s)", flush=True)
+        for round_ in range(1, args.rounds + 1):
+            for name in names:
+                if name in skipped:
+                    continue
+                print(f"running {name} (N={args.n}, round {round_}) ...", flush=True)
+                t0 = time.monotonic()
+                try:
+                    result = bench(name, args.n, args.samples, args.pg, Path(tmp))
+                except Exception as exc:  # one broken peer must not hide the others
+                    print(f"skip {name}: {exc}", flush=True)
+                    skipped[name] = str(exc)
+                    runs.pop(name, None)
+                    continue
+                runs.setdefault(name, []).append(result)
+                print(f"  {result} ({time.monotonic() - t0:.0f}s)", flush=True)
+    results = {name: medians(r) for name, r in runs.items()}
     print()
     prefetch = os.environ.get("BENCH_PREFETCH", "10")
     print(
         f"N={args.n}, concurrency 10 per worker process (jobtrail: prefetch {prefetch}),"
         f" {os.cpu_count()} CPUs"
+        + (f", median of {args.rounds} interleaved rounds" if args.rounds > 1 else "")
     )
     print(table(results))
+
+
+def medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each value's median over the rounds (a column with no value in some round: n/a)."""
+    out: dict[str, Any] = {}
+    for key in rounds[0]:
+        values = [r.get(key) for r in rounds]
+        out[key] = None if None in values else statistics.median(values)
+    return out
 
 
 if __name__ == "__main__":
