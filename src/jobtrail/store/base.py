@@ -181,8 +181,15 @@ class Move:
         return self.from_state == self.to_state and self.reason != "manual_fix"
 
 
+#: json.dumps with these arguments would build a new encoder on every call
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    """Compact JSON text (``json.dumps`` with ``ensure_ascii=False``, no spaces, no NaN)."""
+    if type(value) is dict and not value:
+        return "{}"  # most transitions carry no data
+    return _ENCODER.encode(value)
 
 
 class Driver(abc.ABC):
