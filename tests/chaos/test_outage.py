@@ -6,27 +6,15 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Store, make_store
+from conftest import Store
 
 import jobtrail
 
 from ._chaos_support import WorkerDir, upstream, via, wait_until
 from .faultproxy import FaultProxy
-
-
-@pytest.fixture
-def pg_store(tmp_path: Path) -> Iterator[Store]:
-    s = make_store("postgres", tmp_path)
-    try:
-        yield s
-        if s.apps:
-            assert s.apps[0].check() == []
-    finally:
-        s.close()
 
 
 def _app(url: str, **options: object) -> jobtrail.App:

@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from conftest import Store, make_store
+from conftest import Store
 
 import jobtrail
 from jobtrail.store.postgres import PostgresDriver
@@ -28,17 +26,6 @@ from jobtrail.worker import Worker, WorkerOptions
 
 from ._chaos_support import upstream, via, wait_until
 from .faultproxy import FaultProxy
-
-
-@pytest.fixture
-def pg_store(tmp_path: Path) -> Iterator[Store]:
-    s = make_store("postgres", tmp_path)
-    try:
-        yield s
-        if s.apps:
-            assert s.apps[0].check() == []
-    finally:
-        s.close()
 
 
 def _driver(app: jobtrail.App) -> PostgresDriver:
