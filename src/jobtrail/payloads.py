@@ -14,6 +14,8 @@ import secrets
 from decimal import Decimal
 from typing import Any
 
+from .store.base import dumps
+
 MAX_DEPTH = 100
 
 
@@ -98,21 +100,21 @@ def _dumps(payload: Any) -> str:
 
     marker = f"jtfloat-{secrets.token_hex(16)}-"
     swapped = swap(payload)
-    text = json.dumps(swapped, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = dumps(swapped)
     for i, value in enumerate(found):
         text = text.replace(f'"{marker}{i}"', format(Decimal(repr(value)), "f") + ".0", 1)
     return text
 
 
-#: json.dumps with these arguments builds a new encoder on every call; these are built once.
-_TEXT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+#: json.dumps with these arguments builds a new encoder on every call; this one is built once
+#: (the stored text is ``store.base.dumps``).
 _CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
 def encode(payload: Any, max_bytes: int) -> tuple[str, str]:
     """``(json text, hash)`` for a payload, or ``TypeError``/``ValueError`` naming the problem."""
     flags = _check(payload, "payload", 0)
-    text = _dumps(payload) if flags & _EXPONENT else _TEXT.encode(payload)
+    text = _dumps(payload) if flags & _EXPONENT else dumps(payload)
     size = len(text) if text.isascii() else len(text.encode("utf-8"))
     if size > max_bytes:
         raise ValueError(f"payload is {size} bytes once encoded; the limit is {max_bytes} bytes")
@@ -131,5 +133,5 @@ def intent_key(*parts: Any) -> str:
     if not parts:
         raise ValueError("intent_key() needs at least one part")
     _check(list(parts), "intent_key parts", 0)
-    canonical = json.dumps(list(parts), ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    canonical = _CANONICAL.encode(list(parts))
     return "ik_" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
