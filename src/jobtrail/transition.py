@@ -72,10 +72,17 @@ def create_batches(
     id, creation and due times and payload (``Driver.task_insert_batches``)."""
 
     def checked() -> Iterator[Sequence[NewTask]]:
+        first: NewTask | None = None
         for batch in batches:
             for state in dict.fromkeys(new.state for new in batch):  # each state once, in order
                 if find_edge(None, state, Reason.ENQUEUED) is None:
                     raise ValueError(f"a task cannot be created in state {state.value}")
+            first = first or batch[0]
+            for new in batch:
+                if new.idempotency_key is not None or new.parent_id is not None:
+                    raise ValueError("create_batches takes no idempotency keys or parents")
+                if new.actor != first.actor or new.data != first.data:
+                    raise ValueError("create_batches takes one actor and one data")
             yield batch
 
     return driver.task_insert_batches(tx, checked(), made)

@@ -288,10 +288,18 @@ class PostgresDriver(Driver):
     # trip; any other is checked first (it may not have survived a server restart or a cut).
     # A connection that breaks anyway fails its transaction as StoreUnavailable, is discarded,
     # and the caller's retry gets a checked one.
-    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+    def _configure(self, conn: psycopg.Connection[Any], *, generic_plans: bool = False) -> None:
         self._enter(conn)
         try:
             conn.execute("SET TIME ZONE 'UTC'")
+            if generic_plans:
+                # The connections kept outside the pool run a few fixed statements (the pump's
+                # round trip, enqueue's insert), prepared after their fifth use. By default
+                # PostgreSQL re-plans a prepared statement each time while it judges the
+                # generic plan costlier, which it does once the table holds a million rows:
+                # ~0.3 ms of planning, a third of a round trip. Their generic plans read the
+                # same indexes (tests/integration/test_claim_plan.py checks).
+                conn.execute("SET plan_cache_mode = force_generic_plan")
         finally:
             self._leave(conn)
         self._last_used[conn] = time.monotonic()
@@ -409,18 +417,7 @@ class PostgresDriver(Driver):
                 if self._closed.is_set():
                     raise RuntimeError("this App is closed")
                 conn = psycopg.connect(self.url, autocommit=True, **self._connect_kwargs)
-                self._configure(conn)
-                self._enter(conn)
-                try:
-                    # These connections run a few fixed statements (the pump's round trip,
-                    # enqueue's insert), prepared after their fifth use. With PostgreSQL's
-                    # default it re-plans a prepared statement each time while it judges the
-                    # generic plan costlier, which it does once the table holds a million rows:
-                    # ~0.3 ms of planning, a third of a round trip. Their generic plans read
-                    # the same indexes (tests/integration/test_claim_plan.py checks).
-                    conn.execute("SET plan_cache_mode = force_generic_plan")
-                finally:
-                    self._leave(conn)
+                self._configure(conn, generic_plans=True)
                 holder.conn, holder.cursor = conn, conn.cursor()
                 with self._listener_lock:
                     self._own_all.append(conn)
@@ -616,12 +613,7 @@ class PostgresDriver(Driver):
     def _insert_statement(self, news: Sequence[NewTask]) -> tuple[str, dict[str, Any]]:
         """The statement inserting ``news`` and its parameters: ``task_insert_uniform`` when
         they differ only in their payloads, else ``task_insert_many`` (a JSON row each)."""
-        first = news[0]
-        for n in news:
-            if n.idempotency_key is not None or n.parent_id is not None:
-                raise ValueError("task_insert_batches takes no idempotency keys or parents")
-            if n.actor != first.actor or n.data != first.data:
-                raise ValueError("task_insert_batches takes one actor and one data per batch")
+        first = news[0]  # no keys or parents, one actor and data (transition.create_batches)
         shared = _shared(first)
         if all(_shared(n) == shared for n in news):
             return self.sql["task_insert_uniform"], {
