@@ -121,7 +121,12 @@ def encode(payload: Any, max_bytes: int) -> tuple[str, str]:
     # the hash is of the canonical text (sorted keys, plain floats): the stored text itself
     # when its keys are already sorted and no float needed writing out
     canonical = _CANONICAL.encode(payload) if flags else text
-    return text, hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    known = _COMMON_HASHES.get(canonical)
+    return text, known or hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+#: The hashes of the payloads many tasks carry (none, an empty object), computed once.
+_COMMON_HASHES = {text: hashlib.sha256(text.encode("utf-8")).hexdigest() for text in ("null", "{}")}
 
 
 def intent_key(*parts: Any) -> str:

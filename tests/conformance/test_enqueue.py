@@ -400,6 +400,10 @@ BAD_INPUT: list[tuple[tuple[Any, ...], dict[str, Any], type[Exception], str]] = 
     (("k",), {"idempotency_key": "x" * 256}, ValueError, "idempotency_key"),
     (("k",), {"queue": " padded "}, ValueError, "queue"),
     (("k",), {"tenant": 5}, TypeError, "tenant"),
+    # PostgreSQL text cannot hold NUL: refused on every backend alike
+    (("k",), {"tenant": "a\x00b"}, ValueError, "tenant contains a NUL"),
+    (("k",), {"idempotency_key": "a\x00"}, ValueError, "idempotency_key contains a NUL"),
+    (("k",), {"queue": "q\x00"}, ValueError, "queue contains a NUL"),
     (("k",), {"parent": "no-such-task"}, jobtrail.TaskNotFound, "no-such-task"),
 ]
 

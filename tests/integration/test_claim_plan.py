@@ -8,10 +8,10 @@ in one statement, ANALYZEs, and asks the planner how it would claim: PostgreSQL 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import jobtrail
+from jobtrail.store.pg_direct import positional
 
 ROWS = 50_000
 
@@ -117,14 +117,7 @@ def test_claim_reads_the_due_index(store: Any) -> None:
 def _generic_plan(conn: Any, sql: str, params: dict[str, Any]) -> str:
     """The plan PostgreSQL keeps for ``sql`` as a prepared statement under
     ``plan_cache_mode = force_generic_plan`` (planned without the parameters' values)."""
-    names: list[str] = []
-
-    def number(match: re.Match[str]) -> str:
-        if match.group(1) not in names:
-            names.append(match.group(1))
-        return f"${names.index(match.group(1)) + 1}"
-
-    numbered = re.sub(r"%\((\w+)\)s", number, sql).replace("%%", "%")
+    numbered, names = positional(sql)
     conn.execute(f"PREPARE jobtrail_plan AS {numbered}")
     try:
         args = ", ".join(_literal(params[n]) for n in names)

@@ -81,8 +81,10 @@ class NewTask:
 
 
 def loads_payload(text: str) -> Any:
-    """A payload's JSON text decoded (most payloads of a bulk enqueue are ``{}``)."""
-    return {} if text == "{}" else json.loads(text)
+    """A payload's JSON text decoded (most payloads are ``{}`` or none)."""
+    if text == "{}":
+        return {}
+    return None if text == "null" else json.loads(text)
 
 
 #: What a new task row holds in the columns its insert does not set (``Task`` fields of the
