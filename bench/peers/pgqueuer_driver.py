@@ -59,15 +59,18 @@ async def main() -> None:
 
 
 if phase == "latency":
+    # one client kept open across samples, as an application would (and as the other drivers
+    # do): a connection per sample would put connection setup into pgqueuer's latency
+    loop = asyncio.new_event_loop()
+    client = loop.run_until_complete(connect())
 
     def one(t: float) -> None:
-        async def go() -> None:
-            q = await connect()
-            await q.enqueue("noop", str(t).encode())
+        loop.run_until_complete(client.enqueue("noop", str(t).encode()))
 
-        asyncio.run(go())
-
-    latency(__file__, url, n, one)
+    try:
+        latency(__file__, url, n, one)
+    finally:
+        loop.close()
 else:
     _ = timed
     asyncio.run(main())
