@@ -19,8 +19,10 @@ from typing import Any
 from . import queries
 from .base import TIME_COLUMNS, Claim, Driver, NewTask, Row, Tx, dumps
 
-#: How often an idle worker looks for commits by other processes (seconds).
-DATA_VERSION_POLL = 0.004
+#: How often an idle worker looks for commits by other processes (seconds). A commit waits
+#: half of it on average before a worker sees it; an idle worker spends ~3.4% of a core at
+#: 2 ms (~2.2% at 4 ms, where the bench read idle p50 ~0.7 ms higher).
+DATA_VERSION_POLL = 0.002
 
 _JSON_COLUMNS = frozenset({"payload", "data", "result"})
 _BOOL_COLUMNS = frozenset({"reentrant", "is_effect", "paused"})
