@@ -8,6 +8,8 @@
 SELECT round((julianday('now') - 2440587.5) * 86400.0, 3) AS now;
 
 -- name: task_insert
+-- Returns only what the database generated (id, created_at, run_at): the driver builds the
+-- rest of the row from what it inserted (base.inserted_row), as on PostgreSQL.
 INSERT INTO jobtrail_tasks (
     kind, queue, tenant, state, payload, payload_hash, idempotency_key, priority, max_attempts,
     lease_seconds, reentrant, run_at, parent_id, last_reason, seq, budget_started_at,
@@ -21,7 +23,7 @@ VALUES (
     round((julianday('now') - 2440587.5) * 86400.0, 3),
     round((julianday('now') - 2440587.5) * 86400.0, 3))
 ON CONFLICT (tenant, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING *;
+RETURNING id, created_at, run_at;
 
 -- name: task_get_by_key
 SELECT * FROM jobtrail_tasks
