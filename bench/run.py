@@ -246,12 +246,15 @@ class Target:
         ]
         try:
             t_first = c_first = None
+            t_before = time.perf_counter()  # the last look that saw none finished yet
             backend_cpu0: dict[int, int] = {}
             worker_cpu0 = 0
             deadline = time.monotonic() + timeout
             while True:
                 count = self.finished()
                 now = time.perf_counter()
+                if t_first is None and count <= start_count:
+                    t_before = now
                 if t_first is None and count > start_count:
                     t_first, c_first = now, count
                     worker_cpu0 = cpu_ticks([w.pid for w in workers], tree=True)
@@ -265,6 +268,8 @@ class Target:
             worker_cpu = cpu_ticks([w.pid for w in workers], tree=True) - worker_cpu0
             backend_cpu = sum(cpu_ticks([p]) - backend_cpu0.get(p, 0) for p in self.backend_pids())
             jobs = count - c_first
+            if jobs == 0:  # all finished between two looks (a tiny run): time them from the one
+                jobs, t_first = count - start_count, t_before  # before (a lower bound)
             rate = jobs / max(now - t_first, 1e-9)
             per_1k = 1000 / TICK / max(jobs, 1) * 1000
             self.cpu_split = (worker_cpu * per_1k, backend_cpu * per_1k)
