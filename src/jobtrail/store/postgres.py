@@ -612,16 +612,16 @@ class PostgresDriver(Driver):
         # the insert returns only what the database generated (RETURNING * and its decoding
         # cost more than the insert itself); on a connection of our own, through libpq
         # directly (pg_direct: a fifth of psycopg's client CPU)
-        got = None
+        values = None
         if tx.own is not None and query == "task_insert":
             try:
                 values = self._direct_insert.values(params)
             except ValueError:  # text libpq cannot carry: psycopg's path names the problem
-                got = tx.first(query, params)
-            else:
-                got = self._direct_insert.first(tx.conn, tx.own.prepared, values)
-        else:
+                pass
+        if values is None:
             got = tx.first(query, params)
+        else:
+            got = self._direct_insert.first(tx.conn, tx.own.prepared, values)
         if got is None:
             return None
         return inserted_row(new, got[0], got[1], got[2], loads_payload(new.payload_json))
