@@ -255,9 +255,6 @@ class Driver(abc.ABC):
     def task_insert(self, tx: Tx, new: NewTask) -> tuple[Row, bool]:
         """Insert one task with its creating transition; on an idempotency key that already
         exists, return the existing row and ``False`` (never a second row)."""
-        return self._task_insert(tx, new, "task_insert")
-
-    def _task_insert(self, tx: Tx, new: NewTask, query: str) -> tuple[Row, bool]:
         params = {
             "kind": new.kind,
             "queue": new.queue,
@@ -276,8 +273,8 @@ class Driver(abc.ABC):
             "actor": new.actor,
             "data": dumps(new.data),
         }
-        row = self._inserted(tx, new, query, params)
-        if row is None:
+        got = self._inserted(tx, params)
+        if got is None:
             existing = tx.one(
                 "task_get_by_key",
                 {"tenant": new.tenant, "kind": new.kind, "idempotency_key": new.idempotency_key},
@@ -285,6 +282,7 @@ class Driver(abc.ABC):
             if existing is None:  # pragma: no cover - the conflicting row vanished (pruned)
                 raise RuntimeError("idempotency conflict on a row that no longer exists")
             return existing, False
+        row = inserted_row(new, *got, loads_payload(new.payload_json))
         if not self.logs_in_statement:
             self.transition_insert(
                 tx,
@@ -300,9 +298,11 @@ class Driver(abc.ABC):
             )
         return row, True
 
-    def _inserted(self, tx: Tx, new: NewTask, query: str, params: dict[str, Any]) -> Row | None:
-        """Run the insert ``query``: the stored row, or None when the idempotency key exists."""
-        return tx.one(query, params)
+    @abc.abstractmethod
+    def _inserted(self, tx: Tx, params: dict[str, Any]) -> tuple[int, datetime, datetime] | None:
+        """Run ``task_insert``: what the database generated (id, ``created_at``, ``run_at``;
+        ``task_insert`` builds the rest of the row from what it inserted), or None when the
+        idempotency key exists."""
 
     def task_insert_alone(self, new: NewTask) -> tuple[Row, bool]:
         """``task_insert`` as its own committed transaction, waking workers when created."""

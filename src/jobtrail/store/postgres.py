@@ -39,7 +39,6 @@ from .base import (
     Row,
     T,
     dumps,
-    inserted_row,
     loads_payload,
 )
 from .pg_direct import DirectStatement
@@ -608,28 +607,26 @@ class PostgresDriver(Driver):
             error, (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
         ) or super().is_outage(error)
 
-    def _inserted(self, tx: Any, new: NewTask, query: str, params: dict[str, Any]) -> Row | None:
+    def _inserted(self, tx: Any, params: dict[str, Any]) -> tuple[int, datetime, datetime] | None:
         # the insert returns only what the database generated (RETURNING * and its decoding
         # cost more than the insert itself); on a connection of our own, through libpq
         # directly (pg_direct: a fifth of psycopg's client CPU)
         values = None
-        if tx.own is not None and query == "task_insert":
+        if tx.own is not None:
             try:
                 values = self._direct_insert.values(params)
             except ValueError:  # text libpq cannot carry: psycopg's path names the problem
                 pass
         if values is None:
-            got = tx.first(query, params)
+            got = tx.first("task_insert", params)
         else:
             got = self._direct_insert.first(tx.conn, tx.own.prepared, values)
-        if got is None:
-            return None
-        return inserted_row(new, got[0], got[1], got[2], loads_payload(new.payload_json))
+        return None if got is None else (got[0], got[1], got[2])
 
     def task_insert_alone(self, new: NewTask) -> tuple[Row, bool]:
         # one round trip: insert, transition and NOTIFY in one autocommit statement
         with self.single_statement() as tx:
-            return self._task_insert(tx, new, "task_insert")
+            return self.task_insert(tx, new)
 
     # pipelined: the server inserts one batch while the client validates the next
     insert_batch = 100

@@ -25,8 +25,6 @@ from .base import (
     Row,
     Tx,
     dumps,
-    inserted_row,
-    loads_payload,
 )
 
 #: How often an idle worker looks for commits by other processes (seconds). A commit waits
@@ -287,19 +285,15 @@ class SQLiteDriver(Driver):
     def notify_queued(self, tx: Any, queue: str) -> None:
         self._wakeup.set()
 
-    def _inserted(self, tx: Any, new: NewTask, query: str, params: dict[str, Any]) -> Row | None:
-        if query != "task_insert":
-            return super()._inserted(tx, new, query, params)
-        # only what the database generated comes back (RETURNING * and decoding the whole row
-        # cost a fifth of a single enqueue's CPU)
-        cur = tx.conn.execute(self.sql[query], params)
+    def _inserted(self, tx: Any, params: dict[str, Any]) -> tuple[int, datetime, datetime] | None:
+        cur = tx.conn.execute(self.sql["task_insert"], params)
         got = cur.fetchone()
         cur.fetchall()  # finish the statement (RETURNING rows are produced while stepping)
         if got is None:
             return None
         created_at = datetime.fromtimestamp(got[1], UTC)
         run_at = created_at if got[2] == got[1] else datetime.fromtimestamp(got[2], UTC)
-        return inserted_row(new, got[0], created_at, run_at, loads_payload(new.payload_json))
+        return got[0], created_at, run_at
 
     def encode_time(self, value: datetime) -> float:
         if value.tzinfo is None:
