@@ -81,12 +81,11 @@ def _utc_tuple(row: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 class _Holder:
-    """A connection kept outside the pool, with a cursor to reuse and the names of the
-    statements prepared on it by ``pg_direct`` (see ``_OwnUse``)."""
+    """A connection kept outside the pool and the names of the statements prepared on it by
+    ``pg_direct`` (see ``_OwnUse``)."""
 
     def __init__(self) -> None:
         self.conn: psycopg.Connection[Any] | None = None
-        self.cursor: psycopg.Cursor[Any] | None = None
         self.prepared: set[bytes] = set()
 
 
@@ -101,11 +100,9 @@ class _Tx:
     ) -> None:
         self.conn = conn
         self.sql = sql
-        # on a connection kept outside the pool: its holder, whose cursor ``first`` reuses
-        # (creating one per statement costs more CPU than the rest of the client side of a
-        # one-row insert)
+        # on a connection kept outside the pool: its holder (the single insert runs there
+        # through pg_direct)
         self.own = own
-        self.cursor = own.cursor if own is not None else None
         # Our own connections run with TimeZone UTC (``_configure``): their times arrive in
         # UTC already. A caller's connection may have any time zone: convert.
         self.decode = _identity if utc else _decode
@@ -129,7 +126,7 @@ class _Tx:
     def first(self, name: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
         """The first row as a tuple, times in UTC (no column names: cheaper for the hot
         statements that return a few known columns)."""
-        cur = self.cursor if self.cursor is not None else self.conn.cursor(row_factory=tuple_row)
+        cur = self.conn.cursor(row_factory=tuple_row)  # a caller's connection may make dicts
         row: tuple[Any, ...] | None = cur.execute(self.sql[name], params).fetchone()
         return row if row is None or self.decode is _identity else _utc_tuple(row)
 
@@ -439,8 +436,8 @@ class PostgresDriver(Driver):
             raise _unavailable(exc) from exc
 
     def _own_open(self, holder: Any) -> psycopg.Connection[Any]:
-        """The connection kept outside the pool in ``holder`` (``.conn``, ``.cursor``,
-        ``.prepared``; see ``_OwnUse``), registered with the watchdog: checked with a round
+        """The connection kept outside the pool in ``holder`` (``.conn``, ``.prepared``; see
+        ``_OwnUse``), registered with the watchdog: checked with a round
         trip when not used just now, as pooled ones are, and opened when there is none or it
         failed."""
         conn: psycopg.Connection[Any] | None = getattr(holder, "conn", None)
@@ -453,8 +450,7 @@ class PostgresDriver(Driver):
                     raise RuntimeError("this App is closed")
                 conn = psycopg.connect(self.url, autocommit=True, **self._connect_kwargs)
                 self._configure(conn, generic_plans=True)
-                holder.conn, holder.cursor = conn, conn.cursor()
-                holder.prepared = set()
+                holder.conn, holder.prepared = conn, set()
                 with self._listener_lock:
                     self._own_all.append(conn)
         except psycopg.OperationalError as exc:
@@ -479,7 +475,7 @@ class PostgresDriver(Driver):
             self._drop_own(holder, conn)
 
     def _drop_own(self, holder: Any, conn: psycopg.Connection[Any] | None) -> None:
-        holder.conn = holder.cursor = None
+        holder.conn = None
         if conn is not None:
             with self._listener_lock:
                 if conn in self._own_all:
