@@ -264,7 +264,7 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
 
         stream = batches()
         first = next(stream)
-        with self._driver.transaction(connection=connection) as tx:
+        with self._driver.batch_transaction(connection=connection) as tx:
             tasks = transition.create_batches(
                 self._driver, tx, itertools.chain([first], stream), _task_from_new
             )

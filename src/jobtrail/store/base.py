@@ -225,6 +225,12 @@ class Driver(abc.ABC):
         loop; a driver may keep a connection for it instead of checking one out each time."""
         return self.transaction()
 
+    def batch_transaction(self, *, connection: Any = None) -> AbstractContextManager[Tx]:
+        """The transaction of a bulk enqueue (``task_insert_batches``, then ``notify_queued``
+        for each queue), committed at its end as ``transaction`` is; a driver may send it
+        whole, without waiting for the BEGIN or the notifications (PostgreSQL: one pipeline)."""
+        return self.transaction(connection=connection)
+
     @abc.abstractmethod
     def migrate(self) -> list[int]:
         """Apply pending migrations; returns the versions applied. Safe to run concurrently."""

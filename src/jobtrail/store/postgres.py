@@ -19,7 +19,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -97,9 +97,13 @@ class _Tx:
         *,
         utc: bool = True,
         own: _Holder | None = None,
+        pipelined: bool = False,
     ) -> None:
         self.conn = conn
         self.sql = sql
+        # inside batch_transaction's pipeline: statements whose results nobody reads are sent
+        # without waiting for them (notify_queued), and no second pipeline is opened
+        self.pipelined = pipelined
         # on a connection kept outside the pool: its holder (the single insert runs there
         # through pg_direct)
         self.own = own
@@ -418,6 +422,28 @@ class PostgresDriver(Driver):
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise _unavailable(exc) from exc
 
+    def batch_transaction(self, *, connection: Any = None) -> AbstractContextManager[_Tx]:
+        if connection is not None:
+            return self.transaction(connection=connection)
+        return self._pipelined_transaction()
+
+    @contextmanager
+    def _pipelined_transaction(self) -> Iterator[_Tx]:
+        """BEGIN, the statements and COMMIT as one pipeline on a pooled connection: the client
+        waits only for the results it reads and, at the end, for the COMMIT. An explicit
+        BEGIN, not the pipeline's implicit transaction, which a sync (psycopg makes one for a
+        nested pipeline, for instance) would commit half done. On an error the block is left
+        open (aborted, after a server-side one); ``_connection`` rolls it back."""
+        with self._pooled_statement() as statement:
+            conn = statement.conn
+            with conn.pipeline():
+                conn.execute("BEGIN")
+                # the batch statement is prepared on its first use (task_insert_batches):
+                # planned once, not per execution
+                conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+                yield _Tx(conn, self.sql, pipelined=True)
+                conn.execute("COMMIT")
+
     def single_statement(self, *, pinned: bool = False) -> AbstractContextManager[_Tx]:
         # The pool's connections are autocommit: outside conn.transaction() each statement
         # commits on its own (synchronous_commit) before its result comes back.
@@ -548,7 +574,10 @@ class PostgresDriver(Driver):
 
     # -- wake-ups ------------------------------------------------------------------------------
     def notify_queued(self, tx: Any, queue: str) -> None:
-        tx.one("notify_queued", {"queue": queue})
+        if tx.pipelined:  # sent, not waited for: the COMMIT's result reports any error
+            tx.conn.execute(self.sql["notify_queued"], {"queue": queue})
+        else:
+            tx.one("notify_queued", {"queue": queue})
 
     def wake(self) -> None:
         if not self._wakeup.is_set():  # set() takes the event's lock even when set already
@@ -638,19 +667,26 @@ class PostgresDriver(Driver):
         # is sent, and ``made`` runs on one batch while the server still inserts the next (all
         # in tx: an error anywhere rolls back all)
         conn: psycopg.Connection[Any] = tx.conn
-        sent: list[tuple[Sequence[NewTask], psycopg.Cursor[Any]]] = []
+        sent: list[tuple[Sequence[NewTask], psycopg.Cursor[Any], bool]] = []
         out: list[T] = []
-        with conn.pipeline():
+        # on our own connections: prepared at once (the first call would otherwise plan ten
+        # times), not on a caller's (its prepared statements are its business)
+        prepare = True if tx.pipelined else None
+        with nullcontext() if tx.pipelined else conn.pipeline():
             for news in batches:
                 cur = conn.cursor(row_factory=tuple_row)  # a caller's may make dicts
-                cur.execute(*self._insert_statement(news))
-                sent.append((news, cur))
-            for news, cur in sent:
+                name, params = self._insert_statement(news)
+                cur.execute(self.sql[name], params, prepare=prepare)
+                sent.append((news, cur, name == "task_insert_uniform"))
+            for news, cur, uniform in sent:
                 rows: list[tuple[Any, ...]] = cur.fetchall()
-                if len(rows) != len(news):  # pragma: no cover - nothing can conflict
-                    raise RuntimeError(f"inserted {len(rows)} tasks of {len(news)}")
                 if tx.decode is not _identity:
                     rows = [_utc_tuple(r) for r in rows]
+                if uniform:  # one row: the ids, the creation and due time they share
+                    ids, created_at, run_at = rows[0]
+                    rows = [(i, created_at, run_at) for i in ids]
+                if len(rows) != len(news):  # pragma: no cover - nothing can conflict
+                    raise RuntimeError(f"inserted {len(rows)} tasks of {len(news)}")
                 # the ids ascend in input order (the statement inserts ORDER BY position)
                 out.extend(
                     made(n, r[0], r[1], r[2], loads_payload(n.payload_json))
@@ -659,12 +695,13 @@ class PostgresDriver(Driver):
         return out
 
     def _insert_statement(self, news: Sequence[NewTask]) -> tuple[str, dict[str, Any]]:
-        """The statement inserting ``news`` and its parameters: ``task_insert_uniform`` when
-        they differ only in their payloads, else ``task_insert_many`` (a JSON row each)."""
+        """The name of the statement inserting ``news`` and its parameters:
+        ``task_insert_uniform`` when they differ only in their payloads, else
+        ``task_insert_many`` (a JSON row each)."""
         first = news[0]  # no keys or parents, one actor and data (transition.create_batches)
         shared = _shared(first)
         if all(_shared(n) == shared for n in news):
-            return self.sql["task_insert_uniform"], {
+            return "task_insert_uniform", {
                 "payloads": _quoted_array(n.payload_json for n in news),
                 "hashes": _quoted_array(n.payload_hash for n in news),
                 "kind": first.kind,
@@ -680,7 +717,7 @@ class PostgresDriver(Driver):
                 "actor": first.actor,
                 "data": dumps(first.data),
             }
-        return self.sql["task_insert_many"], {
+        return "task_insert_many", {
             "rows": dumps(
                 [
                     [

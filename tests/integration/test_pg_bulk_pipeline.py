@@ -1,0 +1,106 @@
+"""PostgreSQL: a bulk enqueue (``enqueue_many`` of keyless tasks, no caller's connection) is
+one pipeline — BEGIN, the batches, the NOTIFY of each queue, COMMIT — with no round trip of
+its own for the BEGIN or the notifications. It must stay one transaction: stored whole and
+notified on commit, or, when the server refuses a row in a later batch, nothing stored,
+nothing notified, and the connection back in the pool idle and working."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from conftest import Store, make_store
+
+import jobtrail
+from jobtrail import transition
+from jobtrail.store.postgres import PostgresDriver
+
+
+@pytest.fixture
+def pg(tmp_path: object) -> Iterator[Store]:
+    store = make_store("postgres", tmp_path)  # type: ignore[arg-type]
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _app(pg: Store) -> tuple[jobtrail.App, PostgresDriver]:
+    app = pg.app()
+    app.task("k")(lambda ctx, p: None)
+    driver = app._driver
+    assert isinstance(driver, PostgresDriver)
+    return app, driver
+
+
+def _listener(pg: Store) -> psycopg.Connection[Any]:
+    conn = psycopg.connect(pg.url, autocommit=True)
+    conn.execute("LISTEN jobtrail_queued")
+    return conn
+
+
+def test_a_bulk_enqueue_is_one_transaction_notified_once_per_queue(pg: Store) -> None:
+    app, driver = _app(pg)
+    n = 3 * driver.insert_batch + 7
+    items: list[dict[str, Any]] = [{"kind": "k", "payload": {"n": i}} for i in range(n)]
+    items.append({"kind": "k", "queue": "other"})
+    with _listener(pg) as listener:
+        tasks = app.enqueue_many(items)
+        heard = [x.payload for x in listener.notifies(timeout=5, stop_after=2)]
+    assert sorted(heard) == ["default", "other"]
+    # every statement ran in the one transaction the pipeline opened: now() is its start
+    assert len({t.created_at for t in tasks}) == 1
+    assert [t.payload for t in tasks[:n]] == [{"n": i} for i in range(n)]
+    assert len(app.list(limit=n + 1)) == n + 1
+
+
+def test_a_row_the_server_refuses_in_a_later_batch_undoes_all(pg: Store) -> None:
+    app, driver = _app(pg)
+    with psycopg.connect(pg.url, autocommit=True) as admin:
+        admin.execute(
+            "CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " IF NEW.payload ? 'boom' THEN RAISE EXCEPTION 'boom refused'; END IF;"
+            " RETURN NEW; END $$"
+        )
+        admin.execute(
+            "CREATE TRIGGER refuse_boom BEFORE INSERT ON jobtrail_tasks"
+            " FOR EACH ROW EXECUTE FUNCTION refuse_boom()"
+        )
+    size = driver.insert_batch
+    items: list[dict[str, Any]] = [{"kind": "k", "payload": {"n": i}} for i in range(2 * size + 9)]
+    items[2 * size + 3] = {"kind": "k", "payload": {"boom": 1}}  # valid here, refused there
+    with _listener(pg) as listener:
+        with pytest.raises(psycopg.errors.RaiseException, match="boom refused"):
+            app.enqueue_many(items)
+        assert app.list() == []
+        # the pool's connections are all idle: none was left in the aborted transaction
+        assert driver.pool.get_stats()["pool_available"] == driver.pool.get_stats()["pool_size"]
+        conn = driver.pool.getconn()
+        try:
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        finally:
+            driver.pool.putconn(conn)
+        # and the next bulk enqueue works, notifying once: no notification was left over
+        items[2 * size + 3] = {"kind": "k", "payload": {"n": 2 * size + 3}}
+        tasks = app.enqueue_many(items)
+        heard = [x.payload for x in listener.notifies(timeout=5, stop_after=1)]
+        assert heard == ["default"]
+        assert list(listener.notifies(timeout=0.2)) == []
+    assert [t.payload["n"] for t in tasks] == list(range(2 * size + 9))
+    assert len(app.list(limit=1000)) == 2 * size + 9
+
+
+def test_an_error_after_a_sync_inside_the_transaction_still_undoes_all(pg: Store) -> None:
+    # a pipeline's implicit transaction ends at its next sync: the bulk transaction opens an
+    # explicit one, so that nothing is committed before its end, whatever syncs happen inside
+    app, driver = _app(pg)
+    news = [app._new_task({"kind": "k", "payload": {"n": i}}) for i in range(3)]
+    with pytest.raises(RuntimeError, match="after a sync"):
+        with driver.batch_transaction() as tx:
+            transition.create_batches(driver, tx, [news], lambda new, i, c, r, p: i)
+            with tx.conn.pipeline():  # a nested pipeline: psycopg syncs on entering it
+                pass
+            raise RuntimeError("after a sync")
+    assert app.list() == []
