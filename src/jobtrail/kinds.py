@@ -42,6 +42,8 @@ class KindSpec:
     def validate(self) -> None:
         if not self.name or not isinstance(self.name, str):
             raise ValueError("a task kind needs a non-empty name")
+        if "\x00" in self.name:  # PostgreSQL text cannot hold it: refused on every backend
+            raise ValueError(f"kind {self.name!r}: the name contains a NUL character")
         if self.max_attempts < 1:
             raise ValueError(f"kind {self.name!r}: max_attempts must be at least 1")
         if not self.lease_seconds > 0:

@@ -416,6 +416,14 @@ def test_bad_input_raises_and_stores_nothing(kapp: jobtrail.App) -> None:
         assert kapp.list() == [], (args, kwargs)
 
 
+def test_a_kind_name_with_a_nul_character_is_refused_at_registration(app: jobtrail.App) -> None:
+    with pytest.raises(ValueError, match="NUL"):
+        app.task("k\x00x")(lambda ctx, p: None)
+    with pytest.raises(jobtrail.UnknownKind):
+        app.enqueue("k\x00x")
+    assert app.list() == []
+
+
 def test_payload_at_the_limit_is_accepted_and_read_back_equal(kapp: jobtrail.App) -> None:
     payload = {"text": "é" * 1000, "nested": [{"a": None, "b": True, "c": 1.5}], "big": 2**53}
     task = kapp.enqueue("k", payload)
