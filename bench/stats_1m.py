@@ -132,6 +132,21 @@ def main() -> int:
     timed("app.dead()", app.dead)
     timed("app.list(limit=50)", lambda: app.list(limit=50))
     timed("app.list(state='dead', limit=50)", lambda: app.list(state="dead", limit=50))
+    states = ("queued", "leased", "cancelled", "succeeded")
+    for state in states:
+        timed(f"app.list(state={state!r}, limit=50)", lambda s=state: app.list(state=s, limit=50))
+    timed("  query view_state_counts", lambda: _run(app, "view_state_counts", {}))
+    # again once psycopg has prepared them (fifth use) and PostgreSQL may use a generic plan
+    for _ in range(8):
+        for state in ("dead", *states):
+            app.list(state=state, limit=50)
+        _run(app, "view_state_counts", {})
+    for state in ("dead", *states):
+        timed(
+            f"app.list(state={state!r}, limit=50), prepared",
+            lambda s=state: app.list(state=s, limit=50),
+        )
+    timed("  query view_state_counts, prepared", lambda: _run(app, "view_state_counts", {}))
 
     def claim_one() -> None:
         with app._driver.transaction() as tx:
