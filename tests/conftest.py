@@ -105,3 +105,13 @@ def store(backend: str, tmp_path: Path) -> Iterator[Store]:
 @pytest.fixture
 def app(store: Store) -> jobtrail.App:
     return store.app()
+
+
+@pytest.fixture
+def pg(tmp_path: Path) -> Iterator[Store]:
+    """A fresh PostgreSQL store, for the tests of paths only the PostgreSQL driver has."""
+    s = make_store("postgres", tmp_path)
+    try:
+        yield s
+    finally:
+        s.close()

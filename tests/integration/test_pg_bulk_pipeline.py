@@ -6,25 +6,15 @@ nothing notified, and the connection back in the pool idle and working."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from conftest import Store, make_store
+from conftest import Store
 
 import jobtrail
 from jobtrail import transition
 from jobtrail.store.postgres import PostgresDriver
-
-
-@pytest.fixture
-def pg(tmp_path: object) -> Iterator[Store]:
-    store = make_store("postgres", tmp_path)  # type: ignore[arg-type]
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def _app(pg: Store) -> tuple[jobtrail.App, PostgresDriver]:

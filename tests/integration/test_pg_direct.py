@@ -6,24 +6,14 @@ must stay usable after a statement the server refused."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 
 import psycopg
 import pytest
-from conftest import PG_URL, Store, make_store
+from conftest import PG_URL, Store
 
 import jobtrail
 from jobtrail import transition
 from jobtrail.store.postgres import PostgresDriver
-
-
-@pytest.fixture
-def pg(tmp_path: object) -> Iterator[Store]:
-    store = make_store("postgres", tmp_path)  # type: ignore[arg-type]
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def _driver(app: jobtrail.App) -> PostgresDriver:
