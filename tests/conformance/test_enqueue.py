@@ -203,6 +203,36 @@ def test_enqueue_many_without_keys_keeps_order_and_logs_each(kapp: jobtrail.App)
         assert [(x.to_state, x.reason, x.actor) for x in log] == [("queued", "enqueued", "caller")]
 
 
+def test_enqueue_many_items_of_kind_and_payload_match_single_enqueues(app: jobtrail.App) -> None:
+    # bulk items holding only a kind and a payload are built from the kind's settings, checked
+    # once per kind: they must come out as the same items enqueued one by one
+    app.task("mail", queue="emails", max_attempts=3)(lambda ctx, p: None)
+    app.task("k")(lambda ctx, p: None)
+    items: list[dict[str, Any]] = [
+        {"kind": "mail", "payload": {"n": 1}},
+        {"kind": "k"},
+        {"kind": "mail", "payload": ["x", 2]},
+        {"kind": "mail", "payload": {"n": 3}, "priority": 2},  # not only kind and payload
+        {"kind": "k", "payload": None},
+    ]
+    bulk = app.enqueue_many(items)
+    single = [
+        app.enqueue(
+            i["kind"],
+            i.get("payload"),
+            **{k: v for k, v in i.items() if k not in ("kind", "payload")},
+        )
+        for i in items
+    ]
+
+    def seen(t: jobtrail.Task) -> tuple[Any, ...]:
+        return (t.kind, t.queue, t.tenant, t.state, t.payload, t.priority, t.max_attempts)
+
+    assert [seen(t) for t in bulk] == [seen(t) for t in single]
+    assert [seen(app.get(t.id)) for t in bulk] == [seen(t) for t in single]
+    assert [t.queue for t in bulk] == ["emails", "default", "emails", "emails", "default"]
+
+
 BAD_ITEMS: list[tuple[dict[str, Any], type[Exception]]] = [
     ({"kind": "nope"}, jobtrail.UnknownKind),
     ({"kind": "k", "payload": {1, 2}}, TypeError),

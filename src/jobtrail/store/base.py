@@ -79,6 +79,28 @@ class NewTask:
     actor: str = "caller"
     data: dict[str, Any] = field(default_factory=dict)
 
+    def with_payload(self, payload_json: str, payload_hash: str) -> NewTask:
+        """This task with another payload (its JSON text and hash): a bulk enqueue builds its
+        items of one kind from the kind's task this way, checked once."""
+        return NewTask(
+            self.kind,
+            self.queue,
+            self.tenant,
+            payload_json,
+            payload_hash,
+            self.idempotency_key,
+            self.priority,
+            self.max_attempts,
+            self.lease_seconds,
+            self.reentrant,
+            self.run_at,
+            self.delay,
+            self.parent_id,
+            self.state,
+            self.actor,
+            self.data,
+        )
+
 
 def loads_payload(text: str) -> Any:
     """A payload's JSON text decoded (most payloads are ``{}`` or none)."""
