@@ -4,11 +4,13 @@ questions, and carries out the operator's actions — each through the one trans
 from __future__ import annotations
 
 import builtins
+import gc
 import itertools
 import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -223,7 +225,8 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
             and item.get("parent") is None
             for item in items
         ):
-            tasks = self._insert_plain(items, connection)
+            with _collector_paused():
+                tasks = self._insert_plain(items, connection)
         else:
             news = [self._item_task(i, item) for i, item in enumerate(items)]
             with self._driver.transaction(connection=connection) as tx:
@@ -821,6 +824,23 @@ def _require_text(value: Any, name: str) -> None:
 
 #: What every task just created holds in the fields its insert did not set (``_task_from_new``)
 _NEW_TASK_FIELDS: dict[str, Any] = {**NEW_TASK_DEFAULTS, "dismissed": False, "created": True}
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector held off while a bulk enqueue builds its tasks.
+    Everything such a call allocates lives until it returns, so a collection every 700
+    allocations only rescans it (16% of the client's time in a 1,000-task call), and the
+    collections it counts bring on a full one every few calls (~10 ms); paused, the call
+    leaves one young collection behind it. Left alone if something else paused it."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _task_from_new(
