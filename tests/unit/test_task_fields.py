@@ -71,3 +71,32 @@ def test_app_builds_tasks_with_every_field(tmp_path) -> None:
         assert dataclasses.replace(task, created=False) == again
     finally:
         app.close()
+
+
+def test_a_new_task_with_another_payload_keeps_every_other_field() -> None:
+    from jobtrail.store.base import NewTask
+
+    new = NewTask(
+        kind="k",
+        queue="q",
+        tenant="t",
+        payload_json='{"a": 1}',
+        payload_hash="h1",
+        idempotency_key="key",
+        priority=3,
+        max_attempts=4,
+        lease_seconds=5.5,
+        reentrant=False,
+        run_at=NOW,
+        delay=6.0,
+        parent_id=7,
+        state=State.WAITING,
+        actor="me",
+        data={"d": 8},
+    )
+    assert len({repr(getattr(new, f.name)) for f in dataclasses.fields(NewTask)}) == len(
+        dataclasses.fields(NewTask)
+    )  # every field distinct, so a field given in another's place shows
+    assert new.with_payload("[]", "h2") == dataclasses.replace(
+        new, payload_json="[]", payload_hash="h2"
+    )
