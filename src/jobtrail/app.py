@@ -304,9 +304,9 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
         tenant = args.get("tenant") or ""
         if not isinstance(tenant, str) or len(tenant) > 255:
             raise TypeError("tenant must be a string of at most 255 characters")
-        for name, text in (("idempotency_key", key), ("tenant", tenant)):
-            if text is not None and "\x00" in text:  # PostgreSQL text cannot hold it
-                raise ValueError(f"{name} contains a NUL character")
+        if key is not None:
+            _refuse_nul(key, "idempotency_key")
+        _refuse_nul(tenant, "tenant")
         queue = args.get("queue") or (spec.queue if spec else self.default_queue)
         _require_name(queue, "queue")
         priority = args.get("priority", 0) or 0
@@ -872,5 +872,9 @@ def _task_from_new(
 def _require_name(value: Any, name: str) -> None:
     if not isinstance(value, str) or not value or len(value) > 128 or value != value.strip():
         raise ValueError(f"{name} must be a non-empty name of at most 128 characters")
-    if "\x00" in value:
+    _refuse_nul(value, name)
+
+
+def _refuse_nul(text: str, name: str) -> None:
+    if "\x00" in text:  # PostgreSQL text cannot hold it: refused on every backend alike
         raise ValueError(f"{name} contains a NUL character")
