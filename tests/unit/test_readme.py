@@ -34,3 +34,11 @@ def test_readme_demo_command_installs_and_runs_the_demo() -> None:
 def test_generated_blocks_are_current() -> None:
     assert docs.stale_blocks((ROOT / "README.md").read_text()) == []
     assert (ROOT / "docs" / "state_machine.md").read_text() == docs.state_machine_doc()
+    assert (ROOT / "docs" / "cli.md").read_text() == docs.cli_reference()
+
+
+def test_ci_checks_every_generated_page() -> None:
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert ".venv/bin/python -m jobtrail.docs --check README.md" in ci
+    assert ".venv/bin/python -m jobtrail.docs --check --state-machine docs/state_machine.md" in ci
+    assert ".venv/bin/python -m jobtrail.docs --check --cli docs/cli.md" in ci
