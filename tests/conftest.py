@@ -3,6 +3,11 @@
 SQLite: a new file per test. PostgreSQL: a new schema per test in the database named by
 ``JOBTRAIL_TEST_PG_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``). Under
 ``CI=true`` a PostgreSQL test that cannot connect fails; elsewhere it is skipped.
+
+Under ``CI=true`` no test may skip at all: a test that needs something the machine lacks
+(PostgreSQL, root for a private cluster, Chromium, schemathesis) calls ``unavailable(reason)``,
+which fails there and skips elsewhere, and any other skip is turned into a failure by
+``pytest_runtest_makereport`` below, so CI cannot go green with a part of the suite unrun.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import os
 import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NoReturn
 from urllib.parse import quote
 
 import psycopg
@@ -33,12 +39,29 @@ def pg_available() -> str | None:
         return f"PostgreSQL at {PG_URL} is unreachable: {exc}"
 
 
+def unavailable(reason: str) -> NoReturn:
+    """A test cannot run here: fail under ``CI=true`` (CI must run everything), else skip."""
+    if IN_CI:
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
 def require_pg() -> None:
     reason = pg_available()
     if reason is not None:
-        if IN_CI:
-            pytest.fail(f"CI=true and {reason}")
-        pytest.skip(reason)
+        unavailable(reason)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Under ``CI=true`` a skip is a failure, whoever raised it (``skipif``, ``importorskip``,
+    a fixture that skips): CI runs every test or fails."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if IN_CI and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"CI=true and the test skipped: {reason}"
 
 
 def schema_url(schema: str) -> str:

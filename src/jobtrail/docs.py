@@ -1,8 +1,12 @@
-"""Documentation generated from the edge table, so the diagram and the code table cannot drift.
+"""Documentation generated from the code, so the pages cannot drift from it.
 
-``python -m jobtrail.docs [PATH]`` rewrites the generated blocks of a README (default
-``README.md``) in place; ``--state-machine docs/state_machine.md`` writes the state-machine page;
-``--check`` changes nothing and exits 1 naming every stale block (CI runs it).
+``python -m jobtrail.docs [PATH]`` rewrites the generated blocks that a Markdown file (default
+``README.md``) contains — the state diagram and the reason-code table, each between
+``<!-- BEGIN GENERATED: name -->`` and ``<!-- END GENERATED: name -->`` — in place;
+``--state-machine docs/state_machine.md`` writes the state-machine page (diagram and table,
+from ``machine.EDGES``); ``--cli docs/cli.md`` writes the CLI reference (every verb's
+``--help``, from the click commands). ``--check`` changes nothing and exits 1 naming every stale
+block or page (CI runs it).
 """
 
 from __future__ import annotations
@@ -10,8 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from .explain import sentence
 from .machine import ANY_STATE, EDGES, TERMINAL, WINDOW_REASONS, Actor, Edge, Reason, State
@@ -19,14 +24,35 @@ from .machine import ANY_STATE, EDGES, TERMINAL, WINDOW_REASONS, Actor, Edge, Re
 _ORDER_R = {r: i for i, r in enumerate(Reason)}
 _ORDER_S = {s: i for i, s in enumerate(State)}
 
-#: Edges whose table row is a cross product (several targets, several reasons) although each
-#: reason leads to one target (SPEC §4 rows 18 and 20). The diagram draws the real pairs; the
-#: pairing is used only while it covers the edge exactly, else the cross product is drawn.
-#: What causes the cron-window codes, which are not task edges (SPEC §12).
+#: What causes the cron-window codes, which are not task edges.
 _WINDOW_GUARDS = {
     Reason.WINDOW_SKIPPED_CATCH_UP_BOUND: "a missed window beyond the catch-up bound",
     Reason.WINDOW_SKIPPED_PAUSED: "the window came while its queue was paused (on_paused=skip)",
 }
+
+
+#: Guards of ``machine.EDGES`` written as references to sections of a design document that is not
+#: in the repository, and the words the tables print instead (a test fails on any "§" in a
+#: generated page: reword new ones here, or better in ``machine.py`` itself).
+_GUARD_WORDS = {
+    "see §7": (
+        "a PermanentError or permanent category (or unclassified with retry_unclassified=False) "
+        "→ permanent_error; else the last attempt → attempts_exhausted; else the next wait would "
+        "pass max_elapsed → retry_budget_exhausted"
+    ),
+    "classified like §7": (
+        "a transient category (or unclassified, unless retry_unclassified=False) with attempts "
+        "left → queued after backoff; else dead"
+    ),
+    "§10 aggregation": (
+        "the workflow rule, in the child's transaction: any child dead → dead; all succeeded → "
+        "succeeded; all finished, some cancelled → cancelled"
+    ),
+}
+
+
+def _guard(edge: Edge) -> str:
+    return _GUARD_WORDS.get(edge.guard, edge.guard) or "—"
 
 
 def _reasons(reasons: Iterable[Reason]) -> list[Reason]:
@@ -107,7 +133,7 @@ def reason_table() -> str:
             meaning = sentence(reasons[0])
         else:
             meaning = "<br>".join(f"`{r}`: {sentence(r)}" for r in reasons)
-        guard = edge.guard or "—"
+        guard = _guard(edge)
         cells = [edge.number, _state_cell(edge), codes, str(edge.actor), guard, meaning]
         rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     for reason in _reasons(WINDOW_REASONS):
@@ -146,25 +172,36 @@ def _span(text: str, name: str) -> tuple[int, int]:
     return start, stop
 
 
-def update_readme(text: str) -> str:
-    """``text`` with every generated block replaced; everything outside the markers is kept.
+def _present(text: str) -> list[str]:
+    """The generated blocks ``text`` has a marker of; ``ValueError`` when it has none."""
+    names = [name for name in _BLOCKS if any(m in text for m in _markers(name))]
+    if not names:
+        begins = ", ".join(repr(_markers(name)[0]) for name in _BLOCKS)
+        raise ValueError(f"no generated block: expected one of the markers {begins}")
+    return names
 
-    Raises ``ValueError`` when a marker is missing, repeated or out of order.
+
+def update_readme(text: str) -> str:
+    """``text`` with every generated block it contains replaced; everything outside the
+    markers is kept.
+
+    Raises ``ValueError`` when it has no block, or a marker is missing, repeated or out of order.
     """
-    for name in _BLOCKS:
+    names = _present(text)
+    for name in names:
         _span(text, name)  # check every marker before changing anything
-    for name, make in _BLOCKS.items():
+    for name in names:
         start, stop = _span(text, name)
-        text = f"{text[:start]}\n{make()}\n{text[stop:]}"
+        text = f"{text[:start]}\n{_BLOCKS[name]()}\n{text[stop:]}"
     return text
 
 
 def stale_blocks(text: str) -> list[str]:
-    """Names of the generated blocks in ``text`` that differ from what the table generates."""
+    """Names of the generated blocks in ``text`` that differ from what the code generates."""
     stale = []
-    for name, make in _BLOCKS.items():
+    for name in _present(text):
         start, stop = _span(text, name)
-        if text[start:stop] != f"\n{make()}\n":
+        if text[start:stop] != f"\n{_BLOCKS[name]()}\n":
             stale.append(name)
     return stale
 
@@ -197,10 +234,52 @@ def state_machine_doc() -> str:
     )
 
 
-def write_state_machine_doc(path: str | os.PathLike[str]) -> bool:
-    """Write the state-machine page to ``path``; ``True`` when the file changed."""
+def _walk(parent: Any) -> Iterator[Any]:
+    """A context for every command under ``parent``'s group, depth first, by name."""
+    import click
+
+    for name in sorted(parent.command.commands):
+        context = click.Context(parent.command.commands[name], info_name=name, parent=parent)
+        yield context
+        if isinstance(context.command, click.Group):
+            yield from _walk(context)
+
+
+def cli_reference() -> str:
+    """The content of ``docs/cli.md``: ``jobtrail --help`` and every verb's ``--help``, as
+    click prints them at 100 columns."""
+    import click
+
+    from .cli import cli
+
+    root = click.Context(
+        cli, info_name="jobtrail", terminal_width=100, max_content_width=100, **cli.context_settings
+    )
+    lines = [
+        "# The jobtrail command line",
+        "",
+        "<!-- Generated by `python -m jobtrail.docs --cli docs/cli.md` from the click commands;"
+        " do not edit by hand. -->",
+        "",
+        "Every verb takes `--db URL` (else the `--app`'s URL, else `JOBTRAIL_DATABASE_URL`, else "
+        "`sqlite:///jobtrail.db`), `--app MODULE:ATTR` (else `JOBTRAIL_APP`) and `--json`. "
+        "Exit codes: 0 success; 1 a refusal by the store (unknown task, illegal transition, "
+        "idempotency conflict, unknown kind, no schema, database unreachable) or `check` found "
+        "violations; 2 bad input. Errors print one line on stderr.",
+        "",
+        "## jobtrail",
+        "",
+        "```text",
+        root.get_help(),
+        "```",
+    ]
+    for context in _walk(root):
+        lines += ["", f"## {context.command_path}", "", "```text", context.get_help(), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def _write_page(path: str | os.PathLike[str], content: str) -> bool:
     target = Path(path)
-    content = state_machine_doc()
     if target.exists() and target.read_text(encoding="utf-8") == content:
         return False
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -208,16 +287,34 @@ def write_state_machine_doc(path: str | os.PathLike[str]) -> bool:
     return True
 
 
+def write_state_machine_doc(path: str | os.PathLike[str]) -> bool:
+    """Write the state-machine page to ``path``; ``True`` when the file changed."""
+    return _write_page(path, state_machine_doc())
+
+
+def write_cli_reference(path: str | os.PathLike[str]) -> bool:
+    """Write the CLI reference to ``path``; ``True`` when the file changed."""
+    return _write_page(path, cli_reference())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jobtrail.docs",
-        description="Regenerate the state diagram and reason-code table from the edge table.",
+        description="Regenerate the documentation generated from the code.",
     )
-    parser.add_argument("path", nargs="?", help="README to update (default README.md)")
+    parser.add_argument(
+        "path", nargs="?", help="Markdown file whose generated blocks to update (default README.md)"
+    )
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if stale")
     parser.add_argument("--state-machine", metavar="PATH", help="also write this page")
+    parser.add_argument("--cli", metavar="PATH", help="also write the CLI reference page")
     args = parser.parse_args(argv)
-    readme = args.path or (None if args.state_machine else "README.md")
+    pages: list[tuple[str, str, Callable[[], str]]] = []
+    if args.state_machine:
+        pages.append((args.state_machine, "--state-machine", state_machine_doc))
+    if args.cli:
+        pages.append((args.cli, "--cli", cli_reference))
+    readme = args.path or (None if pages else "README.md")
     failed = False
     if readme is not None:
         file = Path(readme)
@@ -234,14 +331,15 @@ def main(argv: list[str] | None = None) -> int:
         elif stale:
             file.write_text(update_readme(text), encoding="utf-8")
             print(f"{readme}: updated {', '.join(stale)}")
-    if args.state_machine:
-        page = Path(args.state_machine)
+    for name, option, make in pages:
+        page = Path(name)
+        content = make()
         if args.check:
             current = page.read_text(encoding="utf-8") if page.exists() else None
-            if current != state_machine_doc():
-                print(f"{page}: stale; run python -m jobtrail.docs --state-machine {page}")
+            if current != content:
+                print(f"{page}: stale; run python -m jobtrail.docs {option} {page}")
                 failed = True
-        elif write_state_machine_doc(page):
+        elif _write_page(page, content):
             print(f"{page}: updated")
     return 1 if failed else 0
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import unavailable
 
 import jobtrail
 from jobtrail.web.signatures import parse_secret, sign
@@ -216,7 +217,7 @@ def test_serve_refuses_public_bind_without_tokens(tmp_path: Path) -> None:
 def test_schemathesis_finds_no_5xx(tmp_path: Path) -> None:
     st = shutil.which("schemathesis", path=str(Path(sys.executable).parent))
     if st is None:
-        pytest.skip("schemathesis is not installed")
+        unavailable("schemathesis is not installed")
     s = Server(tmp_path, f"sqlite:///{tmp_path / 'st.db'}").wait()
     try:
         seeded = httpx.post(s.base + "/api/tasks", json={"kind": "send"}, headers=ADM)

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import unavailable
 
 import jobtrail
 
@@ -46,7 +47,7 @@ def cluster() -> Iterator[object]:
 
     version = _pg_version()
     if version is None or os.geteuid() != 0 or shutil.which("runuser") is None:
-        pytest.skip("needs a local PostgreSQL installation and root for a private cluster")
+        unavailable("needs a local PostgreSQL installation and root for a private cluster")
     srv = PrivateCluster(version)
     try:
         yield srv

@@ -214,9 +214,8 @@ def test_complete_many_moves_exactly_the_tasks_whose_guard_holds(kapp: jobtrail.
         assert driver.task_complete_many(tx, "w1", "w1", []) == set()
 
 
+@pytest.mark.parametrize("backend", ["sqlite"])  # PostgreSQL runs each as one statement already
 def test_sqlite_batches_take_a_constant_number_of_statements(kapp: jobtrail.App) -> None:
-    if kapp._driver.dialect != "sqlite":
-        pytest.skip("PostgreSQL runs each of these as one statement already")
     driver = kapp._driver
     conn = driver._connect()  # type: ignore[attr-defined]
     statements: list[str] = []

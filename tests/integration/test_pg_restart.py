@@ -35,6 +35,7 @@ from urllib.parse import quote
 import psycopg
 import pytest
 from _integration_helpers import WorkerDir, wait_until
+from conftest import unavailable
 
 import jobtrail
 from jobtrail.machine import State
@@ -154,10 +155,10 @@ class SharedCluster(PgServer):
 def server() -> Iterator[PgServer]:
     version = _pg_version()
     if version is None or os.geteuid() != 0:
-        pytest.skip("needs a local PostgreSQL installation and root to stop and start it")
+        unavailable("needs a local PostgreSQL installation and root to stop and start it")
     if os.environ.get("JOBTRAIL_TEST_PG_RESTART") == "shared":
         if shutil.which("pg_ctlcluster") is None:
-            pytest.skip("JOBTRAIL_TEST_PG_RESTART=shared needs pg_ctlcluster")
+            unavailable("JOBTRAIL_TEST_PG_RESTART=shared needs pg_ctlcluster")
         srv: PgServer = SharedCluster(version)
         srv.ensure_running()
     else:
@@ -165,7 +166,7 @@ def server() -> Iterator[PgServer]:
             shutil.which("runuser") is None
             or not Path(f"/usr/lib/postgresql/{version}/bin/initdb").exists()
         ):
-            pytest.skip("needs initdb/pg_ctl and runuser for a private PostgreSQL cluster")
+            unavailable("needs initdb/pg_ctl and runuser for a private PostgreSQL cluster")
         srv = PrivateCluster(version)
     try:
         yield srv

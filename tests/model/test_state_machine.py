@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_store, pg_available
+from conftest import make_store, require_pg
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -355,6 +355,11 @@ TestSQLite = SQLiteModel.TestCase
 TestSQLite.settings = settings.get_profile(PROFILE)
 
 
-@pytest.mark.skipif(pg_available() is not None, reason="PostgreSQL is unreachable")
 class TestPostgres(PostgresModel.TestCase):  # type: ignore[misc,valid-type]
     settings = settings.get_profile("model-big" if BIG else "model-ci-pg")
+
+    @pytest.fixture(autouse=True)
+    def _needs_postgres(self) -> None:
+        """Checked once, before hypothesis runs any example: fails under CI=true, else skips
+        (inside an example a failure would only be shrunk)."""
+        require_pg()

@@ -255,3 +255,50 @@ def test_runs_as_a_module(tmp_path: Path) -> None:
     assert stale.returncode == 1 and "state-diagram" in stale.stdout
     subprocess.run(cmd[:3] + [str(readme)], env=env, check=True, capture_output=True)
     assert subprocess.run(cmd, env=env, check=False, capture_output=True).returncode == 0
+
+
+def test_a_file_may_hold_only_some_of_the_blocks(tmp_path: Path) -> None:
+    only = "# front door\n\n" + marked("state-diagram", "\nold\n") + "\n\nrest\n"
+    assert docs.stale_blocks(only) == ["state-diagram"]
+    out = docs.update_readme(only)
+    assert docs.stale_blocks(out) == [] and "reason-codes" not in out
+    assert out.endswith("<!-- END GENERATED: state-diagram -->\n\nrest\n")
+
+
+def test_generated_text_cites_no_missing_spec() -> None:
+    """Guards that name sections of a document the repository lacks ("§7") are reworded."""
+    for text in (docs.state_diagram(), docs.reason_table(), docs.state_machine_doc()):
+        assert "§" not in text
+    table = docs.reason_table()
+    assert "retry_budget_exhausted" in table and "max_elapsed" in table
+
+
+# --- CLI reference -----------------------------------------------------------------------------
+
+
+def test_cli_reference_has_every_verb_with_its_help() -> None:
+    import click
+
+    from jobtrail.cli import cli
+
+    page = docs.cli_reference()
+    assert page.startswith("# ")
+    for name, command in cli.commands.items():
+        assert f"\n## jobtrail {name}\n" in page
+        assert f"Usage: jobtrail {name} " in page
+        if isinstance(command, click.Group):
+            for sub in command.commands:
+                assert f"\n## jobtrail {name} {sub}\n" in page
+    assert "--concurrency N" in page and "[default: 4; x>=1]" in page
+    assert page == docs.cli_reference()  # deterministic: no terminal width leaks in
+
+
+def test_cli_reference_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = tmp_path / "docs" / "cli.md"
+    assert docs.main(["--check", "--cli", str(page)]) == 1  # missing is stale
+    assert docs.main(["--cli", str(page)]) == 0
+    assert page.read_text(encoding="utf-8") == docs.cli_reference()
+    assert docs.main(["--check", "--cli", str(page)]) == 0
+    page.write_text(page.read_text(encoding="utf-8").replace("[default: 4", "[default: 5"))
+    assert docs.main(["--check", "--cli", str(page)]) == 1
+    assert "--cli" in capsys.readouterr().out
