@@ -36,7 +36,7 @@ def _check(value: Any, path: str, depth: int) -> int:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError(f"payload holds a non-finite number at {path}: {value!r}")
-        return _EXPONENT if _exponent_float(value) else 0
+        return _EXPONENT if -1e16 >= value or value >= 1e16 else 0  # _exponent_float
     if isinstance(value, str):
         _check_text(value, path)
         return 0
@@ -81,8 +81,13 @@ def _exponent_float(value: Any) -> bool:
     """A float that Python writes with a positive exponent (``1e+16``). PostgreSQL ``jsonb``
     stores numbers as ``numeric`` and writes that back as ``10000000000000000`` — an int when
     read, and for ``1e+308`` not even the same value — so such floats are written out in full
-    with a ``.0``, which ``jsonb`` keeps and every reader parses back as the same float."""
-    return isinstance(value, float) and "e+" in repr(value)
+    with a ``.0``, which ``jsonb`` keeps and every reader parses back as the same float.
+
+    ``repr`` writes a float with a positive exponent exactly when its magnitude is at least
+    ``1e16`` (its shortest digits reach the 17th place), so the magnitude is compared instead
+    of building the text: the test ran once per float of every payload and was a third of
+    the cost of encoding a list of floats."""
+    return isinstance(value, float) and (-1e16 >= value or value >= 1e16)
 
 
 def _dumps(payload: Any) -> str:

@@ -123,3 +123,17 @@ def test_the_text_is_passed_over_once_however_many_floats(
         assert text.count(".") == n
         passes.append(CountingText.calls)
     assert passes[0] == passes[1] == passes[2] <= 1, passes
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False))
+@example(1e16)
+@example(-1e16)
+@example(9999999999999998.0)
+@example(-9999999999999998.0)
+@example(10000000000000002.0)
+@example(1.7976931348623157e308)
+@example(5e-324)
+def test_exponent_floats_are_those_repr_writes_with_a_positive_exponent(x: float) -> None:
+    assert payloads._exponent_float(x) == ("e+" in repr(x))
+    flags = payloads._check(x, "payload", 0)
+    assert bool(flags & payloads._EXPONENT) == ("e+" in repr(x))
