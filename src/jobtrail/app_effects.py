@@ -33,7 +33,9 @@ class EffectsAPI:
             self, row: Row, *, created: bool = False, steps: dict[str, Any] | None = None
         ) -> Task: ...
 
-        def _new_task(self, args: dict[str, Any], *, label: bool = False) -> NewTask: ...
+        def _new_task(
+            self, args: dict[str, Any], *, label: bool = False, webhook_route: bool = False
+        ) -> NewTask: ...
 
     # -- outbox ----------------------------------------------------------------------------------
     def sink(self, topic: str) -> Callable[[S], S]:

@@ -9,6 +9,10 @@ A source may confirm receipts (§8): ``@app.webhook("pay", receipt=fn)`` where
 ``fn(event) -> (receipt_id, ok, category, error) | None``. The event task calls it when it runs
 (not in the HTTP request, so the answer stays fast and the confirmation is retried like any
 task) and then ``confirm_receipt(receipt_id=..., ok=..., by="webhook:<source>")``.
+
+Trust (SPEC §16.7). A webhook task stands for a delivery whose signature was verified, so only
+``receive_webhook`` makes one: ``enqueue``, ``enqueue_many``, workflows, the CLI and
+``POST /api/tasks`` refuse every kind ``webhook.<source>`` (``refuse_webhook_kind``).
 """
 
 from __future__ import annotations
@@ -42,8 +46,22 @@ class Delivery:
     bad_body: bool = False
 
 
+#: Task kinds that start with this are webhook kinds: made only by ``receive_webhook``.
+WEBHOOK_PREFIX = "webhook."
+
+
 def webhook_kind(source: str) -> str:
-    return f"webhook.{source}"
+    return f"{WEBHOOK_PREFIX}{source}"
+
+
+def refuse_webhook_kind(kind: str) -> None:
+    """The refusal of a webhook kind anywhere but the webhook route (a ``ValueError``: the API
+    answers 422, the CLI exits 2)."""
+    source = kind[len(WEBHOOK_PREFIX) :]
+    raise ValueError(
+        f"task kind {kind!r} is a webhook kind: webhook tasks are made only by "
+        f"POST /webhooks/{source} (a delivery with a valid signature), never enqueued"
+    )
 
 
 class WebhooksAPI:
@@ -52,7 +70,9 @@ class WebhooksAPI:
 
     if TYPE_CHECKING:  # provided by App
 
-        def _new_task(self, args: dict[str, Any], *, label: bool = False) -> NewTask: ...
+        def _new_task(
+            self, args: dict[str, Any], *, label: bool = False, webhook_route: bool = False
+        ) -> NewTask: ...
 
         def _insert(self, tx: Tx, new: NewTask) -> Task: ...
 
@@ -102,7 +122,9 @@ class WebhooksAPI:
     ) -> Delivery:
         """Record one delivery whose signature the caller has verified, and enqueue its event
         task in the same transaction. A repeat ``(source, delivery_id)`` returns the first
-        answer with ``duplicate=True``. A body that is not JSON is kept (``bad_body``)."""
+        answer with ``duplicate=True``. A body that is not JSON is kept (``bad_body``).
+
+        The one way a webhook task is made (SPEC §16.7)."""
         _check_source(source)
         if not isinstance(delivery_id, str) or not delivery_id or len(delivery_id) > 255:
             raise ValueError("a webhook delivery id must be a non-empty string of ≤ 255 chars")
@@ -115,7 +137,8 @@ class WebhooksAPI:
                     "kind": webhook_kind(source),
                     "payload": event,
                     "idempotency_key": f"webhook:{source}:{delivery_id}"[:255],
-                }
+                },
+                webhook_route=True,
             )
         except (ValueError, TypeError, RecursionError):
             event, bad = None, body.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
