@@ -74,6 +74,7 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
         self._kinds: dict[str, KindSpec] = {}
         self._sinks: dict[str, builtins.list[Any]] = {}
         self._periodic: dict[str, Schedule] = {}  # cron (app_cron.py)
+        self._webhook_tenants: dict[str, str] = {}  # the tenant of each source (app_webhooks.py)
         self._driver: Driver = open_driver(self.url, **driver_options)
 
     # -- lifecycle ------------------------------------------------------------------------------

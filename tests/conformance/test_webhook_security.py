@@ -1,4 +1,5 @@
-"""SPEC §16.7 on both backends: only the webhook route makes webhook tasks.
+"""SPEC §16.7 on both backends: only the webhook route makes webhook tasks, and a receipt is
+confirmed or failed only within the tenant of the task it belongs to.
 
 The finding these tests pin down: any admin token, a tenant-bound one too, could
 ``POST /api/tasks`` a task of kind ``webhook.<source>``; when it ran, its ``receipt`` mapping
@@ -16,9 +17,11 @@ import psycopg
 import pytest
 
 import jobtrail
+from jobtrail import TaskNotFound
 
 from ._effects_support import burst
-from ._http_support import auth, client, register
+from ._http_support import SECRET, auth, client, register
+from .test_webhooks import signed
 
 ROUTE = r"webhook tasks are made only by POST /webhooks/pay"
 
@@ -131,3 +134,152 @@ def test_api_refuses_a_webhook_kind_for_every_admin_token(wapp: jobtrail.App) ->
         assert "webhook.pay" in r.json()["error"]
         assert "POST /webhooks/pay" in r.json()["error"]
     assert wapp.list() == []
+
+
+# -- receipts stay within the tenant of the task that owns them --------------------------------
+
+
+def register_awaiting(app: jobtrail.App, kind: str = "submit") -> None:
+    @app.task(kind, backoff_base=0)
+    def submit(ctx: jobtrail.Context, payload: Any) -> None:
+        ctx.await_receipt(payload["receipt"], timeout=600)
+
+
+def awaiting(app: jobtrail.App, receipt: str, tenant: str, kind: str = "submit") -> str:
+    task = app.enqueue(kind, {"receipt": receipt}, tenant=tenant)
+    burst(app)
+    assert app.get(task.id).state == "awaiting_receipt"
+    return task.id
+
+
+def untouched(app: jobtrail.App, task_id: str) -> None:
+    task = app.get(task_id)
+    assert (task.state, task.last_reason) == ("awaiting_receipt", "submitted")
+
+
+def receipt_source(app: jobtrail.App, source: str, **options: Any) -> None:
+    @app.webhook(
+        source, receipt=lambda e: (e["receipt"], e["ok"], e.get("category"), None), **options
+    )
+    def handler(ctx: Any, event: Any) -> None:
+        return None
+
+
+def deliver(app: jobtrail.App, source: str, msg: str, **event: Any) -> str:
+    delivery = app.receive_webhook(source, msg, json.dumps({"type": "receipt", **event}).encode())
+    assert delivery.task_id is not None
+    burst(app)
+    return delivery.task_id
+
+
+@pytest.mark.parametrize("ok", [True, False], ids=["confirm", "fail"])
+def test_an_untenanted_source_cannot_settle_a_tenants_receipt(app: jobtrail.App, ok: bool) -> None:
+    """The source has no tenant, so its events have none: the receipt of a task of tenant
+    ``acme`` is out of their reach, exactly as if it did not exist."""
+    register_awaiting(app)
+    receipt_source(app, "prov")
+    theirs = awaiting(app, "rcpt-acme", "acme")
+    event_id = deliver(app, "prov", "m1", receipt="rcpt-acme", ok=ok, category="invalid_input")
+    untouched(app, theirs)
+    event = app.get(event_id)
+    assert (event.state, event.tenant) == ("dead", "")
+    assert "receipt rcpt-acme" in (event.last_error or "")
+    # an untenanted task is within its reach
+    ours = awaiting(app, "rcpt-ours", "")
+    deliver(app, "prov", "m2", receipt="rcpt-ours", ok=ok, category="invalid_input")
+    assert app.get(ours).state == ("succeeded" if ok else "dead")
+    untouched(app, theirs)
+
+
+def test_a_tenants_source_settles_only_its_tenants_receipts(app: jobtrail.App) -> None:
+    register_awaiting(app)
+    receipt_source(app, "prov-acme", tenant="acme")
+    mine = awaiting(app, "rcpt-1", "acme")
+    other = awaiting(app, "rcpt-2", "globex")
+    plain = awaiting(app, "rcpt-3", "")
+    for receipt in ("rcpt-2", "rcpt-3"):
+        event_id = deliver(app, "prov-acme", f"m-{receipt}", receipt=receipt, ok=True)
+        assert app.get(event_id).state == "dead"
+    untouched(app, other)
+    untouched(app, plain)
+    event_id = deliver(app, "prov-acme", "m-1", receipt="rcpt-1", ok=True)
+    event = app.get(event_id)
+    assert (event.state, event.tenant) == ("succeeded", "acme")
+    done = app.get(mine)
+    assert (done.state, done.last_reason) == ("succeeded", "receipt_confirmed")
+    assert app.transitions(mine)[-1].actor == "webhook:prov-acme"
+
+
+def test_a_source_tenant_is_checked_when_registered(app: jobtrail.App) -> None:
+    for bad in (None, 3, "x" * 256, "a\x00b"):
+        with pytest.raises((TypeError, ValueError), match="tenant"):
+            app.webhook("pay", tenant=bad)  # type: ignore[arg-type]
+
+
+def test_a_signed_delivery_settles_within_the_sources_tenant(app: jobtrail.App) -> None:
+    """Through the HTTP route: the event task carries the source's tenant."""
+    register_awaiting(app)
+    receipt_source(app, "prov", tenant="tenantA")
+    mine = awaiting(app, "rcpt-a", "tenantA")
+    other = awaiting(app, "rcpt-b", "tenantB")
+    web = client(app, secrets=f"prov={SECRET}")
+    for msg, receipt in (("m1", "rcpt-b"), ("m2", "rcpt-a")):
+        body = json.dumps({"type": "receipt", "receipt": receipt, "ok": True}).encode()
+        r = web.post("/webhooks/prov", content=body, headers=signed(body, msg))
+        assert r.status_code == 202, r.text
+        assert app.get(r.json()["task_id"]).tenant == "tenantA"
+    burst(app)
+    untouched(app, other)
+    assert app.get(mine).state == "succeeded"
+
+
+def test_confirm_receipt_within_a_tenant(app: jobtrail.App) -> None:
+    register_awaiting(app)
+    theirs = awaiting(app, "rcpt-1", "globex")
+    for call in (
+        lambda: app.confirm_receipt(receipt_id="rcpt-1", tenant="acme"),
+        lambda: app.confirm_receipt(receipt_id="rcpt-1", tenant=""),
+        lambda: app.confirm_receipt(theirs, tenant="acme"),
+        lambda: app.confirm_receipt(theirs, ok=False, category="invalid_input", tenant="acme"),
+    ):
+        with pytest.raises(TaskNotFound):
+            call()
+        untouched(app, theirs)
+    # the same message as an id that does not exist: it never says that the task is there
+    with pytest.raises(TaskNotFound) as wrong_tenant:
+        app.confirm_receipt(receipt_id="rcpt-1", tenant="acme")
+    with pytest.raises(TaskNotFound) as unknown:
+        app.confirm_receipt(receipt_id="rcpt-1x", tenant="acme")
+    assert str(wrong_tenant.value).replace("rcpt-1", "?") == str(unknown.value).replace(
+        "rcpt-1x", "?"
+    )
+    done = app.confirm_receipt(receipt_id="rcpt-1", tenant="globex")
+    assert done.state == "succeeded"
+    # no tenant given: the application's own call, which may settle any tenant's receipt
+    other = awaiting(app, "rcpt-2", "initech")
+    assert app.confirm_receipt(receipt_id="rcpt-2").state == "succeeded"
+    assert app.get(other).state == "succeeded"
+
+
+def test_one_receipt_id_in_two_tenants_is_settled_in_the_callers(app: jobtrail.App) -> None:
+    """Two kinds' providers handed out the same id to two tenants: naming the tenant picks the
+    task (no "awaited by several tasks" refusal), and only that one moves."""
+    register_awaiting(app, "submit")
+    register_awaiting(app, "submit2")
+    a = awaiting(app, "rcpt-same", "acme", "submit")
+    b = awaiting(app, "rcpt-same", "globex", "submit2")
+    done = app.confirm_receipt(receipt_id="rcpt-same", tenant="globex")
+    assert done.id == b and done.state == "succeeded"
+    untouched(app, a)
+
+
+def test_api_receipt_of_another_tenants_task_is_404(app: jobtrail.App) -> None:
+    register_awaiting(app)
+    theirs = awaiting(app, "rcpt-1", "tenantB")
+    web = client(app)
+    r = web.post(f"/api/tasks/{theirs}/receipt", json={"ok": True}, headers=auth("ta"))
+    assert r.status_code == 404, r.text
+    untouched(app, theirs)
+    mine = awaiting(app, "rcpt-2", "tenantA")
+    r = web.post(f"/api/tasks/{mine}/receipt", json={"ok": True}, headers=auth("ta"))
+    assert r.status_code == 200 and r.json()["state"] == "succeeded"
