@@ -19,7 +19,7 @@ from .app_cron import CronAPI  # cron (§12): @app.periodic, schedule_due, cron_
 from .app_effects import EffectsAPI
 from .app_ops import OpsAPI
 from .app_views import ViewsAPI  # read helpers for people (the dashboard)
-from .app_webhooks import WebhooksAPI  # webhooks (§12): @app.webhook, receive_webhook
+from .app_webhooks import WEBHOOK_PREFIX, WebhooksAPI, refuse_webhook_kind  # webhooks (§12)
 from .errors import IdempotencyConflict, IllegalTransition, TaskNotFound, UnknownKind
 from .kinds import DEFAULT_MAX_PAYLOAD, Classifier, KindSpec
 from .machine import STATE_OF, TERMINAL, Reason, State
@@ -74,6 +74,7 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
         self._kinds: dict[str, KindSpec] = {}
         self._sinks: dict[str, builtins.list[Any]] = {}
         self._periodic: dict[str, Schedule] = {}  # cron (app_cron.py)
+        self._webhook_tenants: dict[str, str] = {}  # the tenant of each source (app_webhooks.py)
         self._driver: Driver = open_driver(self.url, **driver_options)
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -290,10 +291,20 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
                 self._driver.notify_queued(tx, queue)
         return tasks
 
-    def _new_task(self, args: dict[str, Any], *, label: bool = False) -> NewTask:
+    def _new_task(
+        self, args: dict[str, Any], *, label: bool = False, webhook_route: bool = False
+    ) -> NewTask:
+        """The validated ``NewTask`` of one set of ``enqueue`` arguments (nothing written).
+
+        Every way of making a task comes through here, and a webhook kind is refused unless
+        ``webhook_route``: that is passed only by ``receive_webhook`` (the route of a verified
+        delivery), never by ``enqueue``, ``enqueue_many``, workflows or cron — and no public
+        method takes it, so no caller's arguments can reach it (SPEC §16.7)."""
         kind = args["kind"]
         if not isinstance(kind, str) or not kind:
             raise TypeError("kind must be a non-empty string")
+        if kind.startswith(WEBHOOK_PREFIX) and not webhook_route:
+            refuse_webhook_kind(kind)
         spec = self._kinds.get(kind)
         if spec is None and not label:
             raise UnknownKind(kind, list(self._kinds))

@@ -33,7 +33,9 @@ class EffectsAPI:
             self, row: Row, *, created: bool = False, steps: dict[str, Any] | None = None
         ) -> Task: ...
 
-        def _new_task(self, args: dict[str, Any], *, label: bool = False) -> NewTask: ...
+        def _new_task(
+            self, args: dict[str, Any], *, label: bool = False, webhook_route: bool = False
+        ) -> NewTask: ...
 
     # -- outbox ----------------------------------------------------------------------------------
     def sink(self, topic: str) -> Callable[[S], S]:
@@ -85,19 +87,30 @@ class EffectsAPI:
         error: str | None = None,
         by: str = "caller",
         note: str | None = None,
+        tenant: str | None = None,
     ) -> Task:
         """The outcome of a submission (edges 10, 11), by task id or by receipt id:
         ``ok=True`` → ``succeeded``; ``ok=False`` → classified like §7 (``queued`` for a
         retry, or ``dead``). A repeat of a confirmation that already happened returns the
         task unchanged. Receipt ids are unique per kind: pass ``kind`` when two kinds'
-        providers could hand out the same id."""
+        providers could hand out the same id.
+
+        ``tenant`` keeps the confirmation within one tenant (SPEC §16.7): a task of another
+        tenant is ``TaskNotFound``, as an unknown one is, and nothing moves. Whoever acts for a
+        tenant passes it — a webhook source's event task passes its own; ``None`` is the
+        application's own call, which may settle the receipt of a task of any tenant."""
         if (task_id is None) == (receipt_id is None):
             raise ValueError("give task_id or receipt_id (exactly one)")
         if not isinstance(ok, bool):
             raise TypeError("ok must be True or False")
+        if tenant is not None and not isinstance(tenant, str):
+            raise TypeError("tenant must be a string (or None for any tenant)")
         with self._driver.transaction() as tx:
             if receipt_id is not None:
-                found = tx.all("task_by_receipt", {"receipt_id": str(receipt_id), "kind": kind})
+                found = tx.all(
+                    "task_by_receipt",
+                    {"receipt_id": str(receipt_id), "kind": kind, "tenant": tenant},
+                )
                 if not found:
                     raise TaskNotFound(f"receipt {receipt_id}")
                 awaiting = [f for f in found if f["state"] == State.AWAITING_RECEIPT]
@@ -109,6 +122,8 @@ class EffectsAPI:
                 task_id = found[0]["id"]
             assert task_id is not None
             row = self._row(tx, task_id)
+            if tenant is not None and row["tenant"] != tenant:
+                raise TaskNotFound(str(task_id))  # never say that it exists
             state = State(row["state"])
             if state is not State.AWAITING_RECEIPT:
                 if ok and row["last_reason"] == Reason.RECEIPT_CONFIRMED:

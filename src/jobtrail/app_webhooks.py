@@ -8,7 +8,17 @@ finds the record and answers with the same task id, changing nothing.
 A source may confirm receipts (§8): ``@app.webhook("pay", receipt=fn)`` where
 ``fn(event) -> (receipt_id, ok, category, error) | None``. The event task calls it when it runs
 (not in the HTTP request, so the answer stays fast and the confirmation is retried like any
-task) and then ``confirm_receipt(receipt_id=..., ok=..., by="webhook:<source>")``.
+task) and then ``confirm_receipt(receipt_id=..., ok=..., by="webhook:<source>", tenant=...)``.
+
+Trust (SPEC §16.7). A webhook task stands for a delivery whose signature was verified, so only
+``receive_webhook`` makes one: ``enqueue``, ``enqueue_many``, workflows, the CLI and
+``POST /api/tasks`` refuse every kind ``webhook.<source>`` (``refuse_webhook_kind``). And a
+source belongs to one tenant (``@app.webhook(source, tenant=...)``, default ``""``, the tasks of
+no tenant): its event tasks carry that tenant, and their receipt mapping settles only receipts
+awaited by tasks of that same tenant — another tenant's receipt is not found, exactly like one
+that does not exist, and the event task goes ``dead`` for a person to look at. The secret of a
+source is what identifies its sender, so a provider that serves several tenants gets one source
+(and one secret) per tenant.
 """
 
 from __future__ import annotations
@@ -42,17 +52,34 @@ class Delivery:
     bad_body: bool = False
 
 
+#: Task kinds that start with this are webhook kinds: made only by ``receive_webhook``.
+WEBHOOK_PREFIX = "webhook."
+
+
 def webhook_kind(source: str) -> str:
-    return f"webhook.{source}"
+    return f"{WEBHOOK_PREFIX}{source}"
+
+
+def refuse_webhook_kind(kind: str) -> None:
+    """The refusal of a webhook kind anywhere but the webhook route (a ``ValueError``: the API
+    answers 422, the CLI exits 2)."""
+    source = kind[len(WEBHOOK_PREFIX) :]
+    raise ValueError(
+        f"task kind {kind!r} is a webhook kind: webhook tasks are made only by "
+        f"POST /webhooks/{source} (a delivery with a valid signature), never enqueued"
+    )
 
 
 class WebhooksAPI:
     _driver: Driver
     _kinds: dict[str, KindSpec]
+    _webhook_tenants: dict[str, str]
 
     if TYPE_CHECKING:  # provided by App
 
-        def _new_task(self, args: dict[str, Any], *, label: bool = False) -> NewTask: ...
+        def _new_task(
+            self, args: dict[str, Any], *, label: bool = False, webhook_route: bool = False
+        ) -> NewTask: ...
 
         def _insert(self, tx: Tx, new: NewTask) -> Task: ...
 
@@ -67,27 +94,38 @@ class WebhooksAPI:
             error: str | None = None,
             by: str = "caller",
             note: str | None = None,
+            tenant: str | None = None,
         ) -> Task: ...
 
     def webhook(
-        self, source: str, *, receipt: ReceiptMap | None = None, **task_options: Any
+        self,
+        source: str,
+        *,
+        receipt: ReceiptMap | None = None,
+        tenant: str = "",
+        **task_options: Any,
     ) -> Callable[[F], F]:
         """Register ``fn(ctx, event)`` as the handler of ``source``'s event tasks (kind
         ``webhook.<source>``). ``receipt(event)`` may map an event to ``(receipt_id, ok,
         category, error)`` (or ``None``): the task confirms that receipt before calling ``fn``.
-        Other keyword arguments are ``@app.task``'s options."""
+        ``tenant`` is the tenant the source belongs to: its event tasks carry it, and their
+        receipt mapping reaches only receipts of that tenant's tasks (default ``""``: the tasks
+        of no tenant). Other keyword arguments are ``@app.task``'s options."""
         _check_source(source)
+        _check_tenant(tenant)
 
         def register(fn: F) -> F:
             def handle(ctx: Any, event: Any) -> Any:
                 if receipt is not None:
-                    self._confirm_from_event(source, receipt, event)
+                    # the tenant stored with the event task, which only the route made
+                    self._confirm_from_event(source, receipt, event, ctx.task.tenant)
                 return fn(ctx, event)
 
             handle.__name__ = getattr(fn, "__name__", "webhook")
             handle.__module__ = getattr(fn, "__module__", __name__)
             register_task: Callable[..., Callable[..., Any]] = getattr(self, "task")  # noqa: B009
             register_task(webhook_kind(source), **task_options)(handle)
+            self._webhook_tenants[source] = tenant
             return fn
 
         return register
@@ -102,7 +140,9 @@ class WebhooksAPI:
     ) -> Delivery:
         """Record one delivery whose signature the caller has verified, and enqueue its event
         task in the same transaction. A repeat ``(source, delivery_id)`` returns the first
-        answer with ``duplicate=True``. A body that is not JSON is kept (``bad_body``)."""
+        answer with ``duplicate=True``. A body that is not JSON is kept (``bad_body``).
+
+        The one way a webhook task is made (SPEC §16.7); it carries the source's tenant."""
         _check_source(source)
         if not isinstance(delivery_id, str) or not delivery_id or len(delivery_id) > 255:
             raise ValueError("a webhook delivery id must be a non-empty string of ≤ 255 chars")
@@ -115,7 +155,9 @@ class WebhooksAPI:
                     "kind": webhook_kind(source),
                     "payload": event,
                     "idempotency_key": f"webhook:{source}:{delivery_id}"[:255],
-                }
+                    "tenant": self._webhook_tenants.get(source, ""),
+                },
+                webhook_route=True,
             )
         except (ValueError, TypeError, RecursionError):
             event, bad = None, body.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
@@ -152,7 +194,9 @@ class WebhooksAPI:
         )
         return result
 
-    def _confirm_from_event(self, source: str, receipt: ReceiptMap, event: Any) -> None:
+    def _confirm_from_event(
+        self, source: str, receipt: ReceiptMap, event: Any, tenant: str
+    ) -> None:
         mapped = receipt(event)
         if mapped is None:
             return
@@ -164,11 +208,17 @@ class WebhooksAPI:
                 category=category,
                 error=error,
                 by=f"webhook:{source}",
+                tenant=tenant,
             )
         except TaskNotFound as exc:
             raise PermanentError(f"webhook {source}: {exc}") from exc
         except IllegalTransition as exc:  # already decided (e.g. by the sweeper): nothing to do
             log.info("webhook source=%s receipt already settled: %s", source, exc)
+
+
+def _check_tenant(tenant: Any) -> None:
+    if not isinstance(tenant, str) or len(tenant) > 255 or "\x00" in tenant:
+        raise ValueError("a webhook source's tenant is a string of at most 255 characters, no NUL")
 
 
 def _check_source(source: Any) -> None:
