@@ -116,8 +116,8 @@ class EffectsAPI:
                 awaiting = [f for f in found if f["state"] == State.AWAITING_RECEIPT]
                 if len(awaiting) > 1:
                     raise ValueError(
-                        f"receipt {receipt_id!r} is awaited by several tasks of "
-                        "different kinds; pass kind= or the task id"
+                        f"receipt {receipt_id!r} is awaited by several tasks (of different "
+                        "kinds or tenants); pass kind=, tenant= or the task id"
                     )
                 task_id = found[0]["id"]
             assert task_id is not None

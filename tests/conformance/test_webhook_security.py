@@ -283,3 +283,19 @@ def test_api_receipt_of_another_tenants_task_is_404(app: jobtrail.App) -> None:
     mine = awaiting(app, "rcpt-2", "tenantA")
     r = web.post(f"/api/tasks/{mine}/receipt", json={"ok": True}, headers=auth("ta"))
     assert r.status_code == 200 and r.json()["state"] == "succeeded"
+
+
+def test_one_kinds_receipt_id_may_be_awaited_in_two_tenants(app: jobtrail.App) -> None:
+    """One provider (one kind) serving two tenants may hand both the same receipt id: both
+    tasks await it, each tenant settles only its own, and without a tenant the ambiguity is a
+    clear refusal that moves nothing."""
+    register_awaiting(app)
+    a = awaiting(app, "rcpt-same", "acme")
+    b = awaiting(app, "rcpt-same", "globex")
+    with pytest.raises(ValueError, match="several tasks"):
+        app.confirm_receipt(receipt_id="rcpt-same")
+    untouched(app, a)
+    untouched(app, b)
+    assert app.confirm_receipt(receipt_id="rcpt-same", tenant="acme").id == a
+    assert app.get(a).state == "succeeded"
+    untouched(app, b)
