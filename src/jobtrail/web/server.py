@@ -27,6 +27,7 @@ from ..errors import (
 )
 from . import api, webhooks
 from .auth import Token, parse_tokens
+from .limits import BodyLimit
 from .metrics import Metrics
 from .signatures import Secret, parse_secrets
 
@@ -95,17 +96,15 @@ def create_app(
     _dashboard(web, app)
     _errors(web)
 
-    @web.middleware("http")
-    async def limit_size(request: Request, call_next: Any) -> Any:
-        size = request.headers.get("content-length")
-        if (
-            size is not None
-            and size.isdigit()
-            and int(size) > MAX_REQUEST
-            and not request.url.path.startswith("/webhooks/")
-        ):
-            return _json(413, {"error": f"request body over the {MAX_REQUEST}-byte limit"})
-        return await call_next(request)
+    def body_limit(path: str) -> int:
+        return webhook_max_body if path.startswith("/webhooks/") else MAX_REQUEST
+
+    def refused(path: str) -> None:
+        source = path.removeprefix("/webhooks/")
+        if source != path and source in web.state.webhook_secrets:  # known sources only
+            web.state.metrics.webhooks.labels(source, "too_large").inc()
+
+    web.add_middleware(BodyLimit, limit_for=body_limit, on_refused=refused)
 
     @web.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
     def metrics(who: api.Reader) -> Response:
