@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
@@ -26,6 +26,7 @@ from ..errors import IllegalTransition, TaskNotFound
 from ..machine import State
 from ..models import Task, iso
 from ..timeparse import looks_like_duration, parse_duration, parse_time
+from .origin import refusal
 
 Authorize = Callable[[Request, str], str | None]
 
@@ -111,12 +112,12 @@ def _clean(value: str | None) -> str | None:
 
 
 def _same_origin(request: Request) -> None:
-    """Refuse cross-site form posts (a page elsewhere submitting to the operator's dashboard)."""
-    if request.headers.get("sec-fetch-site") == "cross-site":
-        raise HTTPException(403, "cross-site form posts are refused")
-    origin = request.headers.get("origin")
-    if origin and origin != "null" and urlsplit(origin).netloc != request.headers.get("host"):
-        raise HTTPException(403, "cross-origin form posts are refused")
+    """Refuse a state-changing request another page started (``origin.refusal``). The apps
+    built here also run ``OriginGuard`` over every route; this keeps the router safe when it is
+    included in someone else's application."""
+    why = refusal(request.method, request.scope["path"], request.url.scheme, request.headers)
+    if why is not None:
+        raise HTTPException(403, why)
 
 
 async def _form(request: Request) -> dict[str, str]:

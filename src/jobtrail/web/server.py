@@ -18,6 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from psycopg_pool import PoolTimeout
 
 from ..app import App
+from ..dashboard.origin import OriginGuard
 from ..errors import (
     IdempotencyConflict,
     IllegalTransition,
@@ -104,7 +105,9 @@ def create_app(
         if source != path and source in web.state.webhook_secrets:  # known sources only
             web.state.metrics.webhooks.labels(source, "too_large").inc()
 
+    # outermost last: the origin rule answers before any body is read
     web.add_middleware(BodyLimit, limit_for=body_limit, on_refused=refused)
+    web.add_middleware(OriginGuard, session_cookie=COOKIE)
 
     @web.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
     def metrics(who: api.Reader) -> Response:

@@ -1,0 +1,158 @@
+"""The dashboard under attack in a real headless Chromium, against a real ``jobtrail serve``
+with tokens: a person signs in (the token rides in the cookie), then visits pages of another
+origin that try to act with that cookie. None of them may change anything.
+
+A ``HostileSite`` serves the attacking pages, as the dashboard's same site on another port
+(``127.0.0.1:other``: SameSite cookies still ride along) and as another site (``localhost``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+from hostile_site import HostileSite
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "acceptance"))
+
+from serve_process import Serve  # noqa: E402
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
+ADM = {"Authorization": "Bearer adm"}
+COOKIE = "jobtrail_token"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    tmp = tmp_path_factory.mktemp("browser-security")
+    s = Serve(tmp, f"sqlite:///{tmp}/security.db")
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[HostileSite]:
+    site = HostileSite()
+    try:
+        yield site
+    finally:
+        site.stop()
+
+
+def _css(driver: object, selector: str) -> object:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.CSS_SELECTOR, selector)  # type: ignore[attr-defined]
+
+
+def _landed(driver: object, prefix: str, timeout: float = 15) -> None:
+    """Wait until the browser shows a loaded page whose URL starts with ``prefix``."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def there(d: object) -> bool:
+        url: str = d.current_url  # type: ignore[attr-defined]
+        ready = d.execute_script("return document.readyState")  # type: ignore[attr-defined]
+        return url.startswith(prefix) and ready == "complete"
+
+    try:
+        WebDriverWait(driver, timeout).until(there)
+    except Exception:
+        url = driver.current_url  # type: ignore[attr-defined]
+        raise AssertionError(f"the browser is at {url}, not under {prefix}") from None
+
+
+def sign_in(driver: object, s: Serve, token: str = "adm") -> None:
+    driver.execute_cdp_cmd("Network.clearBrowserCookies", {})  # type: ignore[attr-defined]
+    driver.get(s.base + "/login")  # type: ignore[attr-defined]
+    _css(driver, "input[name=token]").send_keys(token)  # type: ignore[attr-defined]
+    _css(driver, "form button").click()  # type: ignore[attr-defined]
+    _landed(driver, s.base + "/")
+    assert cookie(driver, s) == token
+
+
+def cookie(driver: object, s: Serve) -> str | None:
+    if not driver.current_url.startswith(s.base):  # type: ignore[attr-defined]
+        driver.get(s.base + "/")  # type: ignore[attr-defined]
+        _landed(driver, s.base + "/")
+    found = driver.get_cookie(COOKIE)  # type: ignore[attr-defined]
+    return None if found is None else str(found["value"])
+
+
+def queued_task(s: Serve) -> str:
+    r = httpx.post(s.base + "/api/tasks", json={"kind": "send", "delay": 3600}, headers=ADM)
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+def state(s: Serve, task_id: str) -> str:
+    return str(httpx.get(f"{s.base}/api/tasks/{task_id}", headers=ADM).json()["state"])
+
+
+def page_text(driver: object) -> str:
+    return str(_css(driver, "body").text)  # type: ignore[attr-defined]
+
+
+def test_the_dashboards_own_cancel_button_still_works(browser: object, served: Serve) -> None:
+    d = browser
+    sign_in(d, served)
+    task = queued_task(served)
+    d.get(f"{served.base}/tasks/{task}")  # type: ignore[attr-defined]
+    _css(d, "#cancel-form input[name=by]").send_keys("alice")  # type: ignore[attr-defined]
+    _css(d, "#cancel-form input[name=note]").send_keys("customer asked")  # type: ignore[attr-defined]
+    _css(d, "#cancel-btn").click()  # type: ignore[attr-defined]
+    _landed(d, f"{served.base}/tasks/{task}?")
+    assert "cancelled" in _css(d, "#outcome").text  # type: ignore[attr-defined]
+    assert state(served, task) == "cancelled"
+
+
+@pytest.mark.parametrize("where", ["cross_site", "same_site"])
+def test_a_page_elsewhere_that_submits_a_cancel_form_changes_nothing(
+    browser: object, served: Serve, hostile: HostileSite, where: str
+) -> None:
+    d = browser
+    sign_in(d, served)
+    task = queued_task(served)
+    target = f"{served.base}/tasks/{task}/cancel"
+    origin = getattr(hostile, where)
+    d.get(f"{origin}/autosubmit?action={quote(target, safe='')}&by=mallory&note=csrf")  # type: ignore[attr-defined]
+    _landed(d, target)  # the browser did post to the dashboard...
+    assert "refused" in page_text(d)  # ...and was told no
+    assert state(served, task) == "queued"
+    assert cookie(d, served) == "adm"
+
+
+def test_a_307_from_another_port_that_forwards_a_post_changes_nothing(
+    browser: object, served: Serve, hostile: HostileSite
+) -> None:
+    """The attack that got through: a same-site page (another port of 127.0.0.1) POSTs to
+    itself and answers 307 to the dashboard's cancel route. Chromium repeats the POST there with
+    ``Origin: null``, ``Sec-Fetch-Site: same-site`` — and the SameSite=Strict cookie."""
+    d = browser
+    sign_in(d, served)
+    task = queued_task(served)
+    target = f"{served.base}/tasks/{task}/cancel"
+    before = hostile.redirected
+    d.get(f"{hostile.same_site}/redirector?to={quote(target, safe='')}&by=mallory&note=csrf")  # type: ignore[attr-defined]
+    _landed(d, target)
+    assert hostile.redirected == before + 1  # the 307 was followed to the dashboard
+    assert "refused" in page_text(d)
+    assert state(served, task) == "queued"
+
+
+@pytest.mark.parametrize("where", ["cross_site", "same_site"])
+def test_a_login_form_elsewhere_cannot_swap_the_session(
+    browser: object, served: Serve, hostile: HostileSite, where: str
+) -> None:
+    d = browser
+    sign_in(d, served, "adm")
+    target = f"{served.base}/login"
+    origin = getattr(hostile, where)
+    d.get(f"{origin}/autosubmit?action={quote(target, safe='')}&token=rd")  # type: ignore[attr-defined]
+    _landed(d, served.base + "/")
+    assert cookie(d, served) == "adm"  # still the admin's own session, not the read token
