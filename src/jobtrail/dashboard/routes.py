@@ -31,7 +31,7 @@ from .origin import refusal
 Authorize = Callable[[Request, str], str | None]
 
 HERE = Path(__file__).parent
-STATIC = {"htmx.min.js": "text/javascript"}
+STATIC = {"htmx.min.js": "text/javascript", "dashboard.css": "text/css"}
 PAGE_SIZE = 50
 PREVIEW_LIMIT = 500
 PAYLOAD_LIMIT = 2000
@@ -131,9 +131,13 @@ def _require(form: dict[str, str], *names: str) -> None:
         raise HTTPException(422, f"required: {', '.join(missing)} (who you are and why)")
 
 
-def router(app: App, *, authorize: Authorize | None = None) -> APIRouter:
+def router(
+    app: App, *, authorize: Authorize | None = None, session_cookie: str | None = None
+) -> APIRouter:
     """The dashboard's routes for ``app``: pages ``/``, ``/tasks/{id}``, ``/queues``, ``/dead``,
-    ``/cron``, their form actions, and ``/static/...``."""
+    ``/cron``, their form actions, and ``/static/...``. With ``session_cookie`` (the cookie a
+    ``/login`` of the including app sets) a page read with that cookie offers "Sign out", a
+    POST to ``/logout`` that the including app must serve."""
     r = APIRouter(include_in_schema=False)
 
     def allow(request: Request, action: str) -> str | None:
@@ -155,8 +159,12 @@ def router(app: App, *, authorize: Authorize | None = None) -> APIRouter:
         return task
 
     def page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        signed_in = session_cookie is not None and session_cookie in request.cookies
         return templates.TemplateResponse(
-            request, name, {"nav": name.split(".")[0], **context}, status_code=status
+            request,
+            name,
+            {"nav": name.split(".")[0], "signed_in": signed_in, **context},
+            status_code=status,
         )
 
     @r.get("/static/{name}")
