@@ -67,6 +67,7 @@ class Serve:
         env: dict[str, str] | None = None,
     ) -> None:
         (tmp / "httpapp.py").write_text(APP_MODULE)
+        self.db_url = db_url
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         full = {k: v for k, v in os.environ.items() if not k.startswith("JOBTRAIL_")}
@@ -116,3 +117,30 @@ class Serve:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+HOSTILE_QUEUE = "../tasks/17/cancel?"
+HOSTILE_KIND = "boom&state=succeeded#x"
+OTHER_TENANTS_QUEUE = "queue-of-tenant-b"
+
+
+def seed_hostile(url: str) -> dict[str, str]:
+    """17 queued tasks (the 17th is the target), a paused queue with the hostile name, a dead
+    task of a hostile kind, and tasks of two tenants in queues of their own."""
+    with jobtrail.App(url) as app:
+        app.migrate()
+        app.task("send")(lambda ctx, payload: None)
+
+        @app.task(HOSTILE_KIND, max_attempts=1, queue="boomq")
+        def boom(ctx: object, payload: object) -> None:
+            raise jobtrail.PermanentError("no", category="invalid_input")
+
+        ids = [app.enqueue("send", {"n": i}, delay=3600).id for i in range(17)]
+        hostile = app.enqueue("send", {}, queue=HOSTILE_QUEUE, delay=3600)
+        app.pause(HOSTILE_QUEUE, by="ops", note="maintenance")
+        dead = app.enqueue(HOSTILE_KIND, {})
+        app.run_worker(queues=["boomq"], burst=True)
+        assert app.get(dead.id).state.value == "dead"
+        mine = app.enqueue("send", {}, queue="queue-of-a", tenant="tenantA", delay=3600)
+        app.enqueue("send", {}, queue=OTHER_TENANTS_QUEUE, tenant="tenantB", delay=3600)
+        return {"target": ids[16], "hostile": hostile.id, "dead": dead.id, "mine": mine.id}

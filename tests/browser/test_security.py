@@ -19,7 +19,7 @@ from hostile_site import HostileSite
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "acceptance"))
 
-from serve_process import Serve  # noqa: E402
+from serve_process import HOSTILE_QUEUE, OTHER_TENANTS_QUEUE, Serve, seed_hostile  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 ADM = {"Authorization": "Bearer adm"}
@@ -51,14 +51,15 @@ def _css(driver: object, selector: str) -> object:
     return driver.find_element(By.CSS_SELECTOR, selector)  # type: ignore[attr-defined]
 
 
-def _landed(driver: object, prefix: str, timeout: float = 15) -> None:
-    """Wait until the browser shows a loaded page whose URL starts with ``prefix``."""
+def _landed(driver: object, prefix: str, timeout: float = 15, exact: bool = False) -> None:
+    """Wait until the browser shows a loaded page whose URL starts with ``prefix`` (or is
+    ``prefix``): callers pass a prefix the page they start from does not match."""
     from selenium.webdriver.support.ui import WebDriverWait
 
     def there(d: object) -> bool:
         url: str = d.current_url  # type: ignore[attr-defined]
         ready = d.execute_script("return document.readyState")  # type: ignore[attr-defined]
-        return url.startswith(prefix) and ready == "complete"
+        return (url == prefix if exact else url.startswith(prefix)) and ready == "complete"
 
     try:
         WebDriverWait(driver, timeout).until(there)
@@ -72,7 +73,7 @@ def sign_in(driver: object, s: Serve, token: str = "adm") -> None:
     driver.get(s.base + "/login")  # type: ignore[attr-defined]
     _css(driver, "input[name=token]").send_keys(token)  # type: ignore[attr-defined]
     _css(driver, "form button").click()  # type: ignore[attr-defined]
-    _landed(driver, s.base + "/")
+    _landed(driver, s.base + "/", exact=True)  # signed in: redirected to the task list
     assert cookie(driver, s) == token
 
 
@@ -195,3 +196,45 @@ def test_sign_out_ends_the_session(browser: object, served: Serve) -> None:
     assert cookie(d, served) is None
     d.get(served.base + "/")  # type: ignore[attr-defined]
     assert "sign in" in page_text(d)  # 401: the cookie is gone
+
+
+@pytest.fixture
+def hostile_names(tmp_path: Path) -> Iterator[tuple[Serve, dict[str, str]]]:
+    url = f"sqlite:///{tmp_path}/names.db"
+    ids = seed_hostile(url)
+    s = Serve(tmp_path, url)
+    try:
+        yield s, ids
+    finally:
+        s.stop()
+
+
+def test_resume_on_a_queue_with_a_hostile_name_resumes_that_queue(
+    browser: object, hostile_names: tuple[Serve, dict[str, str]]
+) -> None:
+    s, ids = hostile_names
+    d = browser
+    sign_in(d, s)
+    d.get(s.base + "/queues")  # type: ignore[attr-defined]
+    row = f'#queues .queue-row[data-queue="{HOSTILE_QUEUE}"]'
+    assert "paused" in _css(d, f"{row} .qstatus").text  # type: ignore[attr-defined]
+    _css(d, f"{row} input[name=by]").send_keys("ops")  # type: ignore[attr-defined]
+    _css(d, f"{row} input[name=note]").send_keys("maintenance over")  # type: ignore[attr-defined]
+    _css(d, f"{row} .resume-btn").click()  # type: ignore[attr-defined]
+    _landed(d, s.base + "/queues?")
+    assert "resumed" in _css(d, "#outcome").text  # type: ignore[attr-defined]
+    assert HOSTILE_QUEUE in _css(d, "#outcome").text  # type: ignore[attr-defined]
+    queues = httpx.get(s.base + "/api/queues", headers=ADM).json()["queues"]
+    assert next(q for q in queues if q["queue"] == HOSTILE_QUEUE)["paused"] is False
+    assert state(s, ids["target"]) == "queued"  # task 17 untouched
+
+
+def test_a_tenant_bound_dashboard_names_no_other_tenants_queue(
+    browser: object, hostile_names: tuple[Serve, dict[str, str]]
+) -> None:
+    s, ids = hostile_names
+    d = browser
+    sign_in(d, s, "ta")
+    source = d.page_source  # type: ignore[attr-defined]
+    assert f'data-id="{ids["mine"]}"' in source
+    assert OTHER_TENANTS_QUEUE not in source and HOSTILE_QUEUE not in source

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
@@ -69,6 +69,13 @@ def _json(value: Any, limit: int = PAYLOAD_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _urlpart(value: Any) -> str:
+    """A name as one URL path segment or query value: every reserved character encoded
+    (``/``, ``?``, ``#``, ``&``, ``%``…), so a name can never become another path or action."""
+    return quote(str(value), safe="")
+
+
+templates.env.filters["urlpart"] = _urlpart
 templates.env.filters["when"] = _when
 templates.env.filters["age"] = _age
 templates.env.filters["tojson_short"] = _json
@@ -224,7 +231,8 @@ def router(
             tasks=rows,
             counts=app.state_counts() if bound is None else None,
             states=[s.value for s in State],
-            queues=[x["queue"] for x in app.queues()],
+            # queue names span tenants (like /api/queues): a tenant-bound caller types one
+            queues=[x["queue"] for x in app.queues()] if bound is None else [],
             kinds=app.kinds,
             filters=filters,
             next_url=next_url,
@@ -334,7 +342,8 @@ def router(
             done_queue=q,
         )
 
-    @r.post("/queues/{queue}/{action}")
+    # ``path``: a queue name may hold "/" (sent as %2F, which the server decodes before routing)
+    @r.post("/queues/{queue:path}/{action}")
     async def queue_action(request: Request, queue: str, action: str) -> Response:
         _same_origin(request)
         whole_store(request, "act")
