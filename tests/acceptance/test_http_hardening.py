@@ -160,6 +160,10 @@ def test_wrong_api_tokens_are_throttled(tmp_path: Path) -> None:
             assert codes.count(401) <= 10 and codes.count(429) >= 290, codes[:20]
             # requests that offer no token are not guesses: a health probe still gets its 401
             assert web.get("/api/tasks").status_code == 401
+            # nor are webhook deliveries: their 401 is a bad signature, and they keep coming
+            hook = {"Authorization": "Bearer x", "webhook-id": "m", "webhook-timestamp": "1"}
+            for _ in range(20):
+                assert web.post("/webhooks/pay", content=b"{}", headers=hook).status_code == 401
     finally:
         served.stop()
 

@@ -1,7 +1,8 @@
 """Slow down token guessing (§16.7): failed sign-ins and failed tokens, per client address.
 
 A *guess* is a request that offers a credential — an ``Authorization`` header, the session
-cookie, or a POST to ``/login`` — and is answered 401. Each address may make ``failures``
+cookie, or a POST to ``/login`` — and is answered 401 (webhook deliveries are not: their 401 is
+a signature that does not match the body). Each address may make ``failures``
 guesses per ``window`` seconds (a burst of ``failures``, then one per ``window / failures``
 seconds: by default 10 at once, then one every 6 s). Past that, every request from that address
 that offers a credential is answered 429 with ``Retry-After`` *without being checked*, so a
@@ -58,6 +59,8 @@ class Throttle:
 
 
 def _offers_credential(scope: Scope, cookie: str | None) -> bool:
+    if str(scope.get("path", "")).startswith("/webhooks/"):
+        return False  # a 401 there is a bad signature over the body, not a guessed token
     headers = Headers(scope=scope)
     if "authorization" in headers:
         return True
