@@ -1,7 +1,7 @@
 """The dashboard in a real headless Chromium (selenium + Debian's chromium-driver) against a
 real uvicorn server and a real store (SQLite and PostgreSQL) seeded with tasks in many states.
 
-The ``browser`` fixture (tests/browser/conftest.py) is skipped with a reason when
+The ``browser`` fixture (tests/browser/chromium.py) is skipped with a reason when
 /usr/bin/chromium is missing, except under ``CI=true`` where that is a failure. Screenshots of
 every page land in ``test-artifacts/screenshots/``.
 """
@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from chromium import browser_fixture  # noqa: F401  (provides the `browser` fixture)
 from dashboard_seed import Seeded, Served, seed
 
 SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"

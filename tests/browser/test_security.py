@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from chromium import browser_fixture  # noqa: F401  (provides the `browser` fixture)
 from hostile_site import HostileSite
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "acceptance"))

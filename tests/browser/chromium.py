@@ -1,4 +1,6 @@
-"""The headless Chromium the browser tests drive (selenium + Debian's chromium-driver).
+"""The headless Chromium the browser tests drive (selenium + Debian's chromium-driver): a
+test module imports the ``browser`` fixture from here (as ``browser_fixture``; a conftest.py
+in this folder would shadow tests/conftest.py, which other tests import as ``conftest``).
 
 Skipped with a reason when /usr/bin/chromium or chromedriver is missing, except under
 ``CI=true`` where that is a failure. One browser (one fresh profile) per test module.
@@ -27,8 +29,8 @@ def _require_chromium() -> None:
         pytest.skip(reason)
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
+@pytest.fixture(scope="module", name="browser")
+def browser_fixture() -> Iterator[object]:
     _require_chromium()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
