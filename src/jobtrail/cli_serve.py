@@ -18,7 +18,14 @@ from .cli import Fail, Runtime, verb
 @click.option(
     "--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="TCP port."
 )
-def serve(rt: Runtime, host: str, port: int) -> None:
+@click.option(
+    "--secure-cookies/--no-secure-cookies",
+    default=None,
+    envvar="JOBTRAIL_SECURE_COOKIES",
+    help="Mark the dashboard's session cookie Secure always / never "
+    "(default: when the request came over HTTPS). Env: JOBTRAIL_SECURE_COOKIES.",
+)
+def serve(rt: Runtime, host: str, port: int, secure_cookies: bool | None) -> None:
     """Serve the JSON API, webhooks and /metrics. Tokens come from JOBTRAIL_TOKENS, webhook
     secrets from JOBTRAIL_WEBHOOK_SECRETS; with no tokens only loopback is allowed."""
     try:
@@ -49,5 +56,5 @@ def serve(rt: Runtime, host: str, port: int) -> None:
         app.migrate()
     except Exception as exc:  # serve anyway: requests answer 503 until the store is back
         logging.getLogger("jobtrail.web").warning("migrate failed: %s", type(exc).__name__)
-    web = create_app(app, tokens, secrets)
+    web = create_app(app, tokens, secrets, secure_cookies=secure_cookies)
     uvicorn.run(web, host=host, port=port, log_level="info")

@@ -1,67 +1,23 @@
 """The dashboard in a real headless Chromium (selenium + Debian's chromium-driver) against a
 real uvicorn server and a real store (SQLite and PostgreSQL) seeded with tasks in many states.
 
-Skipped with a reason when /usr/bin/chromium is missing, except under ``CI=true`` where that
-is a failure. Screenshots of every page land in ``test-artifacts/screenshots/``.
+The ``browser`` fixture (tests/browser/chromium.py) is skipped with a reason when
+/usr/bin/chromium is missing, except under ``CI=true`` where that is a failure. Screenshots of
+every page land in ``test-artifacts/screenshots/``.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from chromium import browser_fixture  # noqa: F401  (provides the `browser` fixture)
 from dashboard_seed import Seeded, Served, seed
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
-
-
-def _require_chromium() -> None:
-    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.path.exists(p)]
-    if missing:
-        reason = f"{' and '.join(missing)} missing: apt-get install -y chromium chromium-driver"
-        if IN_CI:
-            pytest.fail(f"CI=true and {reason}")
-        pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    _require_chromium()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="jobtrail-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--window-size=1280,1000",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 @pytest.fixture

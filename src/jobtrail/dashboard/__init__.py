@@ -11,6 +11,8 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
 from ..app import App
+from .headers import SecurityHeaders
+from .origin import OriginGuard
 from .routes import Authorize, router, templates
 
 __all__ = ["Authorize", "create_dashboard_app", "router"]
@@ -20,6 +22,8 @@ def create_dashboard_app(app: App, authorize: Authorize | None = None) -> FastAP
     """A FastAPI application serving only the dashboard of ``app``."""
     web = FastAPI(title="jobtrail dashboard", docs_url=None, redoc_url=None, openapi_url=None)
     web.include_router(router(app, authorize=authorize))
+    web.add_middleware(OriginGuard)
+    web.add_middleware(SecurityHeaders)
 
     @web.exception_handler(HTTPException)
     async def error_page(request: Request, exc: HTTPException) -> HTMLResponse:

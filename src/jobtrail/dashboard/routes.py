@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
@@ -26,11 +26,12 @@ from ..errors import IllegalTransition, TaskNotFound
 from ..machine import State
 from ..models import Task, iso
 from ..timeparse import looks_like_duration, parse_duration, parse_time
+from .origin import refusal
 
 Authorize = Callable[[Request, str], str | None]
 
 HERE = Path(__file__).parent
-STATIC = {"htmx.min.js": "text/javascript"}
+STATIC = {"htmx.min.js": "text/javascript", "dashboard.css": "text/css"}
 PAGE_SIZE = 50
 PREVIEW_LIMIT = 500
 PAYLOAD_LIMIT = 2000
@@ -68,6 +69,13 @@ def _json(value: Any, limit: int = PAYLOAD_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _urlpart(value: Any) -> str:
+    """A name as one URL path segment or query value: every reserved character encoded
+    (``/``, ``?``, ``#``, ``&``, ``%``…), so a name can never become another path or action."""
+    return quote(str(value), safe="")
+
+
+templates.env.filters["urlpart"] = _urlpart
 templates.env.filters["when"] = _when
 templates.env.filters["age"] = _age
 templates.env.filters["tojson_short"] = _json
@@ -111,12 +119,12 @@ def _clean(value: str | None) -> str | None:
 
 
 def _same_origin(request: Request) -> None:
-    """Refuse cross-site form posts (a page elsewhere submitting to the operator's dashboard)."""
-    if request.headers.get("sec-fetch-site") == "cross-site":
-        raise HTTPException(403, "cross-site form posts are refused")
-    origin = request.headers.get("origin")
-    if origin and origin != "null" and urlsplit(origin).netloc != request.headers.get("host"):
-        raise HTTPException(403, "cross-origin form posts are refused")
+    """Refuse a state-changing request another page started (``origin.refusal``). The apps
+    built here also run ``OriginGuard`` over every route; this keeps the router safe when it is
+    included in someone else's application."""
+    why = refusal(request.method, request.scope["path"], request.url.scheme, request.headers)
+    if why is not None:
+        raise HTTPException(403, why)
 
 
 async def _form(request: Request) -> dict[str, str]:
@@ -130,9 +138,13 @@ def _require(form: dict[str, str], *names: str) -> None:
         raise HTTPException(422, f"required: {', '.join(missing)} (who you are and why)")
 
 
-def router(app: App, *, authorize: Authorize | None = None) -> APIRouter:
+def router(
+    app: App, *, authorize: Authorize | None = None, session_cookie: str | None = None
+) -> APIRouter:
     """The dashboard's routes for ``app``: pages ``/``, ``/tasks/{id}``, ``/queues``, ``/dead``,
-    ``/cron``, their form actions, and ``/static/...``."""
+    ``/cron``, their form actions, and ``/static/...``. With ``session_cookie`` (the cookie a
+    ``/login`` of the including app sets) a page read with that cookie offers "Sign out", a
+    POST to ``/logout`` that the including app must serve."""
     r = APIRouter(include_in_schema=False)
 
     def allow(request: Request, action: str) -> str | None:
@@ -154,8 +166,12 @@ def router(app: App, *, authorize: Authorize | None = None) -> APIRouter:
         return task
 
     def page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        signed_in = session_cookie is not None and session_cookie in request.cookies
         return templates.TemplateResponse(
-            request, name, {"nav": name.split(".")[0], **context}, status_code=status
+            request,
+            name,
+            {"nav": name.split(".")[0], "signed_in": signed_in, **context},
+            status_code=status,
         )
 
     @r.get("/static/{name}")
@@ -215,7 +231,8 @@ def router(app: App, *, authorize: Authorize | None = None) -> APIRouter:
             tasks=rows,
             counts=app.state_counts() if bound is None else None,
             states=[s.value for s in State],
-            queues=[x["queue"] for x in app.queues()],
+            # queue names span tenants (like /api/queues): a tenant-bound caller types one
+            queues=[x["queue"] for x in app.queues()] if bound is None else [],
             kinds=app.kinds,
             filters=filters,
             next_url=next_url,
@@ -325,7 +342,8 @@ def router(app: App, *, authorize: Authorize | None = None) -> APIRouter:
             done_queue=q,
         )
 
-    @r.post("/queues/{queue}/{action}")
+    # ``path``: a queue name may hold "/" (sent as %2F, which the server decodes before routing)
+    @r.post("/queues/{queue:path}/{action}")
     async def queue_action(request: Request, queue: str, action: str) -> Response:
         _same_origin(request)
         whole_store(request, "act")

@@ -18,6 +18,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from psycopg_pool import PoolTimeout
 
 from ..app import App
+from ..dashboard.headers import SecurityHeaders
+from ..dashboard.origin import OriginGuard
 from ..errors import (
     IdempotencyConflict,
     IllegalTransition,
@@ -27,8 +29,11 @@ from ..errors import (
 )
 from . import api, webhooks
 from .auth import Token, parse_tokens
+from .limits import BodyLimit
 from .metrics import Metrics
+from .session import COOKIE, mount_dashboard
 from .signatures import Secret, parse_secrets
+from .throttle import AuthThrottle
 
 log = logging.getLogger("jobtrail.web")
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -77,9 +82,16 @@ def create_app(
     webhook_secrets: str | dict[str, list[Secret]] | None = None,
     *,
     webhook_max_body: int = WEBHOOK_MAX_BODY,
+    secure_cookies: bool | None = None,
 ) -> FastAPI:
     """The HTTP API over ``app``. ``tokens`` / ``webhook_secrets`` take the env-variable
-    syntax (or parsed values); ``None`` reads ``JOBTRAIL_TOKENS`` / ``JOBTRAIL_WEBHOOK_SECRETS``."""
+    syntax (or parsed values); ``None`` reads ``JOBTRAIL_TOKENS`` / ``JOBTRAIL_WEBHOOK_SECRETS``.
+    ``secure_cookies``: mark the session cookie ``Secure`` always (``True``), never
+    (``False``), or when the request came over HTTPS (``None``).
+
+    Every request passes, outermost first: the security headers, the throttle on failed
+    tokens, the dashboard's origin rule and the body limit (§16.7) — all before a route reads
+    a byte of the body or looks at a token."""
     web = FastAPI(
         title="jobtrail",
         summary="Durable background tasks whose every state can be explained.",
@@ -92,20 +104,22 @@ def create_app(
     web.state.metrics = Metrics(app)
     web.include_router(api.router)
     web.include_router(webhooks.router)
-    _dashboard(web, app)
+    mount_dashboard(web, app, secure_cookies=secure_cookies)
     _errors(web)
 
-    @web.middleware("http")
-    async def limit_size(request: Request, call_next: Any) -> Any:
-        size = request.headers.get("content-length")
-        if (
-            size is not None
-            and size.isdigit()
-            and int(size) > MAX_REQUEST
-            and not request.url.path.startswith("/webhooks/")
-        ):
-            return _json(413, {"error": f"request body over the {MAX_REQUEST}-byte limit"})
-        return await call_next(request)
+    def body_limit(path: str) -> int:
+        return webhook_max_body if path.startswith("/webhooks/") else MAX_REQUEST
+
+    def refused(path: str) -> None:
+        source = path.removeprefix("/webhooks/")
+        if source != path and source in web.state.webhook_secrets:  # known sources only
+            web.state.metrics.webhooks.labels(source, "too_large").inc()
+
+    # the last added runs first
+    web.add_middleware(BodyLimit, limit_for=body_limit, on_refused=refused)
+    web.add_middleware(OriginGuard, session_cookie=COOKIE)
+    web.add_middleware(AuthThrottle, session_cookie=COOKIE)
+    web.add_middleware(SecurityHeaders)
 
     @web.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
     def metrics(who: api.Reader) -> Response:
@@ -115,49 +129,6 @@ def create_app(
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     return web
-
-
-def _dashboard(web: FastAPI, app: App) -> None:
-    """Mount the dashboard (§13 pages) with the API's tokens: a bearer header, or the token a
-    person entered at ``/login`` (kept in an HttpOnly, SameSite=Strict cookie)."""
-    from fastapi import Form
-    from fastapi.responses import HTMLResponse, RedirectResponse
-
-    from ..dashboard import router as dashboard_router
-    from .auth import authenticate
-
-    tokens: list[Token] = web.state.tokens
-
-    def authorize(request: Request, action: str) -> str | None:
-        header = request.headers.get("authorization")
-        cookie = request.cookies.get(COOKIE)
-        who = authenticate(tokens, header or (f"Bearer {cookie}" if cookie else None))
-        if who is None:
-            raise HTTPException(401, "sign in with a token at /login")
-        if action == "act" and not who.admin:
-            raise HTTPException(403, "a read token cannot act")
-        return who.tenant
-
-    web.include_router(dashboard_router(app, authorize=authorize))
-
-    @web.get("/login", response_class=HTMLResponse, include_in_schema=False)
-    def login_form() -> str:
-        return (
-            "<!doctype html><title>jobtrail sign in</title><form method=post action=/login>"
-            "<label>token <input name=token type=password autofocus></label>"
-            "<button>sign in</button></form>"
-        )
-
-    @web.post("/login", include_in_schema=False)
-    def login(token: str = Form(...)) -> Response:
-        if authenticate(tokens, f"Bearer {token}") is None:
-            raise HTTPException(401, "unknown token")
-        page = RedirectResponse("/", status_code=303)
-        page.set_cookie(COOKIE, token, httponly=True, samesite="strict")
-        return page
-
-
-COOKIE = "jobtrail_token"
 
 
 def _errors(web: FastAPI) -> None:
