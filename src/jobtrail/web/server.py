@@ -59,12 +59,10 @@ def _secrets(value: str | dict[str, list[Secret]] | None) -> dict[str, list[Secr
 
 
 def is_unreachable(exc: BaseException) -> bool:
-    if isinstance(exc, StoreUnavailable):
-        return True
-    if isinstance(exc, sqlite3.OperationalError):
-        text = str(exc).lower()
-        return "locked" in text or "busy" in text or "unable to open" in text or "i/o" in text
-    return isinstance(exc, psycopg.OperationalError | PoolTimeout)
+    """Whether ``exc`` means the store could not be reached (or was busy): a 503."""
+    from ..store import failures
+
+    return failures.unreachable(exc)
 
 
 def _json(status: int, body: dict[str, Any], **headers: str) -> JSONResponse:
@@ -161,6 +159,8 @@ COOKIE = "jobtrail_token"
 
 
 def _errors(web: FastAPI) -> None:
+    from ..store import failures
+
     @web.exception_handler(TaskNotFound)
     async def not_found(_: Request, exc: TaskNotFound) -> JSONResponse:
         return _json(404, {"error": str(exc)})
@@ -192,17 +192,29 @@ def _errors(web: FastAPI) -> None:
         return _json(exc.status_code, {"error": str(exc.detail)}, **(exc.headers or {}))
 
     async def store_error(_: Request, exc: Exception) -> JSONResponse:
+        if failures.cannot_write(exc):
+            log.error("store cannot write: %s", _first_line(exc))
+            return _json(503, {"error": failures.CANNOT_WRITE}, **{"Retry-After": WRITE_RETRY})
         if is_unreachable(exc):
             log.warning("store unavailable: %s", type(exc).__name__)
-            return _json(
-                503,
-                {"error": "the task store cannot be reached; nothing was stored, try again"},
-                **{"Retry-After": RETRY_AFTER},
-            )
+            return _json(503, {"error": failures.UNREACHABLE}, **{"Retry-After": RETRY_AFTER})
         log.error("store error: %s", type(exc).__name__)
         return _json(500, {"error": f"store error: {type(exc).__name__}"})
 
-    web.add_exception_handler(StoreUnavailable, store_error)
-    web.add_exception_handler(sqlite3.OperationalError, store_error)
-    web.add_exception_handler(psycopg.OperationalError, store_error)
-    web.add_exception_handler(PoolTimeout, store_error)
+    for kind in (
+        StoreUnavailable,
+        sqlite3.OperationalError,
+        psycopg.OperationalError,
+        psycopg.errors.ReadOnlySqlTransaction,
+        PoolTimeout,
+    ):
+        web.add_exception_handler(kind, store_error)
+
+
+#: A full or read-only store is not back in a few seconds
+WRITE_RETRY = "30"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
