@@ -15,9 +15,9 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, None: 1.0}
 
 
-def parse_time(value: datetime | str, name: str) -> datetime:
+def parse_time(value: datetime | str, name: str, *, zone_required: bool = False) -> datetime:
     """An aware UTC datetime from a ``datetime`` (must be aware) or an ISO 8601 string
-    (a string without an offset is read as UTC)."""
+    (a string without an offset is read as UTC, or refused with ``zone_required``)."""
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise ValueError(f"{name} must be timezone-aware (e.g. datetime.now(UTC))")
@@ -32,6 +32,8 @@ def parse_time(value: datetime | str, name: str) -> datetime:
         except ValueError:
             raise ValueError(f"{name} is not an ISO 8601 time: {value!r}") from None
         if parsed.tzinfo is None:
+            if zone_required:
+                raise ValueError(f"{name} needs a time zone, e.g. 2026-11-29T10:00:00Z: {value!r}")
             parsed = parsed.replace(tzinfo=UTC)
         return _utc(parsed, name)
     raise TypeError(f"{name} must be a datetime or an ISO 8601 string, not {type(value).__name__}")

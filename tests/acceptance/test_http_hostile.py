@@ -1,6 +1,7 @@
-"""Hostile conditions through the real ``jobtrail serve`` process (§14, §16.7): a store that
-cannot write (a real full disk on SQLite, a read-only or full PostgreSQL) is a 503 with
-``Retry-After`` that says nothing was stored, never a 500."""
+"""Hostile input through the real ``jobtrail serve`` process (§14, §16.7), on both backends:
+every bad request is a 4xx whose body is ``{"error": "<message naming the field>"}``, never a
+500, and changes nothing; a store that cannot write (a real full disk on SQLite, a read-only or
+full PostgreSQL) is a 503 with ``Retry-After`` that says nothing was stored."""
 
 from __future__ import annotations
 
@@ -16,6 +17,153 @@ import psycopg
 import pytest
 from conftest import PG_URL, Store
 from test_http import ADM, Server
+
+JSON = {**ADM, "Content-Type": "application/json"}
+
+
+@pytest.fixture
+def served(store: Store, tmp_path: Path) -> Iterator[Server]:
+    s = Server(tmp_path, store.url)
+    try:
+        yield s.wait()
+    finally:
+        s.stop()
+
+
+def state(http: httpx.Client) -> Any:
+    """Everything a refused request might have changed, read through the API."""
+    tasks = http.get("/api/tasks", headers=ADM).json()["tasks"]
+    return (
+        tasks,
+        [http.get(f"/api/tasks/{t['id']}/transitions", headers=ADM).json() for t in tasks],
+        http.get("/api/queues", headers=ADM).json()["queues"],
+    )
+
+
+def refusals(task_id: str) -> list[tuple[str, str, dict[str, Any], int, str]]:
+    """(method, path, request options, status, what the error must name)."""
+    t = f"/api/tasks/{task_id}"
+    raw = {"headers": JSON}
+    return [
+        # finding 1: NUL in list filters and in the operator's name and note
+        ("GET", "/api/tasks", {"params": {"kind": "a\x00b"}}, 422, "kind"),
+        ("GET", "/api/tasks", {"params": {"tenant": "a\x00b"}}, 422, "tenant"),
+        ("GET", "/api/tasks", {"params": {"queue": "a\x00b"}}, 422, "queue"),
+        ("GET", "/api/tasks", {"params": {"state": "a\x00b"}}, 422, "state"),
+        ("POST", f"{t}/cancel", {"json": {"by": "a\x00"}}, 422, "by"),
+        ("POST", f"{t}/cancel", {"json": {"by": "ops", "note": "n\x00"}}, 422, "note"),
+        ("POST", f"{t}/replay", {"json": {"by": "\x00", "note": "n"}}, 422, "by"),
+        ("POST", "/api/queues/default/pause", {"json": {"by": "ops", "note": "\x00"}}, 422, "note"),
+        ("POST", "/api/queues/default/resume", {"json": {"by": "\x00", "note": "n"}}, 422, "by"),
+        ("POST", "/api/queues/a%00b/pause", {"json": {"by": "ops", "note": "n"}}, 422, "queue"),
+        ("POST", f"{t}/receipt", {"json": {"ok": False, "error": "e\x00"}}, 422, "error"),
+        ("POST", "/api/tasks", {"json": {"kind": "send", "tenant": "a\x00"}}, 422, "tenant"),
+        ("POST", "/api/tasks", {"json": {"kind": "send", "queue": "a\x00"}}, 422, "queue"),
+        ("GET", "/", {"params": {"q": "key\x00"}}, 422, "key"),  # the dashboard's search
+        ("GET", "/", {"params": {"kind": "k\x00"}}, 422, "kind"),
+        # finding 2: durations and limits out of range
+        ("GET", "/api/tasks", {"params": {"limit": "99999999999999999999"}}, 422, "limit"),
+        ("GET", "/dead", {"params": {"since": "99999999999d", "preview": "1"}}, 422, "since"),
+        ("GET", "/dead/preview", {"params": {"until": "9999-12-31T23:59:59-01:00"}}, 422, "until"),
+        # finding 3: the body means what App.enqueue would accept, no more
+        ("POST", "/api/tasks", {"json": {"kind": "send", "priority": True}}, 422, "priority"),
+        ("POST", "/api/tasks", {"json": {"kind": "send", "priority": "5"}}, 422, "priority"),
+        (
+            "POST",
+            "/api/tasks",
+            {"content": b'{"kind":"send","priority":1e3}', **raw},
+            422,
+            "priority",
+        ),
+        ("POST", "/api/tasks", {"json": {"kind": "send", "delay": True}}, 422, "delay"),
+        ("POST", "/api/tasks", {"json": {"kind": "send", "delay": "5"}}, 422, "delay"),
+        ("POST", "/api/tasks", {"content": b'{"kind":"send","delay":1e400}', **raw}, 422, "delay"),
+        (
+            "POST",
+            "/api/tasks",
+            {"json": {"kind": "send", "run_at": "2030-01-01T00:00:00"}},
+            422,
+            "run_at",
+        ),
+        (
+            "POST",
+            "/api/tasks",
+            {"json": {"kind": "send", "run_at": "9999-12-31T23:59:59-01:00"}},
+            422,
+            "run_at",
+        ),
+        ("POST", "/api/tasks", {"json": {"kind": "send", "run_at": 1700000000}}, 422, "run_at"),
+        (
+            "POST",
+            "/api/tasks",
+            {"content": b'{"kind":"send","tenant":"\\ud800"}', **raw},
+            422,
+            "tenant",
+        ),
+        ("POST", f"{t}/cancel", {"content": b'{"by":"\\udcff"}', **raw}, 422, "by"),
+        ("POST", f"{t}/receipt", {"json": {"ok": "true"}}, 422, "ok"),
+        ("POST", f"{t}/receipt", {"json": {"ok": 1}}, 422, "ok"),
+        # finding 5: FastAPI's own validation answers in the same shape
+        ("POST", f"{t}/cancel", {"json": {}}, 422, "by"),
+        ("POST", "/api/tasks", {"content": b'{"kind": ', **raw}, 422, "JSON"),
+        ("GET", f"{t}/explain", {"params": {"lang": "xx"}}, 422, "lang"),
+        ("GET", "/api/tasks", {"params": {"before": "x"}}, 422, "before"),
+    ]
+
+
+def test_bad_input_is_a_4xx_naming_the_field_and_changes_nothing(served: Server) -> None:
+    with httpx.Client(base_url=served.base, timeout=10) as http:
+        seeded = http.post("/api/tasks", json={"kind": "send"}, headers=ADM)
+        assert seeded.status_code == 201, seeded.text
+        before = state(http)
+        wrong = []
+        for method, path, options, status, field in refusals(seeded.json()["id"]):
+            options.setdefault("headers", ADM)
+            try:
+                r = http.request(method, path, **options)
+            except httpx.HTTPError as exc:  # the server dropped the connection
+                wrong.append((method, path, options.get("json"), type(exc).__name__, ""))
+                continue
+            body = r.json() if r.headers.get("content-type") == "application/json" else None
+            if r.status_code != status or not isinstance(body, dict) or "detail" in body:
+                wrong.append((method, path, options.get("json"), r.status_code, r.text[:200]))
+            elif not isinstance(body.get("error"), str) or field not in body["error"]:
+                wrong.append((method, path, options.get("json"), "names", body))
+        assert wrong == []
+        assert state(http) == before
+    assert "Traceback" not in served.log.read_text()
+
+
+def test_every_error_has_one_shape_and_the_openapi_document_says_so(served: Server) -> None:
+    with httpx.Client(base_url=served.base, timeout=10) as http:
+        answers = [
+            http.get("/no/such/route", headers=ADM),
+            http.delete("/api/tasks", headers=ADM),
+            http.get("/api/tasks"),
+            http.get("/api/tasks/999", headers=ADM),
+            http.post("/api/tasks", json={"kind": "send", "extra": 1}, headers=ADM),
+            http.post("/api/tasks", json={"kind": "nope"}, headers=ADM),
+        ]
+        assert [r.status_code for r in answers] == [404, 405, 401, 404, 422, 422]
+        for r in answers:
+            assert set(r.json()) <= {"error", "fields", "task_id", "current_state"}, r.text
+            assert isinstance(r.json()["error"], str) and r.json()["error"], r.text
+        fields = answers[4].json()["fields"]
+        assert fields == [
+            {"field": "extra", "in": "body", "message": "extra: Extra inputs are not permitted"}
+        ]
+        doc = http.get("/openapi.json").json()
+    schemas = doc["components"]["schemas"]
+    assert "HTTPValidationError" not in schemas and "fields" in schemas["ErrorOut"]["properties"]
+    for path, operations in doc["paths"].items():
+        for method, operation in operations.items():
+            for code, response in operation["responses"].items():
+                if code[0] in "45":
+                    schema = response["content"]["application/json"]["schema"]
+                    assert schema == {"$ref": "#/components/schemas/ErrorOut"}, (path, method)
+    run_at = schemas["EnqueueBody"]["properties"]["run_at"]["anyOf"][0]
+    assert run_at == {"type": "string", "format": "date-time"}
+    assert schemas["EnqueueBody"]["properties"]["priority"]["type"] == "integer"
 
 
 # -- a store that cannot write ----------------------------------------------------------------
