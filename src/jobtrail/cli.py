@@ -133,7 +133,8 @@ class Runtime:
         return app.db_now()
 
     def emit(self, data: Any, text: str) -> None:
-        click.echo(fmt.to_json(data) if self.as_json else text)
+        # people's text is made printable here, once for every verb; JSON stays exact
+        click.echo(fmt.to_json(data) if self.as_json else fmt.printable(text))
 
     def close(self) -> None:
         if self._app is not None:
@@ -326,11 +327,7 @@ def worker(
             "worker needs your app to know the task kinds: pass --app module:attr or set "
             "JOBTRAIL_APP"
         )
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    fmt.log_to_stderr()
     app = rt.app(must_exist=False)
     app.migrate()
     processed = app.run_worker(
@@ -667,14 +664,14 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         code = EXIT_USAGE
     except Fail as exc:
-        click.echo(f"jobtrail: error: {exc}", err=True)
+        click.echo(fmt.printable(f"jobtrail: error: {exc}"), err=True)
         code = exc.code
     except click.UsageError as exc:
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
-        click.echo(f"jobtrail: error: {exc.format_message()}{hint}", err=True)
+        click.echo(fmt.printable(f"jobtrail: error: {exc.format_message()}{hint}"), err=True)
         code = EXIT_USAGE
     except click.ClickException as exc:
-        click.echo(f"jobtrail: error: {exc.format_message()}", err=True)
+        click.echo(fmt.printable(f"jobtrail: error: {exc.format_message()}"), err=True)
         code = exc.exit_code
     except click.Abort:
         click.echo("jobtrail: aborted", err=True)

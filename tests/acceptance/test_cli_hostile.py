@@ -1,12 +1,14 @@
 """Hostile input through the real ``jobtrail`` CLI (§14, §16.7), on both backends: an argument
 that is not text (an undecodable byte: NUL itself cannot travel in argv) or a number or
 duration out of range is exit 2 with one line naming the option, never a traceback, and changes
-nothing; a store that cannot write is one line and exit 1."""
+nothing; a store that cannot write is one line and exit 1; and stored text with terminal control
+characters is printed escaped in every human output, exact in ``--json``."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -35,6 +37,8 @@ APP_MODULE = textwrap.dedent("""
         text = "boom \\x1b]0;owned\\x07 \\x1b[2J\\r\\x9b1mgone \\u202eexe.txt"
         raise jobtrail.PermanentError(text, category="invalid_input")
 """)
+#: What must never reach a terminal raw: C0 but newline and tab, DEL, C1, bidi overrides
+RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 class Cli:
@@ -174,3 +178,45 @@ def test_a_full_postgres_is_one_line_and_exit_1(pg: Store, tmp_path: Path) -> No
     err = cli("enqueue", "send", "--app", "hostileapp:app", code=1).stderr
     assert "the store cannot write (disk full or read-only); nothing was stored" in err
     assert cli.json("list") == []
+
+
+def test_control_characters_in_stored_text_are_escaped_for_people(tmp_path: Path) -> None:
+    cli = Cli(tmp_path, f"sqlite:///{tmp_path / 'esc.db'}")
+    cli("migrate")
+    app = ("--app", "hostileapp:app")
+    evil = cli.json("enqueue", "evil\x1b[31m", '{"v": "\\u001b[2J"}', "--tenant", "t\x1b[1m", *app)
+    ok = cli.json("enqueue", "send", *app)["id"]
+    worker = cli("worker", "--burst", "--poll-interval", "0.05", *app)
+    note = "see \x1b]8;;http://evil.example\x07here\x1b]8;;\x07\r\x9b2K"
+    cli("annotate", ok, "--by", "ops\x1b[8m", "--note", note)
+    cli("pause", "default", "--by", "ops", "--note", note)
+    outputs = {
+        "worker log": worker.stderr,
+        "explain": cli("explain", evil["id"]).stdout,
+        "explain ok": cli("explain", ok).stdout,
+        "status": cli("status", evil["id"]).stdout,
+        "list": cli("list").stdout,
+        "queues": cli("queues").stdout,
+        "history": cli("queues", "--history", "default").stdout,
+        "dead": cli("dead").stdout,
+        "error": cli("status", "\x1b[2J", code=1).stderr,
+    }
+    for name, text in outputs.items():
+        assert RAW_CONTROL.search(text) is None, (name, text)
+    assert "\\x1b]0;owned\\x07 \\x1b[2J" in outputs["explain"]
+    assert "evil\\x1b[31m" in outputs["list"] and "t\\x1b[1m" in outputs["list"]
+    assert "\\x1b]0;owned" in outputs["status"] and "\\x0d\\x9b1mgone \\u202e" in outputs["status"]
+    assert "\\x1b]8;;http://evil.example\\x07here" in outputs["explain ok"]
+    assert "ops\\x1b[8m" in outputs["explain ok"]
+    assert "\\x1b]8;;" in outputs["queues"] and "\\x1b]8;;" in outputs["history"]
+    assert "evil\\x1b[31m" in outputs["dead"]
+    # JSON for machines stays exact
+    data = cli.json("explain", evil["id"])
+    assert data["task"]["kind"] == "evil\x1b[31m" and data["task"]["tenant"] == "t\x1b[1m"
+    assert data["task"]["payload"] == {"v": "\x1b[2J"}
+    assert data["task"]["last_error"].endswith(
+        "boom \x1b]0;owned\x07 \x1b[2J\r\x9b1mgone \u202eexe.txt"
+    )
+    notes = [t["note"] for t in cli.json("explain", ok)["transitions"]]
+    assert note in notes
+    assert cli.json("queues")[0]["paused_note"] == note
