@@ -350,6 +350,7 @@ def worker(
 @click.option(
     "--priority",
     type=click.IntRange(-MAX_PRIORITY, MAX_PRIORITY),
+    metavar="N",
     default=0,
     show_default=True,
     help="Higher runs first.",
