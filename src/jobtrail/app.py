@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from . import explain_facts, payloads, transition
+from . import explain_facts, payloads, transition, validate
 from .app_cron import CronAPI  # cron (§12): @app.periodic, schedule_due, cron_windows
 from .app_effects import EffectsAPI
 from .app_ops import OpsAPI
@@ -397,6 +397,8 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
         before: str | None = None,
     ) -> list[Task]:
         """Tasks, newest first, filtered by state, kind, queue and tenant."""
+        for name, value in (("state", state), ("kind", kind), ("queue", queue), ("tenant", tenant)):
+            validate.filter_text(value, name)
         if state is not None:
             try:
                 State(state)
@@ -404,8 +406,7 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
                 raise ValueError(
                     f"unknown state {state!r}; states are: {', '.join(s.value for s in State)}"
                 ) from None
-        if not isinstance(limit, int) or not 1 <= limit <= 10_000:
-            raise ValueError("limit must be between 1 and 10000")
+        validate.integer(limit, "limit", 1, validate.MAX_LIMIT)
         before_id = self._parse_id(before) if before is not None else None
         with self._driver.transaction(write=False) as tx:
             rows = self._driver.task_list(
@@ -505,6 +506,8 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
         """Two-phase cancel (§9): ``queued`` → ``cancelled``; ``leased`` → ``cancel_requested``
         (the worker confirms at a boundary); repeats are idempotent and append nothing."""
         _require_text(by, "by")
+        if note is not None:
+            validate.filter_text(note, "note", max_length=validate.MAX_NOTE)
         while True:
             with self._driver.transaction() as tx:
                 row = self._row(tx, task_id)
@@ -621,15 +624,9 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
         transition, at most ``per_second`` a second. Returns ``(task id, new state)``."""
         _require_text(by, "by")
         _require_text(note, "note")
-        if reason is not None:
-            try:
-                Reason(reason)
-            except ValueError:
-                raise ValueError(f"unknown reason code {reason!r}") from None
-        if limit is not None and (not isinstance(limit, int) or limit < 1):
-            raise ValueError("limit must be a positive integer")
-        if per_second is not None and not per_second > 0:
-            raise ValueError("per_second must be positive")
+        validate.batch_filters(reason=reason, kind=kind, limit=limit)
+        if per_second is not None:
+            validate.rate(per_second, "per_second")
         start = parse_time(since, "since") if since is not None else None
         end = parse_time(until, "until") if until is not None else None
         with self._driver.transaction(write=False) as tx:
@@ -831,6 +828,7 @@ def _transition_from_row(row: Row) -> Transition:
 def _require_text(value: Any, name: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{name} is required (who did it / why) and must be non-empty text")
+    validate.filter_text(value, name, max_length=validate.MAX_NOTE)
 
 
 #: What every task just created holds in the fields its insert did not set (``_task_from_new``)

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from . import stats as stats_module
+from . import validate
 from .store.base import Driver, Row, Tx, dumps
 from .timeparse import parse_duration
 
@@ -57,10 +58,8 @@ class OpsAPI:
         """At most ``total`` tasks of ``queue`` leased at once across all workers, and at most
         ``per_tenant`` per tenant; ``None`` lifts a limit. Audited."""
         for name, value in (("total", total), ("per_tenant", per_tenant)):
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 0
-            ):
-                raise ValueError(f"{name} must be a non-negative integer or None")
+            if value is not None:
+                validate.integer(value, name, 0, validate.MAX_CONCURRENCY_LIMIT)
         return self._set_queue(queue, "limit", by, note, total=total, per_tenant=per_tenant)
 
     def _set_queue(
@@ -76,6 +75,7 @@ class OpsAPI:
     ) -> dict[str, Any]:
         from .app import _require_name, _require_text
 
+        validate.filter_text(queue, "queue")
         _require_name(queue, "queue")
         _require_text(by, "by")
         _require_text(note, "note")
@@ -133,6 +133,8 @@ class OpsAPI:
 
     def queue_history(self, queue: str, *, limit: int = 100) -> builtins.list[dict[str, Any]]:
         """The audited pause / resume / limit changes of a queue, newest first."""
+        validate.filter_text(queue, "queue")
+        validate.integer(limit, "limit", 1, validate.MAX_LIMIT)
         with self._driver.transaction(write=False) as tx:
             rows = tx.all("queue_history_list", {"queue": queue, "limit": limit})
         return [
@@ -152,16 +154,14 @@ class OpsAPI:
         completion rates per minute over the last ``window`` seconds, retries and lease
         expiries, dead count and oldest dead age, queue wait and run time p50/p95, and the
         estimated drain time."""
-        if not window > 0:
-            raise ValueError("window must be a positive number of seconds")
+        window = validate.seconds(window, "window", positive=True)
         with self._driver.transaction(write=False) as tx:
             return stats_module.collect(self._driver, tx, window)
 
     def transition_counts(self, *, window: float = 300.0) -> builtins.list[dict[str, Any]]:
         """Transitions recorded in the last ``window`` seconds, counted by queue, kind, reason
         and target state (what ``GET /metrics`` exports)."""
-        if not window > 0:
-            raise ValueError("window must be a positive number of seconds")
+        window = validate.seconds(window, "window", positive=True)
         with self._driver.transaction(write=False) as tx:
             since = self._driver.db_now(tx) - timedelta(seconds=window)
             rows = tx.all("stats_reasons", {"since": self._driver.encode_time(since)})

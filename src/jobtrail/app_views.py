@@ -9,6 +9,7 @@ import json
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
+from . import validate
 from .store.base import Driver
 from .timeparse import parse_time
 
@@ -79,7 +80,11 @@ class ViewsAPI:
         """Tasks whose idempotency key is exactly ``key`` in ``tenant``, for each of ``kinds``
         (default: the registered kinds): one unique-index lookup per kind."""
         app = cast("App", self)
+        validate.filter_text(key, "key")
+        validate.filter_text(tenant, "tenant")
         names = sorted(set(kinds if kinds is not None else app.kinds))
+        for kind in names:
+            validate.filter_text(kind, "kind")
         out: builtins.list[Task] = []
         with self._driver.transaction(write=False) as tx:
             for kind in names:
@@ -101,6 +106,7 @@ class ViewsAPI:
         ``until=result["until"]`` and ``limit=len(result["tasks"])`` touches these tasks and no
         task that died after the preview."""
         app = cast("App", self)
+        validate.batch_filters(reason=reason, kind=kind, limit=limit)
         start = parse_time(since, "since") if since is not None else None
         end = parse_time(until, "until") if until is not None else None
         with self._driver.transaction(write=False) as tx:
@@ -125,7 +131,9 @@ class ViewsAPI:
         """Arrivals and completions per queue in ``window / bucket`` buckets ending now, oldest
         first: ``{"since", "bucket", "queues": {queue: {"arrivals": [...], "completions":
         [...]}}}``. One grouped query on the transitions' time index."""
-        if not window > 0 or not bucket > 0 or window / bucket > 1000:
+        window = validate.seconds(window, "window", positive=True)
+        bucket = validate.seconds(bucket, "bucket", positive=True)
+        if window / bucket > 1000:
             raise ValueError("window and bucket must be positive, at most 1000 buckets")
         n = int(-(-window // bucket))
         with self._driver.transaction(write=False) as tx:

@@ -23,12 +23,19 @@ from typing import Any
 import click
 
 from . import cli_format as fmt
+from . import validate
 from .app import App
 from .errors import JobtrailError, UnknownKind
 from .models import Transition
+from .store import failures
 from .timeparse import looks_like_duration, parse_duration, parse_time
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
+# the bounds of the numeric options (docs/security.md): what the store's INTEGER holds, and
+# worker settings past which a number is a typo, not a configuration
+MAX_PRIORITY = 2**31 - 1
+MAX_CONCURRENCY, MAX_PREFETCH = 1000, 10_000
+MAX_POLL, MAX_GRACE = 3600.0, 86400.0
 DEFAULT_URL = "sqlite:///jobtrail.db"
 NO_SCHEMA = "the database has no jobtrail schema; run `jobtrail migrate`"
 
@@ -126,7 +133,8 @@ class Runtime:
         return app.db_now()
 
     def emit(self, data: Any, text: str) -> None:
-        click.echo(fmt.to_json(data) if self.as_json else text)
+        # people's text is made printable here, once for every verb; JSON stays exact
+        click.echo(fmt.to_json(data) if self.as_json else fmt.printable(text))
 
     def close(self) -> None:
         if self._app is not None:
@@ -140,6 +148,31 @@ def _db_error(exc: Exception) -> Fail:
     if isinstance(exc, sqlite3.Error):
         return Fail(f"database error: {text}", EXIT_REFUSED)
     return Fail(f"cannot use the database: {text}", EXIT_REFUSED)
+
+
+def _failure(exc: Exception) -> Exception:
+    """The one-line ``Fail`` an expected error becomes, with the exit code of its kind;
+    ``exc`` itself when it is not expected (a bug: the traceback is wanted)."""
+    text = _first_line(exc)
+    if failures.cannot_write(exc):  # before JobtrailError: StoreUnavailable may wrap it
+        return Fail(f"{failures.CANNOT_WRITE} ({text})", EXIT_REFUSED)
+    if isinstance(exc, JobtrailError):
+        return Fail(str(exc), EXIT_REFUSED)
+    if isinstance(exc, ValueError | TypeError):
+        return Fail(str(exc), EXIT_USAGE)
+    # the nets under the bounds every option has: a value no clock or store can hold
+    if isinstance(exc, OverflowError):
+        return Fail(f"a number or time is out of range ({text})", EXIT_USAGE)
+    if isinstance(exc, sqlite3.Error) or type(exc).__module__.startswith("psycopg"):
+        if str(getattr(exc, "sqlstate", None) or "").startswith("22"):  # data exception
+            return Fail(f"the store refused a value: {text}", EXIT_USAGE)
+        return _db_error(exc)
+    return exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -164,16 +197,11 @@ def verb(
                 return fn(rt, **params) or EXIT_OK
             except (Fail, click.ClickException):
                 raise
-            except JobtrailError as exc:
-                raise Fail(str(exc), EXIT_REFUSED) from None
-            except (ValueError, TypeError) as exc:
-                raise Fail(str(exc), EXIT_USAGE) from None
-            except sqlite3.Error as exc:
-                raise _db_error(exc) from None
             except Exception as exc:
-                if type(exc).__module__.startswith("psycopg"):
-                    raise _db_error(exc) from None
-                raise
+                failure = _failure(exc)
+                if failure is exc:
+                    raise
+                raise failure from None
             finally:
                 rt.close()
 
@@ -253,7 +281,7 @@ def migrate(rt: Runtime) -> None:
 )
 @click.option(
     "--concurrency",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_CONCURRENCY),
     default=4,
     show_default=True,
     metavar="N",
@@ -261,7 +289,7 @@ def migrate(rt: Runtime) -> None:
 )
 @click.option(
     "--prefetch",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, MAX_PREFETCH),
     default=0,
     show_default=True,
     metavar="N",
@@ -270,7 +298,7 @@ def migrate(rt: Runtime) -> None:
 @click.option("--burst", is_flag=True, help="Exit once nothing is due and nothing held runs.")
 @click.option(
     "--poll-interval",
-    type=click.FloatRange(min=0, min_open=True),
+    type=click.FloatRange(0, MAX_POLL, min_open=True),
     default=1.0,
     show_default=True,
     metavar="S",
@@ -278,7 +306,7 @@ def migrate(rt: Runtime) -> None:
 )
 @click.option(
     "--grace",
-    type=click.FloatRange(min=0),
+    type=click.FloatRange(0, MAX_GRACE),
     default=30.0,
     show_default=True,
     metavar="S",
@@ -299,11 +327,7 @@ def worker(
             "worker needs your app to know the task kinds: pass --app module:attr or set "
             "JOBTRAIL_APP"
         )
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    fmt.log_to_stderr()
     app = rt.app(must_exist=False)
     app.migrate()
     processed = app.run_worker(
@@ -323,12 +347,19 @@ def worker(
 @click.option("--key", metavar="K", help="Idempotency key: a repeat returns the same task.")
 @click.option("--delay", metavar="S", help="Due after S seconds (or 30s, 5m, 2h, 1d).")
 @click.option("--run-at", metavar="ISO", help="Due at this ISO 8601 time (UTC unless given).")
-@click.option("--priority", type=int, default=0, show_default=True, help="Higher runs first.")
+@click.option(
+    "--priority",
+    type=click.IntRange(-MAX_PRIORITY, MAX_PRIORITY),
+    metavar="N",
+    default=0,
+    show_default=True,
+    help="Higher runs first.",
+)
 @click.option("--queue", metavar="Q", help="Queue [default: the kind's].")
 @click.option("--tenant", default="", metavar="T", help="Tenant.")
 @click.option(
     "--max-attempts",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_PRIORITY),
     metavar="N",
     help="Attempts before dead [default: the kind's].",
 )
@@ -345,6 +376,8 @@ def enqueue(
     max_attempts: int | None,
 ) -> None:
     """Enqueue a task of KIND with PAYLOAD_JSON (a JSON document; `-` reads stdin)."""
+    for name, value in (("KIND", kind), ("--key", key), ("--queue", queue), ("--tenant", tenant)):
+        validate.text(value, name)  # an undecodable byte of argv arrives as a lone surrogate
     payload: Any = None
     if payload_json is not None:
         text = sys.stdin.read() if payload_json == "-" else payload_json
@@ -413,7 +446,7 @@ def explain(rt: Runtime, task_id: str, lang: str) -> None:
 @click.option("--kind", metavar="K", help="Only tasks of this kind.")
 @click.option("--queue", metavar="Q", help="Only tasks on this queue.")
 @click.option("--tenant", metavar="T", help="Only tasks of this tenant.")
-@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
+@click.option("--limit", type=click.IntRange(1, validate.MAX_LIMIT), default=100, show_default=True)
 def list_(
     rt: Runtime,
     state: str | None,
@@ -454,10 +487,12 @@ def replay(rt: Runtime, task_id: str, by: str, note: str) -> None:
 @click.option("--until", metavar="T", help="Dead before T (ISO 8601, or 30m/2h/7d ago).")
 @_required("by")
 @_required("note")
-@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N tasks.")
+@click.option(
+    "--limit", type=click.IntRange(1, validate.MAX_BATCH), metavar="N", help="At most N tasks."
+)
 @click.option(
     "--per-second",
-    type=click.FloatRange(min=0, min_open=True),
+    type=click.FloatRange(validate.MIN_RATE, validate.MAX_RATE),
     metavar="R",
     help="At most R replays a second.",
 )
@@ -517,7 +552,7 @@ def force(rt: Runtime, task_id: str, state: str, by: str, note: str, effects_che
 @_required("note")
 @click.option(
     "--corrects",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_PRIORITY),
     metavar="SEQ",
     help="The transition (seq) this note corrects.",
 )
@@ -630,14 +665,14 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         code = EXIT_USAGE
     except Fail as exc:
-        click.echo(f"jobtrail: error: {exc}", err=True)
+        click.echo(fmt.printable(f"jobtrail: error: {exc}"), err=True)
         code = exc.code
     except click.UsageError as exc:
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
-        click.echo(f"jobtrail: error: {exc.format_message()}{hint}", err=True)
+        click.echo(fmt.printable(f"jobtrail: error: {exc.format_message()}{hint}"), err=True)
         code = EXIT_USAGE
     except click.ClickException as exc:
-        click.echo(f"jobtrail: error: {exc.format_message()}", err=True)
+        click.echo(fmt.printable(f"jobtrail: error: {exc.format_message()}"), err=True)
         code = exc.exit_code
     except click.Abort:
         click.echo("jobtrail: aborted", err=True)

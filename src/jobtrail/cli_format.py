@@ -2,18 +2,56 @@
 
 Pure functions from snapshots (``Task``, ``Transition``, ``CancelResult``, plain dicts) to
 strings; nothing here reads a store or a clock.
+
+Text for people never carries a terminal control character from stored text (a note, an error,
+a kind, a tenant, a payload value): ``printable`` shows each as its escape (``\x1b``), so no
+task can move the cursor, retitle the window or hide a line of someone's terminal. JSON output
+stays exact (the JSON encoder escapes control characters itself).
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import logging
+import re
+import sys
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from .models import CancelResult, Task, iso
+
+# C0 controls but newline and tab, DEL, C1 controls; the bidirectional overrides and
+# isolates, which reorder what a terminal shows ("Trojan Source"); and lone surrogates (an
+# undecodable byte of an argument), which no terminal encoding can write
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` safe to write to a terminal: every control character but newline and tab
+    (and every bidirectional override) shown as its escape, e.g. ESC as ``\\x1b``."""
+    return _CONTROL.sub(_escape, text)
+
+
+class PrintableFormatter(logging.Formatter):
+    """Log lines for a terminal: a handler's error text is stored text, escaped likewise."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record))
+
+
+def log_to_stderr(level: int = logging.INFO) -> None:
+    """The CLI's logging (``worker``, ``serve``): INFO and up on stderr, lines printable."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(PrintableFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
 
 
 def _jsonable(value: Any) -> Any:
@@ -121,7 +159,9 @@ def status(task: Task) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Left-aligned columns separated by two spaces."""
+    """Left-aligned columns separated by two spaces (cells made ``printable`` first, so the
+    columns line up on screen)."""
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from . import cli_format as fmt
+from . import validate
 from .cli import EXIT_OK, Fail, Runtime, _required, verb
 from .timeparse import parse_duration
 
@@ -140,6 +141,8 @@ def _limit(value: str | None, name: str) -> int | None:
         raise Fail(f"{name} takes a non-negative integer or 'none', not {value!r}") from None
     if number < 0:
         raise Fail(f"{name} must not be negative")
+    if number > validate.MAX_CONCURRENCY_LIMIT:
+        raise Fail(f"{name} must be at most {validate.MAX_CONCURRENCY_LIMIT}")
     return number
 
 

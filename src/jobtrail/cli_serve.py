@@ -6,10 +6,10 @@ Registered on the ``jobtrail`` group by importing this module (``cli.py`` does).
 from __future__ import annotations
 
 import logging
-import sys
 
 import click
 
+from . import cli_format as fmt
 from .cli import Fail, Runtime, verb
 
 
@@ -42,11 +42,7 @@ def serve(rt: Runtime, host: str, port: int, secure_cookies: bool | None) -> Non
         check_bind(host, tokens)
     except ValueError as exc:
         raise Fail(str(exc)) from None
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    fmt.log_to_stderr()
     app = rt.app(must_exist=False)
     if not rt.app_ref:
         logging.getLogger("jobtrail.web").warning(

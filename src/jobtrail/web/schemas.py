@@ -1,40 +1,82 @@
 """Request and response bodies of the JSON API (§15 "HTTP bodies"); Task JSON uses the §6.3
-field names."""
+field names.
+
+Request bodies are strict, so that HTTP accepts what ``App.enqueue`` accepts and nothing more:
+integers are JSON integers (not ``true``, ``"5"`` or ``1e3``), numbers are not booleans or
+strings, times are ISO 8601 with a time zone, and no text holds a NUL or a lone surrogate
+(neither backend can store them). Each refusal is a 422 naming the field."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+)
+
+from .. import validate
+from ..timeparse import parse_time
+
+MAX_PRIORITY = 2**31 - 1
+MAX_DELAY = 10 * 365 * 86400  # as App.enqueue
 
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    @field_validator("*", mode="after")
+    @classmethod
+    def _text(cls, value: Any, info: ValidationInfo) -> Any:
+        # the payload is checked where every caller's is (payloads.encode), not here
+        if info.field_name != "payload":
+            validate.text(value, info.field_name or "value")
+        return value
+
+
+def _aware_time(value: str) -> str:
+    parse_time(value, "run_at", zone_required=True)  # the one parser, naming the field
+    return value
+
+
+Time = Annotated[
+    StrictStr, AfterValidator(_aware_time), Field(json_schema_extra={"format": "date-time"})
+]
+
 
 class EnqueueBody(Strict):
-    kind: str = Field(min_length=1, max_length=255, examples=["send_email"])
+    kind: StrictStr = Field(min_length=1, max_length=255, examples=["send_email"])
     payload: Any = Field(default=None, examples=[{"to": "a@example.com"}])
-    queue: str | None = Field(default=None, min_length=1, max_length=128)
-    priority: int = Field(default=0, ge=-(2**31 - 1), le=2**31 - 1)
-    delay: float | None = Field(default=None, ge=0, le=10 * 365 * 86400)
-    run_at: str | None = Field(default=None, description="ISO 8601 with a time zone")
-    tenant: str | None = Field(default=None, max_length=255)
+    queue: StrictStr | None = Field(default=None, min_length=1, max_length=128)
+    priority: StrictInt = Field(default=0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
+    delay: StrictFloat | None = Field(
+        default=None, ge=0, le=MAX_DELAY, allow_inf_nan=False, description="seconds"
+    )
+    run_at: Time | None = Field(default=None, description="ISO 8601 with a time zone")
+    tenant: StrictStr | None = Field(default=None, max_length=255)
 
 
 class ActBody(Strict):
-    by: str = Field(
+    by: StrictStr = Field(
         min_length=1, max_length=255, description="who does it (recorded)", examples=["alice"]
     )
-    note: str | None = Field(
-        default=None, max_length=10_000, description="why (recorded)", examples=["fixed"]
+    note: StrictStr | None = Field(
+        default=None, max_length=validate.MAX_NOTE, description="why (recorded)", examples=["fixed"]
     )
 
 
 class ReceiptBody(Strict):
-    ok: bool
-    category: str | None = Field(default=None, max_length=64)
-    error: str | None = Field(default=None, max_length=10_000)
+    ok: StrictBool
+    category: StrictStr | None = Field(default=None, max_length=64)
+    error: StrictStr | None = Field(default=None, max_length=10_000)
 
 
 class TaskOut(BaseModel):
@@ -109,7 +151,19 @@ class WebhookOut(BaseModel):
     duplicate: bool
 
 
+class FieldError(BaseModel):
+    field: str = Field(description="the field, e.g. priority or payload.items.0")
+    # "in" is a Python keyword
+    where: str = Field(alias="in", description="body, query, path or header")
+    message: str = Field(description="what is wrong, naming the field")
+
+
 class ErrorOut(BaseModel):
-    error: str
+    """Every 4xx/5xx answer."""
+
+    error: str = Field(description="what is wrong, naming the field")
     current_state: str | None = None
     task_id: str | None = None
+    fields: list[FieldError] | None = Field(
+        default=None, description="each field a request failed validation on (422)"
+    )

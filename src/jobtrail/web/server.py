@@ -64,12 +64,10 @@ def _secrets(value: str | dict[str, list[Secret]] | None) -> dict[str, list[Secr
 
 
 def is_unreachable(exc: BaseException) -> bool:
-    if isinstance(exc, StoreUnavailable):
-        return True
-    if isinstance(exc, sqlite3.OperationalError):
-        text = str(exc).lower()
-        return "locked" in text or "busy" in text or "unable to open" in text or "i/o" in text
-    return isinstance(exc, psycopg.OperationalError | PoolTimeout)
+    """Whether ``exc`` means the store could not be reached (or was busy): a 503."""
+    from ..store import failures
+
+    return failures.unreachable(exc)
 
 
 def _json(status: int, body: dict[str, Any], **headers: str) -> JSONResponse:
@@ -132,48 +130,158 @@ def create_app(
 
 
 def _errors(web: FastAPI) -> None:
+    """One error shape for every 4xx/5xx answer: ``{"error": "<message naming the field>"}``
+    (with ``fields`` for a request that failed validation, ``task_id`` / ``current_state``
+    where they apply), described so in the OpenAPI document. Bad input is a 4xx; a store
+    that cannot be reached or cannot write is a 503 with ``Retry-After``; nothing is a bare
+    500 page."""
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    from ..store import failures
+
+    @web.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        fields = [_field_error(e) for e in exc.errors()]
+        text = "; ".join(f["message"] for f in fields[:5]) or "invalid request"
+        if len(fields) > 5:
+            text += f"; and {len(fields) - 5} more"
+        return _json(422, {"error": text, "fields": fields})
+
     @web.exception_handler(TaskNotFound)
     async def not_found(_: Request, exc: TaskNotFound) -> JSONResponse:
-        return _json(404, {"error": str(exc)})
+        return _json(404, {"error": _text(exc)})
 
     @web.exception_handler(IdempotencyConflict)
     async def conflict(_: Request, exc: IdempotencyConflict) -> JSONResponse:
-        return _json(409, {"error": str(exc), "task_id": exc.task_id})
+        return _json(409, {"error": _text(exc), "task_id": exc.task_id})
 
     @web.exception_handler(IllegalTransition)
     async def illegal(_: Request, exc: IllegalTransition) -> JSONResponse:
-        body = {"error": str(exc), "task_id": exc.task_id, "current_state": exc.current_state}
+        body = {"error": _text(exc), "task_id": exc.task_id, "current_state": exc.current_state}
         return _json(409, body)
 
     @web.exception_handler(UnknownKind)
     async def unknown_kind(_: Request, exc: UnknownKind) -> JSONResponse:
-        return _json(422, {"error": str(exc)})
+        return _json(422, {"error": _text(exc)})
 
     @web.exception_handler(ValueError)
     async def bad_value(_: Request, exc: ValueError) -> JSONResponse:
-        text = str(exc)
+        text = _text(exc)
         return _json(413 if "the limit is" in text else 422, {"error": text})
 
     @web.exception_handler(TypeError)
     async def bad_type(_: Request, exc: TypeError) -> JSONResponse:
-        return _json(422, {"error": str(exc)})
+        return _json(422, {"error": _text(exc)})
 
-    @web.exception_handler(HTTPException)
-    async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
-        return _json(exc.status_code, {"error": str(exc.detail)}, **(exc.headers or {}))
+    @web.exception_handler(OverflowError)
+    async def overflow(_: Request, exc: OverflowError) -> JSONResponse:
+        # the checks before the store bound every number; this is the net under them
+        log.warning("number out of range: %s", exc)
+        return _json(422, {"error": "a number or time in the request is out of range"})
+
+    @web.exception_handler(psycopg.DataError)
+    async def bad_data(_: Request, exc: psycopg.DataError) -> JSONResponse:
+        # the same net for a value PostgreSQL refuses (out of range, untranslatable text)
+        log.warning("store refused a value: %s", type(exc).__name__)
+        first = (_text(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return _json(422, {"error": f"the store refused a value in the request: {first}"})
+
+    @web.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _json(exc.status_code, {"error": _text(exc.detail)}, **(exc.headers or {}))
 
     async def store_error(_: Request, exc: Exception) -> JSONResponse:
+        if failures.cannot_write(exc):
+            log.error("store cannot write: %s", _first_line(exc))
+            return _json(503, {"error": failures.CANNOT_WRITE}, **{"Retry-After": WRITE_RETRY})
         if is_unreachable(exc):
             log.warning("store unavailable: %s", type(exc).__name__)
-            return _json(
-                503,
-                {"error": "the task store cannot be reached; nothing was stored, try again"},
-                **{"Retry-After": RETRY_AFTER},
-            )
+            return _json(503, {"error": failures.UNREACHABLE}, **{"Retry-After": RETRY_AFTER})
         log.error("store error: %s", type(exc).__name__)
         return _json(500, {"error": f"store error: {type(exc).__name__}"})
 
-    web.add_exception_handler(StoreUnavailable, store_error)
-    web.add_exception_handler(sqlite3.OperationalError, store_error)
-    web.add_exception_handler(psycopg.OperationalError, store_error)
-    web.add_exception_handler(PoolTimeout, store_error)
+    for kind in (
+        StoreUnavailable,
+        sqlite3.OperationalError,
+        psycopg.OperationalError,
+        psycopg.errors.ReadOnlySqlTransaction,
+        PoolTimeout,
+    ):
+        web.add_exception_handler(kind, store_error)
+
+    @web.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        # Starlette still re-raises it after this answer, so the server log has the traceback
+        return _json(500, {"error": f"internal error: {type(exc).__name__}"})
+
+    plain_openapi = web.openapi
+
+    def openapi() -> dict[str, Any]:
+        if web.openapi_schema is None:
+            _one_error_shape(plain_openapi())
+        return web.openapi_schema or {}
+
+    web.openapi = openapi  # type: ignore[method-assign]
+
+
+#: A full or read-only store is not back in a few seconds
+WRITE_RETRY = "30"
+_WHERE = {"query": "query parameter ", "path": "path parameter ", "header": "header "}
+_FASTAPI_422 = "#/components/schemas/HTTPValidationError"
+
+
+def _field_error(error: Any) -> dict[str, str]:
+    """One of pydantic's validation errors as ``{"field", "in", "message"}``, the message
+    naming the field and never repeating the input (it may be huge or hostile)."""
+    loc = [_text(part) for part in error.get("loc", ())]
+    where = loc[0] if loc else "body"
+    path = loc[1:] if where in ("body", "query", "path", "header", "cookie") else loc
+    kind = str(error.get("type", ""))
+    if kind == "json_invalid":
+        at = f" at character {path[0]}" if path else ""
+        detail = (error.get("ctx") or {}).get("error") or "JSON decode error"
+        message = f"the body is not valid JSON: {detail}{at}"
+        return {"field": "body", "in": "body", "message": message}
+    field = ".".join(path) or where
+    message = _text(error.get("msg", "invalid"))
+    if kind == "string_unicode":  # a lone surrogate, which no store can encode
+        message = "is not valid Unicode text (a lone surrogate)"
+        return {"field": field, "in": where, "message": f"{field} {message}"}
+    if kind == "value_error":  # our own checks, which name the field already
+        message = message.removeprefix("Value error, ")
+        if path and message.startswith(path[-1] + " "):
+            return {"field": field, "in": where, "message": message}
+    return {"field": field, "in": where, "message": f"{_WHERE.get(where, '')}{field}: {message}"}
+
+
+def _one_error_shape(schema: dict[str, Any]) -> None:
+    """Point FastAPI's default 422 answers (``HTTPValidationError``) at ``ErrorOut``, which
+    is what ``_errors`` sends."""
+    from .schemas import ErrorOut
+
+    error_ref = "#/components/schemas/ErrorOut"
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            for response in operation.get("responses", {}).values():
+                media = response.get("content", {}).get("application/json", {})
+                if media.get("schema", {}).get("$ref") == _FASTAPI_422:
+                    media["schema"] = {"$ref": error_ref}
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    if "ErrorOut" not in components:  # pragma: no cover - the API routes always name it
+        extra = ErrorOut.model_json_schema(ref_template="#/components/schemas/{model}")
+        components.update(extra.pop("$defs", {}))
+        components["ErrorOut"] = extra
+    components.pop("HTTPValidationError", None)
+    components.pop("ValidationError", None)
+
+
+def _text(value: object) -> str:
+    """``str(value)`` that JSON can always carry: a lone surrogate (from a hostile body that
+    an error message repeats) becomes its ``\\udXXX`` escape instead of failing the answer."""
+    return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = _text(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
