@@ -885,5 +885,7 @@ def _require_name(value: Any, name: str) -> None:
 
 
 def _refuse_nul(text: str, name: str) -> None:
-    if "\x00" in text:  # PostgreSQL text cannot hold it: refused on every backend alike
-        raise ValueError(f"{name} contains a NUL character")
+    # PostgreSQL text cannot hold a NUL, neither backend can encode a lone surrogate: refused
+    # on every backend alike (the plain-ASCII case, almost every call, costs one scan)
+    if "\x00" in text or not text.isascii():
+        validate.text(text, name)

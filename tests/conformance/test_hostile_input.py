@@ -154,3 +154,17 @@ def test_the_bounds_themselves_are_accepted(app: jobtrail.App) -> None:
     assert app.stats(window=100 * 365.25 * 86400)["queues"]
     assert app.set_limit("default", total=1_000_000, by="o", note="n")["limit_total"] == 1_000_000
     assert app.replay_dead(kind="nothing", by="o", note="n", limit=1_000_000) == []
+
+
+@pytest.mark.parametrize("field", ["tenant", "queue", "idempotency_key"])
+@pytest.mark.parametrize("what", sorted(BAD_TEXT))
+def test_bad_text_in_an_enqueues_names_is_refused(app: jobtrail.App, field: str, what: str) -> None:
+    """The names an enqueue stores get the same rule as filters: a message naming the field,
+    never a raw codec error from the driver, and no task."""
+    seeded(app)
+    before = snapshot(app)
+    with pytest.raises(ValueError, match=field):
+        app.enqueue("send", {"n": 3}, **{field: BAD_TEXT[what]})
+    with pytest.raises(ValueError, match=field):
+        app.enqueue_many([{"kind": "send", field: BAD_TEXT[what]}])
+    assert snapshot(app) == before
