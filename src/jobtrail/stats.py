@@ -79,7 +79,7 @@ def collect(driver: Driver, tx: Tx, window: float) -> dict[str, Any]:
         groups[(r["queue"], r["kind"])]["finished_in_window"][r["state"]] = r["n"]
     for r in tx.all("stats_reasons", {"since": when}):
         g = groups[(r["queue"], r["kind"])]
-        if r["reason"] == Reason.ENQUEUED:
+        if r["reason"] in (Reason.ENQUEUED, Reason.REPLAYED):  # work that entered the queue
             g["arrivals"] += r["n"]
         if r["to_state"] in TERMINAL and r["reason"] not in ("dismissed", "correction"):
             g["completions"] += r["n"]

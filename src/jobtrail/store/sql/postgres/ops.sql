@@ -110,10 +110,16 @@ FROM jobtrail_transitions x JOIN jobtrail_tasks t ON t.id = x.task_id
 WHERE x.at >= %(since)s AND x.reason = 'claimed';
 
 -- name: stats_runs
+-- Run time of attempts that ended in the window: from the claim just before the outcome (attempt
+-- numbers restart at 1 after a replay, so the attempt number alone would pair it with older
+-- claims too).
 SELECT t.queue, t.kind, EXTRACT(EPOCH FROM x.at - c.at)::float8 AS seconds
 FROM jobtrail_transitions x
-JOIN jobtrail_transitions c ON c.task_id = x.task_id AND c.reason = 'claimed'
-     AND c.attempt = x.attempt AND c.seq < x.seq
+CROSS JOIN LATERAL (
+    SELECT c.at FROM jobtrail_transitions c
+    WHERE c.task_id = x.task_id AND c.seq < x.seq AND c.reason = 'claimed'
+    ORDER BY c.seq DESC LIMIT 1
+) c
 JOIN jobtrail_tasks t ON t.id = x.task_id
 WHERE x.at >= %(since)s AND x.from_state IN ('leased', 'cancel_requested')
   AND x.reason NOT IN ('cancel_requested', 'lease_expired', 'lease_expired_cancelled',

@@ -14,14 +14,14 @@ SELECT * FROM jobtrail_tasks
 WHERE tenant = %(tenant)s AND kind = %(kind)s AND idempotency_key = %(key)s;
 
 -- name: view_activity
--- Arrivals (enqueued) and completions (terminal outcomes) per queue and bucket since since.
+-- Arrivals (enqueued or replayed: work that entered the queue) and completions (terminal outcomes) per queue and bucket since since.
 SELECT t.queue,
        floor(extract(epoch FROM (x.at - %(since)s::timestamptz)) / %(bucket)s)::int AS bucket,
-       COUNT(*) FILTER (WHERE x.reason = 'enqueued') AS arrivals,
-       COUNT(*) FILTER (WHERE x.reason <> 'enqueued') AS completions
+       COUNT(*) FILTER (WHERE x.reason IN ('enqueued', 'replayed')) AS arrivals,
+       COUNT(*) FILTER (WHERE x.reason NOT IN ('enqueued', 'replayed')) AS completions
 FROM jobtrail_transitions x JOIN jobtrail_tasks t ON t.id = x.task_id
 WHERE x.at >= %(since)s::timestamptz
-  AND (x.reason = 'enqueued'
+  AND (x.reason IN ('enqueued', 'replayed')
        OR (x.to_state IN ('succeeded', 'cancelled', 'dead')
            AND x.reason NOT IN ('dismissed', 'correction')))
 GROUP BY 1, 2;

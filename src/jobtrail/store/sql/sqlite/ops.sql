@@ -113,11 +113,14 @@ FROM jobtrail_transitions x JOIN jobtrail_tasks t ON t.id = x.task_id
 WHERE x.at >= :since AND x.reason = 'claimed';
 
 -- name: stats_runs
--- Run time of attempts that ended in the window: from the claim to the attempt's outcome.
-SELECT t.queue, t.kind, x.at - c.at AS seconds
+-- Run time of attempts that ended in the window: from the claim just before the outcome (attempt
+-- numbers restart at 1 after a replay, so the attempt number alone would pair it with older
+-- claims too).
+SELECT t.queue, t.kind,
+       x.at - (SELECT c.at FROM jobtrail_transitions c
+               WHERE c.task_id = x.task_id AND c.seq < x.seq AND c.reason = 'claimed'
+               ORDER BY c.seq DESC LIMIT 1) AS seconds
 FROM jobtrail_transitions x
-JOIN jobtrail_transitions c ON c.task_id = x.task_id AND c.reason = 'claimed'
-     AND c.attempt = x.attempt AND c.seq < x.seq
 JOIN jobtrail_tasks t ON t.id = x.task_id
 WHERE x.at >= :since AND x.from_state IN ('leased', 'cancel_requested')
   AND x.reason NOT IN ('cancel_requested', 'lease_expired', 'lease_expired_cancelled',

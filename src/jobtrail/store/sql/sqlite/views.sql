@@ -14,13 +14,13 @@ SELECT * FROM jobtrail_tasks
 WHERE tenant = :tenant AND kind = :kind AND idempotency_key = :key;
 
 -- name: view_activity
--- Arrivals (enqueued) and completions (terminal outcomes) per queue and bucket since :since.
+-- Arrivals (enqueued or replayed: work that entered the queue) and completions (terminal outcomes) per queue and bucket since :since.
 SELECT t.queue, CAST((x.at - :since) / :bucket AS INTEGER) AS bucket,
-       SUM(CASE WHEN x.reason = 'enqueued' THEN 1 ELSE 0 END) AS arrivals,
-       SUM(CASE WHEN x.reason <> 'enqueued' THEN 1 ELSE 0 END) AS completions
+       SUM(CASE WHEN x.reason IN ('enqueued', 'replayed') THEN 1 ELSE 0 END) AS arrivals,
+       SUM(CASE WHEN x.reason NOT IN ('enqueued', 'replayed') THEN 1 ELSE 0 END) AS completions
 FROM jobtrail_transitions x JOIN jobtrail_tasks t ON t.id = x.task_id
 WHERE x.at >= :since
-  AND (x.reason = 'enqueued'
+  AND (x.reason IN ('enqueued', 'replayed')
        OR (x.to_state IN ('succeeded', 'cancelled', 'dead')
            AND x.reason NOT IN ('dismissed', 'correction')))
 GROUP BY t.queue, CAST((x.at - :since) / :bucket AS INTEGER);
