@@ -9,6 +9,7 @@ tenant (naming another tenant in the body is 403), and the cross-tenant queue vi
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -17,6 +18,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..app import App
 from ..errors import TaskNotFound
+from ..machine import TERMINAL, State
 from ..models import Task, iso
 from . import schemas as s
 from .auth import Principal, Token, authenticate
@@ -86,8 +88,8 @@ def visible(app: App, who: Principal, task_id: str) -> Task:
 @router.post(
     "/api/tasks",
     status_code=201,
-    response_model=s.TaskOut,
-    responses={200: {"model": s.TaskOut, "description": "existing task"}, **ERRORS},
+    response_model=s.AcceptedTaskOut,
+    responses={200: {"model": s.AcceptedTaskOut, "description": "existing task"}, **ERRORS},
 )
 def enqueue(
     body: s.EnqueueBody,
@@ -114,7 +116,18 @@ def enqueue(
     )
     response.status_code = 201 if task.created else 200
     response.headers["Location"] = f"/api/tasks/{task.id}"
-    return task.to_dict()
+    wait = poll_after(task, task.updated_at if task.created else app.db_now())
+    response.headers["Retry-After"] = str(wait)
+    return {**task.to_dict(), "poll_after": wait}
+
+
+def poll_after(task: Task, now: datetime) -> int:
+    """Whole seconds until a look at the task can show progress: 0 for a finished task, the
+    time until it is due for a delayed one, else 1 (by the database clock)."""
+    if State(task.state) in TERMINAL:
+        return 0
+    due = (task.run_at - now).total_seconds() if task.run_at is not None else 0.0
+    return max(1, math.ceil(due))
 
 
 @router.get("/api/tasks", response_model=s.TaskList, responses=ERRORS)

@@ -108,6 +108,13 @@ class TaskOut(BaseModel):
     steps: dict[str, Any] = Field(default_factory=dict)
 
 
+class AcceptedTaskOut(TaskOut):
+    poll_after: int = Field(
+        description="seconds until a look at the task can show progress (also Retry-After): "
+        "0 when it is finished, the time until it is due when delayed, else 1"
+    )
+
+
 class TaskList(BaseModel):
     tasks: list[TaskOut]
     next_before: str | None = Field(description="pass as ?before= for the next page")
