@@ -23,7 +23,7 @@ from typing import Any
 import click
 
 from . import cli_format as fmt
-from . import validate
+from . import i18n, validate
 from .app import App
 from .errors import JobtrailError, UnknownKind
 from .models import Transition
@@ -236,6 +236,18 @@ def _required(name: str) -> Callable[[Any], Any]:
     )
 
 
+def lang_option(fn: Callable[..., Any]) -> Any:
+    """``--lang en|zh`` for a verb's text for people (``--json`` is never translated)."""
+    return click.option(
+        "--lang",
+        type=click.Choice(list(i18n.LANGUAGES)),
+        default=i18n.DEFAULT,
+        envvar=i18n.ENV,
+        show_default=True,
+        help=i18n.t("cli.lang_help"),
+    )(fn)
+
+
 def _time_arg(rt: Runtime, value: str | None, name: str) -> datetime | None:
     """ISO 8601, or a duration ago (``30m``, ``2h``, ``7d``) by the database clock."""
     if value is None:
@@ -415,15 +427,16 @@ def enqueue(
 
 @verb("status")
 @click.argument("task_id", metavar="ID")
-def status(rt: Runtime, task_id: str) -> None:
+@lang_option
+def status(rt: Runtime, task_id: str, lang: str) -> None:
     """Show one task: state, reason, attempts, schedule, lease, last error."""
     task = rt.app().get(task_id)
-    rt.emit(task.to_dict(), fmt.status(task))
+    rt.emit(task.to_dict(), fmt.status(task, lang))
 
 
 @verb("explain")
 @click.argument("task_id", metavar="ID")
-@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+@lang_option
 def explain(rt: Runtime, task_id: str, lang: str) -> None:
     """How the task got to its state, and why it is not running now."""
     app = rt.app()
@@ -447,6 +460,7 @@ def explain(rt: Runtime, task_id: str, lang: str) -> None:
 @click.option("--queue", metavar="Q", help="Only tasks on this queue.")
 @click.option("--tenant", metavar="T", help="Only tasks of this tenant.")
 @click.option("--limit", type=click.IntRange(1, validate.MAX_LIMIT), default=100, show_default=True)
+@lang_option
 def list_(
     rt: Runtime,
     state: str | None,
@@ -454,10 +468,11 @@ def list_(
     queue: str | None,
     tenant: str | None,
     limit: int,
+    lang: str,
 ) -> None:
     """List tasks, newest first."""
     tasks = rt.app().list(state=state, kind=kind, queue=queue, tenant=tenant, limit=limit)
-    rt.emit([t.to_dict() for t in tasks], fmt.task_table(tasks))
+    rt.emit([t.to_dict() for t in tasks], fmt.task_table(tasks, lang))
 
 
 @verb("cancel")
@@ -599,7 +614,7 @@ def check(rt: Runtime) -> int:
 
 
 @verb("demo")
-@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+@lang_option
 @click.option("--keep", metavar="PATH", help="Keep the demo database at PATH.")
 def demo(rt: Runtime, lang: str, keep: str | None) -> int:
     """Run the publish-note demo on a fresh SQLite file and explain every task."""
@@ -623,7 +638,8 @@ def cron() -> None:
     metavar="N",
     help="Recent skipped windows shown per schedule.",
 )
-def cron_list(rt: Runtime, skipped: int) -> None:
+@lang_option
+def cron_list(rt: Runtime, skipped: int, lang: str) -> None:
     """Each schedule (of --app, and any the store knows) with its last and next window and its
     recent skipped windows with their reasons."""
     app = rt.app()
@@ -631,27 +647,50 @@ def cron_list(rt: Runtime, skipped: int) -> None:
     for schedule in app.schedules():
         recent = app.cron_windows(schedule["kind"], skipped, state="skipped") if skipped else []
         items.append({**schedule, "recent_skipped": recent})
-    rt.emit(items, _cron_text(items))
+    rt.emit(items, _cron_text(items, lang))
 
 
-def _cron_text(items: list[dict[str, Any]]) -> str:
+def _cron_text(items: list[dict[str, Any]], lang: str = "en") -> str:
     from .explain import sentence
 
+    def tr(key: str, **args: object) -> str:
+        return i18n.t(key, lang, **args)
+
     if not items:
-        return "no cron schedules (pass --app to list the schedules your app registers)"
+        return tr("cli.cron_none")
     lines = []
     for s in items:
-        flags = "" if s["registered"] else "  (not registered by this app)"
-        lines.append(f"{s['kind']}  {s['cron']!r}  tz {s['tz']}  queue {s['queue']}{flags}")
+        flags = "" if s["registered"] else tr("cli.cron_not_registered")
         lines.append(
-            f"  catch_up {s['catch_up']}, on_paused {s['on_paused']}; "
-            f"last window {fmt.when(s['last_window'])}; next window {fmt.when(s['next_window'])}"
+            tr(
+                "cli.cron_line",
+                kind=s["kind"],
+                cron=repr(s["cron"]),
+                tz=s["tz"],
+                queue=s["queue"],
+                flags=flags,
+            )
+        )
+        lines.append(
+            tr(
+                "cli.cron_detail",
+                catch_up=s["catch_up"],
+                on_paused=s["on_paused"],
+                last=fmt.when(s["last_window"]),
+                next=fmt.when(s["next_window"]),
+            )
         )
         for w in s["recent_skipped"]:
-            earlier = f" (and {w['earlier_skipped']} earlier)" if w["earlier_skipped"] else ""
+            n = w["earlier_skipped"]
+            earlier = tr("cli.cron_earlier", n=n) if n else ""
             lines.append(
-                f"  skipped {fmt.when(w['window'])}  {w['reason']}{earlier} — "
-                f"{sentence(w['reason'])}"
+                tr(
+                    "cli.cron_skipped",
+                    window=fmt.when(w["window"]),
+                    reason=w["reason"],
+                    earlier=earlier,
+                    sentence=sentence(w["reason"], lang),
+                )
             )
     return "\n".join(lines)
 

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from . import i18n
 from .models import CancelResult, Task, iso
 
 # C0 controls but newline and tab, DEL, C1 controls; the bidirectional overrides and
@@ -107,54 +108,70 @@ def enqueued(task: Task) -> str:
     )
 
 
-def status(task: Task) -> str:
+def status(task: Task, lang: str = "en") -> str:
     """A short card: what the task is, where it stands, what holds it, what went wrong."""
+
+    def tr(key: str, **args: object) -> str:
+        return i18n.t(key, lang, **args)
+
     rows: list[tuple[str, str]] = [
         (
-            "state",
+            tr("cli.s_state"),
             task.state.value
             + (f" ({task.last_reason})" if task.last_reason else "")
-            + (" [dismissed]" if task.dismissed else ""),
+            + (tr("cli.s_dismissed") if task.dismissed else ""),
         ),
         (
-            "queue",
+            tr("cli.s_queue"),
             task.queue
-            + (f"   tenant {task.tenant}" if task.tenant else "")
-            + (f"   priority {task.priority}" if task.priority else ""),
+            + (tr("cli.s_tenant", tenant=task.tenant) if task.tenant else "")
+            + (tr("cli.s_priority", priority=task.priority) if task.priority else ""),
         ),
         (
-            "attempts",
+            tr("cli.s_attempts"),
             f"{task.attempts}/{task.max_attempts}"
-            + (f"   replayed {task.replay_count}x" if task.replay_count else ""),
+            + (tr("cli.s_replayed", n=task.replay_count) if task.replay_count else ""),
         ),
-        ("run at", when(task.run_at)),
+        (tr("cli.s_run_at"), when(task.run_at)),
     ]
     if task.lease_owner:
-        rows.append(("lease", f"{task.lease_owner} until {when(task.lease_expires_at)}"))
+        rows.append(
+            (
+                tr("cli.s_lease"),
+                tr("cli.s_until", owner=task.lease_owner, at=when(task.lease_expires_at)),
+            )
+        )
     if task.receipt_id:
         rows.append(
             (
-                "receipt",
+                tr("cli.s_receipt"),
                 f"{task.receipt_id}"
-                + (f" (deadline {when(task.receipt_deadline)})" if task.receipt_deadline else ""),
+                + (
+                    tr("cli.s_deadline", at=when(task.receipt_deadline))
+                    if task.receipt_deadline
+                    else ""
+                ),
             )
         )
     if task.last_error or task.last_error_category:
         category = task.last_error_category or "error"
         rows.append(
-            ("last error", f"{category}: {task.last_error}" if task.last_error else category)
+            (
+                tr("cli.s_last_error"),
+                f"{category}: {task.last_error}" if task.last_error else category,
+            )
         )
     if task.parent_id:
-        rows.append(("parent", task.parent_id))
+        rows.append((tr("cli.s_parent"), task.parent_id))
     if task.idempotency_key:
-        rows.append(("key", task.idempotency_key))
-    rows.append(("created", when(task.created_at)))
-    rows.append(("updated", when(task.updated_at)))
+        rows.append((tr("cli.s_key"), task.idempotency_key))
+    rows.append((tr("cli.s_created"), when(task.created_at)))
+    rows.append((tr("cli.s_updated"), when(task.updated_at)))
     if task.finished_at:
-        rows.append(("finished", when(task.finished_at)))
-    width = max(len(name) for name, _ in rows)
-    lines = [f"task {task.id}  {task.kind}"]
-    lines += [f"  {name.ljust(width)}  {value}" for name, value in rows]
+        rows.append((tr("cli.s_finished"), when(task.finished_at)))
+    width = max(i18n.display_width(name) for name, _ in rows)
+    lines = [tr("cli.status_head", id=task.id, kind=task.kind)]
+    lines += [f"  {i18n.ljust(name, width)}  {value}" for name, value in rows]
     return "\n".join(lines)
 
 
@@ -162,20 +179,33 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Left-aligned columns separated by two spaces (cells made ``printable`` first, so the
     columns line up on screen)."""
     rows = [[printable(cell) for cell in row] for row in rows]
-    widths = [len(h) for h in headers]
+    widths = [i18n.display_width(h) for h in headers]
     for row in rows:
-        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+        widths = [max(w, i18n.display_width(cell)) for w, cell in zip(widths, row, strict=True)]
     lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+        "  ".join(i18n.ljust(cell, w) for cell, w in zip(line, widths, strict=True)).rstrip()
         for line in [headers, *rows]
     ]
     return "\n".join(lines)
 
 
-def task_table(tasks: Sequence[Task]) -> str:
+TASK_HEADERS = (
+    "cli.h_id",
+    "cli.h_kind",
+    "cli.h_queue",
+    "cli.h_tenant",
+    "cli.h_state",
+    "cli.h_reason",
+    "cli.h_attempts",
+    "cli.h_run_at",
+    "cli.h_updated",
+)
+
+
+def task_table(tasks: Sequence[Task], lang: str = "en") -> str:
     if not tasks:
-        return "no tasks"
-    headers = ("ID", "KIND", "QUEUE", "TENANT", "STATE", "REASON", "ATTEMPTS", "RUN AT", "UPDATED")
+        return i18n.t("cli.no_tasks", lang)
+    headers = [i18n.t(key, lang) for key in TASK_HEADERS]
     rows = [
         (
             t.id,

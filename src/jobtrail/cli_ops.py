@@ -11,8 +11,8 @@ from typing import Any
 import click
 
 from . import cli_format as fmt
-from . import validate
-from .cli import EXIT_OK, Fail, Runtime, _required, verb
+from . import i18n, validate
+from .cli import EXIT_OK, Fail, Runtime, _required, lang_option, verb
 from .timeparse import parse_duration
 
 
@@ -32,7 +32,28 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:.0f}ms" if value < 10 else _age(value)
 
 
-def stats_text(report: dict[str, Any]) -> str:
+STATS_HEADERS = (
+    "cli.h_queue",
+    "cli.h_kind",
+    "cli.h_queued",
+    "cli.h_leased",
+    "cli.h_waiting",
+    "cli.h_dead",
+    "cli.h_oldest_due",
+    "cli.h_in",
+    "cli.h_out",
+    "cli.h_retries",
+    "cli.h_expired",
+    "cli.h_wait",
+    "cli.h_run",
+    "cli.h_oldest_dead",
+    "cli.h_drain",
+)
+HISTORY_HEADERS = ("cli.h_at", "cli.h_action", "cli.h_by", "cli.h_note", "cli.h_data")
+DEAD_HEADERS = ("cli.h_reason", "cli.h_kind", "cli.h_count", "cli.h_oldest", "cli.h_versions")
+
+
+def stats_text(report: dict[str, Any], lang: str = "en") -> str:
     rows = []
     for q in report["queues"]:
         c = q["counts"]
@@ -56,46 +77,32 @@ def stats_text(report: dict[str, Any]) -> str:
                 drain if isinstance(drain, str) else _age(drain),
             ]
         )
-    head = (
-        f"queue health at {report['at']} (rates per minute over the last "
-        f"{report['window_seconds']:g}s)\n"
-    )
+    window = f"{report['window_seconds']:g}"
+    head = i18n.t("cli.stats_head", lang, at=report["at"], window=window) + "\n"
     if not rows:
-        return head + "no tasks"
-    return head + fmt.table(
-        [
-            "QUEUE",
-            "KIND",
-            "QUEUED",
-            "LEASED",
-            "WAITING",
-            "DEAD",
-            "OLDEST DUE",
-            "IN/MIN",
-            "OUT/MIN",
-            "RETRIES",
-            "EXPIRED",
-            "WAIT p50/p95",
-            "RUN p50/p95",
-            "OLDEST DEAD",
-            "DRAIN",
-        ],
-        rows,
-    )
+        return head + i18n.t("cli.no_tasks", lang)
+    return head + fmt.table([i18n.t(key, lang) for key in STATS_HEADERS], rows)
 
 
-def queue_text(q: dict[str, Any]) -> str:
+def queue_text(q: dict[str, Any], lang: str = "en") -> str:
     state = (
-        f'paused by {q["paused_by"]} since {fmt.when(q["paused_since"])} ("{q["paused_note"]}")'
+        i18n.t(
+            "cli.q_paused",
+            lang,
+            by=q["paused_by"],
+            since=fmt.when(q["paused_since"]),
+            note=q["paused_note"],
+        )
         if q["paused"]
-        else "running"
+        else i18n.t("cli.q_running", lang)
     )
     limits = []
     if q["limit_total"] is not None:
-        limits.append(f"at most {q['limit_total']} leased")
+        limits.append(i18n.t("cli.q_limit_total", lang, n=q["limit_total"]))
     if q["limit_per_tenant"] is not None:
-        limits.append(f"at most {q['limit_per_tenant']} per tenant")
-    return f"queue {q['queue']}: {state}; " + (", ".join(limits) if limits else "no limits")
+        limits.append(i18n.t("cli.q_limit_tenant", lang, n=q["limit_per_tenant"]))
+    joined = i18n.t("cli.q_sep", lang).join(limits) if limits else i18n.t("cli.q_no_limits", lang)
+    return i18n.t("cli.q_line", lang, queue=q["queue"], state=state, limits=joined)
 
 
 @verb("stats")
@@ -106,10 +113,11 @@ def queue_text(q: dict[str, Any]) -> str:
     metavar="D",
     help="Window for rates and percentiles (90s, 5m, 1h).",
 )
-def stats(rt: Runtime, window: str) -> None:
+@lang_option
+def stats(rt: Runtime, window: str, lang: str) -> None:
     """Queue health per queue and kind."""
     report = rt.app().stats(window=parse_duration(window, "--window"))
-    rt.emit(report, stats_text(report))
+    rt.emit(report, stats_text(report, lang))
 
 
 @verb("pause")
@@ -170,14 +178,15 @@ def limit(
 
 @verb("queues")
 @click.option("--history", metavar="Q", help="Show the audited changes of queue Q.")
-def queues(rt: Runtime, history: str | None) -> None:
+@lang_option
+def queues(rt: Runtime, history: str | None, lang: str) -> None:
     """Queues with their pause state and limits (or one queue's change history)."""
     app = rt.app()
     if history:
         rows = app.queue_history(history)
         text = (
             fmt.table(
-                ["AT", "ACTION", "BY", "NOTE", "DATA"],
+                [i18n.t(key, lang) for key in HISTORY_HEADERS],
                 [
                     [
                         fmt.when(r["at"]),
@@ -190,21 +199,22 @@ def queues(rt: Runtime, history: str | None) -> None:
                 ],
             )
             if rows
-            else f"no changes recorded for queue {history}"
+            else i18n.t("cli.q_no_history", lang, queue=history)
         )
         rt.emit(rows, text)
         return
     listed = app.queues()
-    rt.emit(listed, "\n".join(queue_text(q) for q in listed))
+    rt.emit(listed, "\n".join(queue_text(q, lang) for q in listed))
 
 
 @verb("dead")
-def dead(rt: Runtime) -> None:
+@lang_option
+def dead(rt: Runtime, lang: str) -> None:
     """Dead tasks that need a person, grouped by reason code and kind."""
     groups = rt.app().dead()
     text = (
         fmt.table(
-            ["REASON", "KIND", "COUNT", "OLDEST", "VERSIONS"],
+            [i18n.t(key, lang) for key in DEAD_HEADERS],
             [
                 [
                     g["reason"],
@@ -217,7 +227,7 @@ def dead(rt: Runtime) -> None:
             ],
         )
         if groups
-        else "no dead tasks need attention"
+        else i18n.t("cli.no_dead", lang)
     )
     rt.emit(groups, text)
 

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import i18n
 from .app import App
 from .context import Context
 from .errors import PermanentError, TransientError
@@ -153,12 +154,16 @@ def _wait(predicate: Any, what: str, timeout: float = 30.0) -> None:
 def run(lang: str = "en", keep: str | None = None, out: Any = None) -> int:
     out = out or sys.stdout
     say = out.write
+
+    def tr(key: str, **args: object) -> str:
+        return i18n.t(key, lang, **args)
+
     workdir = Path(tempfile.mkdtemp(prefix="jobtrail-demo-"))
     path = Path(keep).resolve() if keep else workdir / "demo.db"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     url = f"sqlite:///{path}"
-    say(f"jobtrail demo — a fresh SQLite store at {path}\n\n")
+    say(tr("demo.start", path=path) + "\n\n")
     app = build_app(url, workdir)
     platform: Platform = app.demo_platform  # type: ignore[attr-defined]
     gate: threading.Event = app.demo_gate  # type: ignore[attr-defined]
@@ -200,10 +205,7 @@ def run(lang: str = "en", keep: str | None = None, out: Any = None) -> int:
         )
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        say(
-            f"killed worker process {proc.pid} with SIGKILL right after the platform accepted "
-            "two submissions\n"
-        )
+        say(tr("demo.killed", pid=proc.pid) + "\n")
 
         # 2. The everyday cases.
         ids["receipt_arrives"] = app.enqueue(
@@ -216,10 +218,7 @@ def run(lang: str = "en", keep: str | None = None, out: Any = None) -> int:
             {"note": "n1", "body": "hello", "images": ["n1-a.jpg", "n1-b.jpg"]},
             idempotency_key="note-1/publish",
         )
-        say(
-            f"double click: the same idempotency key returned task {again.id} "
-            f"(created={again.created})\n"
-        )
+        say(tr("demo.double_click", id=again.id, created=again.created) + "\n")
         ids["timeout_recovers"] = app.enqueue(
             "publish_note", {"note": "n2", "body": "flaky upstream", "images": ["n2-a.jpg"]}
         ).id
@@ -230,7 +229,7 @@ def run(lang: str = "en", keep: str | None = None, out: Any = None) -> int:
             "publish_note", {"note": "n4", "body": "later"}, delay=3600
         ).id
         result = app.cancel(ids["cancel_before_start"], by="alice", note="wrong note")
-        say(f"cancel before start: {result.outcome}\n")
+        say(tr("demo.cancel_before", outcome=result.outcome) + "\n")
         ids["cancel_mid_run"] = app.enqueue(
             "publish_note", {"note": "n5", "body": "long", "wait_for_cancel": True}
         ).id
@@ -254,10 +253,10 @@ def run(lang: str = "en", keep: str | None = None, out: Any = None) -> int:
         worker.start()
         _wait(lambda: app.get(ids["cancel_mid_run"]).state is not State.QUEUED, "a claim")
         result = app.cancel(ids["cancel_mid_run"], by="bob", note="changed my mind")
-        say(f"cancel mid-run: {result.outcome}\n")
+        say(tr("demo.cancel_mid", outcome=result.outcome) + "\n")
         _wait(lambda: (workdir / f"{ids['cancel_too_late']}.submitted").exists(), "a submit")
         result = app.cancel(ids["cancel_too_late"], by="carol", note="stop it")
-        say(f"cancel after the submission: {result.outcome}\n")
+        say(tr("demo.cancel_late", outcome=result.outcome) + "\n")
         gate.set()
         worker.join()
 
@@ -270,30 +269,40 @@ def run(lang: str = "en", keep: str | None = None, out: Any = None) -> int:
 
         _wait(settled, "every task to settle")
         result = app.cancel(ids["receipt_arrives"], by="dave", note="too late now")
-        say(f"cancel of a finished task: {result.outcome}\n")
+        say(tr("demo.cancel_finished", outcome=result.outcome) + "\n")
 
         uploads = platform.uploads()
         say(
-            f"\nthe platform holds {platform.submissions()} submissions (one per effect key) "
-            f"and {len(uploads)} image uploads, {len(set(uploads))} distinct: nothing was done "
-            "twice\n"
+            "\n"
+            + tr(
+                "demo.nothing_twice",
+                submissions=platform.submissions(),
+                uploads=len(uploads),
+                distinct=len(set(uploads)),
+            )
+            + "\n"
             if len(uploads) == len(set(uploads))
-            else f"\nWARNING: images uploaded twice: {sorted(uploads)}\n"
+            else "\n" + tr("demo.uploaded_twice", uploads=sorted(uploads)) + "\n"
         )
         for name, task_id in ids.items():
             say("\n" + "=" * 100 + f"\n[{name}]\n")
             say(app.explain(task_id, lang=lang) + "\n")
-        say("\n" + "=" * 100 + "\nsummary\n")
+        say("\n" + "=" * 100 + "\n" + tr("demo.summary") + "\n")
         for name, task_id in ids.items():
             task = app.get(task_id)
-            say(f"  {name:<22} task {task.id:<4} {task.state.value:<10} ({task.last_reason})\n")
+            row = tr(
+                "demo.summary_row",
+                name=name,
+                id=task.id,
+                state=task.state.value,
+                reason=task.last_reason,
+            )
+            say(row + "\n")
         violations = app.check()
-        say(
-            f"\ninvariant check (state == last transition): "
-            f"{'clean' if not violations else violations}\n"
-        )
+        result_text = tr("demo.clean") if not violations else violations
+        say("\n" + tr("demo.check", result=result_text) + "\n")
         if keep:
-            say(f"the database is kept at {path}: try `jobtrail list --db {url}`\n")
+            say(tr("demo.kept", path=path, url=url) + "\n")
         return 0 if not violations else 1
     finally:
         gate.set()

@@ -88,3 +88,21 @@ def test_demo_shows_every_outcome(tmp_path: Path) -> None:
 def test_demo_speaks_chinese(tmp_path: Path, lang: str) -> None:
     out = run_demo("--lang", lang, tmp_path=tmp_path)
     assert "迁移记录" in out and "回执确认成功" in out
+    # the narration and the summary too, not only the explanations (issue 17 item 6)
+    for line in (
+        "jobtrail 演示 — 全新的 SQLite 存储，位于",
+        "立即用 SIGKILL 杀死了 worker 进程",
+        "重复点击：同一个幂等键返回了任务",
+        "开始前取消：cancelled",
+        "运行中取消：cancel_requested",
+        "提交之后取消：cancel_requested",
+        "取消已结束的任务：already_terminal",
+        "没有任何操作做了两次",
+        "不变式检查（状态 == 最后一次转换）：通过",
+    ):
+        assert line in out, line
+    rows = out.split("\n汇总\n", 1)[1].splitlines()
+    assert "  revoked_token          任务 " in out
+    assert sum(1 for r in rows if len(r.split()) == 5 and r.split()[1] == "任务") == 9
+    for english in ("summary\n", "killed worker", "double click", "cancel before start"):
+        assert english not in out, english

@@ -19,8 +19,10 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from jinja2 import pass_context
+from markupsafe import Markup
 
-from .. import explain
+from .. import explain, i18n
 from ..app import App
 from ..errors import IllegalTransition, TaskNotFound
 from ..machine import State
@@ -81,7 +83,36 @@ templates.env.filters["age"] = _age
 templates.env.filters["tojson_short"] = _json
 
 
-def _sparkline(arrivals: list[int], completions: list[int]) -> str:
+def request_lang(request: Request) -> str:
+    """The page's language: ``?lang=`` (422 unless one of ours), else the ``lang`` cookie,
+    else ``Accept-Language``, else English (``i18n.pick``)."""
+    query = request.query_params.get("lang")
+    if query is not None and query not in i18n.LANGUAGES:
+        raise HTTPException(422, f"lang must be one of {', '.join(i18n.LANGUAGES)}")
+    return i18n.pick(
+        query, request.cookies.get(i18n.COOKIE), request.headers.get("accept-language")
+    )
+
+
+@pass_context
+def _t(context: Any, key: str, **args: Any) -> Markup:
+    """``{{ t('key', name=value) }}``: the catalog's text (ours, trusted) in the page's
+    language, with every argument escaped unless it is already ``Markup``."""
+    lang = context.get("lang")
+    if lang not in i18n.LANGUAGES:
+        request = context.get("request")
+        lang = i18n.pick(
+            None,
+            request.cookies.get(i18n.COOKIE) if request else None,
+            request.headers.get("accept-language") if request else None,
+        )
+    return Markup(i18n.t(key, lang)).format(**args)
+
+
+templates.env.globals["t"] = _t
+
+
+def _sparkline(arrivals: list[int], completions: list[int], lang: str = "en") -> str:
     """A tiny inline SVG: arrivals as bars, completions as a line, per bucket."""
     width, height, n = 240, 48, max(1, len(arrivals))
     top = max([1, *arrivals, *completions])
@@ -89,7 +120,7 @@ def _sparkline(arrivals: list[int], completions: list[int]) -> str:
     bars = "".join(
         f'<rect x="{i * step + 1:.1f}" y="{height - a / top * (height - 4):.1f}" '
         f'width="{max(1.0, step - 2):.1f}" height="{a / top * (height - 4):.1f}" '
-        f'class="arr"><title>{a} arrived</title></rect>'
+        f'class="arr"><title>{i18n.t("spark.arrived", lang, n=a)}</title></rect>'
         for i, a in enumerate(arrivals)
     )
     points = " ".join(
@@ -98,7 +129,7 @@ def _sparkline(arrivals: list[int], completions: list[int]) -> str:
     )
     return (
         f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'role="img" aria-label="arrivals and completions, max {top} per bucket">{bars}'
+        f'role="img" aria-label="{i18n.t("spark.label", lang, top=top)}">{bars}'
         f'<polyline points="{points}" class="done" fill="none"/></svg>'
     )
 
@@ -167,12 +198,28 @@ def router(
 
     def page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         signed_in = session_cookie is not None and session_cookie in request.cookies
-        return templates.TemplateResponse(
+        lang = request_lang(request)
+        other = "zh" if lang == "en" else "en"
+        query = [(k, v) for k, v in request.query_params.multi_items() if k != "lang"]
+        switch_url = request.url.path + "?" + urlencode([*query, ("lang", other)])
+        response = templates.TemplateResponse(
             request,
             name,
-            {"nav": name.split(".")[0], "signed_in": signed_in, **context},
+            {
+                "nav": name.split(".")[0],
+                "signed_in": signed_in,
+                "lang": lang,
+                "other_lang": other,
+                "switch_url": switch_url,
+                **context,
+            },
             status_code=status,
         )
+        if request.query_params.get("lang") in i18n.LANGUAGES:  # the switch: it sticks
+            response.set_cookie(
+                i18n.COOKIE, lang, max_age=i18n.COOKIE_MAX_AGE, httponly=True, samesite="lax"
+            )
+        return response
 
     @r.get("/static/{name}")
     def static(name: str) -> Response:
@@ -242,12 +289,9 @@ def router(
 
     # -- one task ---------------------------------------------------------------------------
     @r.get("/tasks/{task_id}", response_class=HTMLResponse)
-    def task_page(
-        request: Request, task_id: str, lang: str = "en", done: str | None = None
-    ) -> HTMLResponse:
+    def task_page(request: Request, task_id: str, done: str | None = None) -> HTMLResponse:
         bound = allow(request, "read")
-        if lang not in explain.LANGUAGES:
-            raise HTTPException(422, f"lang must be one of {', '.join(explain.LANGUAGES)}")
+        lang = request_lang(request)
         task = load(task_id, bound)
         transitions = app.transitions(task.id)
         timeline = [
@@ -279,8 +323,6 @@ def router(
             outbox=app.outbox(task.id),
             children=app.children(task.id),
             parent=parent,
-            lang=lang,
-            other_lang="zh" if lang == "en" else "en",
             done=done if done in DONE_CODES else None,
             can_cancel=task.state in ACTIONABLE_CANCEL,
             can_replay=task.state is State.DEAD,
@@ -321,8 +363,9 @@ def router(
             raise HTTPException(422, f"window must be one of {sorted(STATS_WINDOWS)} seconds")
         stats = app.stats(window=float(window))
         activity = app.activity()
+        lang = request_lang(request)
         charts = {
-            name: _sparkline(v["arrivals"], v["completions"])
+            name: _sparkline(v["arrivals"], v["completions"], lang)
             for name, v in activity["queues"].items()
         }
         totals = {

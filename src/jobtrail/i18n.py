@@ -1,0 +1,432 @@
+"""The user-facing strings of the dashboard, the CLI's text output and the demo, in every
+language (issue 17, item 6): one catalog, looked up by key with format arguments.
+
+``t(key, lang, **args)`` is the one look-up. A key missing from the catalog, or a language
+missing from an entry, raises ``KeyError`` — never a silent fallback to English; the tests
+check that every entry has every language with the same ``{placeholders}`` and that every key
+the code and the templates use exists. The explain narratives keep their own tables in
+``explain.py`` (they were translated first); this catalog holds everything around them.
+
+This module imports nothing else of jobtrail, so any layer may use it. ``pick`` chooses a
+language for a web request from a ``?lang=`` value, the ``lang`` cookie and
+``Accept-Language``; ``display_width`` measures text as a terminal shows it (a CJK character
+takes two columns), so translated table headers still line up.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+
+LANGUAGES = ("en", "zh")
+DEFAULT = "en"
+ENV = "JOBTRAIL_LANG"
+COOKIE = "lang"
+COOKIE_MAX_AGE = 365 * 86400
+
+MESSAGES: dict[str, dict[str, str]] = {
+    # -- dashboard: navigation and shared words ----------------------------------------------
+    "nav.tasks": {"en": "Tasks", "zh": "任务"},
+    "nav.queues": {"en": "Queues", "zh": "队列"},
+    "nav.dead": {"en": "Dead letters", "zh": "死信"},
+    "nav.cron": {"en": "Cron", "zh": "定时"},
+    "nav.sign_out": {"en": "Sign out", "zh": "退出登录"},
+    "nav.language": {"en": "Language", "zh": "语言"},
+    "lang.en": {"en": "English", "zh": "English"},
+    "lang.zh": {"en": "中文", "zh": "中文"},
+    "form.operator": {"en": "operator", "zh": "操作人"},
+    "form.why": {"en": "why", "zh": "原因"},
+    "col.id": {"en": "id", "zh": "编号"},
+    "col.kind": {"en": "kind", "zh": "类型"},
+    "col.queue": {"en": "queue", "zh": "队列"},
+    "col.tenant": {"en": "tenant", "zh": "租户"},
+    "col.state": {"en": "state", "zh": "状态"},
+    "col.reason": {"en": "reason", "zh": "原因"},
+    "col.attempts": {"en": "attempts", "zh": "尝试"},
+    "col.attempt": {"en": "attempt", "zh": "第几次"},
+    "col.updated": {"en": "updated", "zh": "更新于"},
+    "col.task": {"en": "task", "zh": "任务"},
+    "col.window": {"en": "window", "zh": "窗口"},
+    "col.count": {"en": "count", "zh": "数量"},
+    "col.oldest": {"en": "oldest", "zh": "最早"},
+    "col.error": {"en": "error", "zh": "错误"},
+    "col.at": {"en": "at", "zh": "时间"},
+    "col.actor": {"en": "actor", "zh": "操作者"},
+    # -- tasks page --------------------------------------------------------------------------
+    "tasks.title": {"en": "Tasks", "zh": "任务"},
+    "tasks.any_state": {"en": "any state", "zh": "任意状态"},
+    "tasks.any_queue": {"en": "any queue", "zh": "任意队列"},
+    "tasks.ph_kind": {"en": "kind", "zh": "类型"},
+    "tasks.ph_queue": {"en": "queue", "zh": "队列"},
+    "tasks.ph_tenant": {"en": "tenant", "zh": "租户"},
+    "tasks.ph_q": {"en": "task id or idempotency key", "zh": "任务编号或幂等键"},
+    "tasks.filter": {"en": "Filter", "zh": "筛选"},
+    "tasks.clear": {"en": "clear", "zh": "清除"},
+    "tasks.none": {"en": "No tasks match.", "zh": "没有匹配的任务。"},
+    "tasks.newest": {"en": "« newest", "zh": "« 最新"},
+    "tasks.older": {"en": "older »", "zh": "更早 »"},
+    "tasks.footer": {
+        "en": "Newest first, {n} shown. Key search is exact, within the tenant (default none) "
+        "and the registered kinds or the chosen kind.",
+        "zh": "最新的在前，显示 {n} 个。按键查找要求完全一致，限于所选租户（默认无租户）"
+        "以及已注册的类型或所选类型。",
+    },
+    # -- one task ----------------------------------------------------------------------------
+    "task.title": {"en": "Task {id}", "zh": "任务 {id}"},
+    "task.outcome": {"en": "Outcome:", "zh": "结果："},
+    "task.why": {"en": "Why it is not running now", "zh": "为什么现在没有运行"},
+    "task.kind": {"en": "kind", "zh": "类型"},
+    "task.queue": {"en": "queue", "zh": "队列"},
+    "task.tenant": {"en": "tenant", "zh": "租户"},
+    "task.state": {"en": "state", "zh": "状态"},
+    "task.attempts": {"en": "attempts", "zh": "尝试次数"},
+    "task.replays": {"en": "replays {n}", "zh": "重放 {n} 次"},
+    "task.last_error": {"en": "last error", "zh": "最近错误"},
+    "task.idempotency_key": {"en": "idempotency key", "zh": "幂等键"},
+    "task.lease": {"en": "lease", "zh": "租约"},
+    "task.until": {"en": "until", "zh": "直到"},
+    "task.receipt": {"en": "receipt", "zh": "回执"},
+    "task.deadline": {"en": "deadline", "zh": "截止"},
+    "task.run_at": {"en": "run at", "zh": "计划运行"},
+    "task.created_updated": {"en": "created / updated", "zh": "创建 / 更新"},
+    "task.parent": {"en": "parent", "zh": "父任务"},
+    "task.more_facts": {"en": "more facts (as", "zh": "更多事实（与"},
+    "task.more_facts_end": {"en": "prints them)", "zh": "的输出相同）"},
+    "task.cancel": {"en": "Cancel", "zh": "取消"},
+    "task.cancel_btn": {"en": "Cancel task", "zh": "取消任务"},
+    "task.replay": {"en": "Replay", "zh": "重放"},
+    "task.replay_btn": {"en": "Replay task", "zh": "重放任务"},
+    "task.timeline": {"en": "Timeline", "zh": "经过"},
+    "task.steps": {"en": "Steps and effects", "zh": "步骤与副作用"},
+    "task.col_name": {"en": "name", "zh": "名称"},
+    "task.col_type": {"en": "type", "zh": "类别"},
+    "task.col_status": {"en": "status", "zh": "状态"},
+    "task.col_effect_key": {"en": "effect key", "zh": "副作用键"},
+    "task.col_result": {"en": "result / receipt", "zh": "结果 / 回执"},
+    "task.col_confirmed": {"en": "confirmed", "zh": "确认于"},
+    "task.effect": {"en": "effect", "zh": "副作用"},
+    "task.step": {"en": "step", "zh": "步骤"},
+    "task.intent": {"en": "(started, outcome unknown)", "zh": "（已开始，结果未知）"},
+    "task.outbox": {"en": "Outbox", "zh": "发件箱"},
+    "task.col_topic": {"en": "topic", "zh": "主题"},
+    "task.col_delivered": {"en": "delivered", "zh": "送达于"},
+    "task.delivering": {"en": "delivering", "zh": "投递中"},
+    "task.children": {"en": "Workflow children", "zh": "工作流子任务"},
+    "task.payload": {"en": "Payload", "zh": "载荷"},
+    "task.payload_show": {"en": "show (first {n} characters)", "zh": "显示（前 {n} 个字符）"},
+    # -- queues ------------------------------------------------------------------------------
+    "queues.title": {"en": "Queues", "zh": "队列"},
+    # a text with markup is for the dashboard only: its arguments are escaped there
+    "queues.outcome_paused": {
+        "en": "Queue <b>{queue}</b> paused.",
+        "zh": "队列 <b>{queue}</b> 已暂停。",
+    },
+    "queues.outcome_resumed": {
+        "en": "Queue <b>{queue}</b> resumed.",
+        "zh": "队列 <b>{queue}</b> 已恢复。",
+    },
+    "queues.col_status": {"en": "status", "zh": "状态"},
+    "queues.col_limits": {"en": "limits", "zh": "限额"},
+    "queues.col_activity": {
+        "en": "last hour (bars: arrivals, line: completions, per 5 min)",
+        "zh": "最近一小时（柱：到达，线：完成，每 5 分钟）",
+    },
+    "queues.col_pause": {"en": "pause / resume", "zh": "暂停 / 恢复"},
+    "queues.paused": {"en": "paused", "zh": "已暂停"},
+    "queues.paused_by": {"en": "by {by} since", "zh": "操作人 {by}，始于"},
+    "queues.running": {"en": "running", "zh": "运行中"},
+    "queues.limits": {
+        "en": "total {total}, per tenant {per_tenant}",
+        "zh": "总计 {total}，每租户 {per_tenant}",
+    },
+    "queues.totals": {
+        "en": "{arrived} arrived, {finished} finished",
+        "zh": "到达 {arrived}，完成 {finished}",
+    },
+    "queues.no_activity": {"en": "no activity", "zh": "无活动"},
+    "queues.pause": {"en": "Pause", "zh": "暂停"},
+    "queues.resume": {"en": "Resume", "zh": "恢复"},
+    "queues.health": {"en": "Health by queue and kind", "zh": "按队列和类型的健康状况"},
+    "queues.health_note": {
+        "en": "(rates per minute over the last {minutes} min, at {at})",
+        "zh": "（最近 {minutes} 分钟内每分钟的速率，截至 {at}）",
+    },
+    "queues.window": {"en": "Window:", "zh": "时间窗："},
+    "queues.minutes": {"en": "{n} min", "zh": "{n} 分钟"},
+    "queues.window_note": {
+        "en": "(a longer window reads more transitions)",
+        "zh": "（时间窗越长，读取的转换越多）",
+    },
+    "queues.col_queued": {"en": "queued", "zh": "排队"},
+    "queues.col_leased": {"en": "leased", "zh": "执行中"},
+    "queues.col_waiting": {"en": "waiting / receipt", "zh": "等待 / 回执"},
+    "queues.col_oldest_due": {"en": "oldest due", "zh": "最久到期"},
+    "queues.col_rates": {"en": "in / out per min", "zh": "每分钟进 / 出"},
+    "queues.col_retries": {"en": "retries", "zh": "重试"},
+    "queues.col_expiries": {"en": "lease expiries", "zh": "租约过期"},
+    "queues.col_dead": {"en": "dead (oldest)", "zh": "死信（最早）"},
+    "queues.col_wait": {"en": "wait p50/p95", "zh": "等待 p50/p95"},
+    "queues.col_run": {"en": "run p50/p95", "zh": "运行 p50/p95"},
+    "queues.col_drain": {"en": "drain", "zh": "清空用时"},
+    "queues.none": {"en": "No tasks.", "zh": "没有任务。"},
+    "spark.arrived": {"en": "{n} arrived", "zh": "到达 {n}"},
+    "spark.label": {
+        "en": "arrivals and completions, max {top} per bucket",
+        "zh": "到达与完成，每格最多 {top}",
+    },
+    # -- dead letters ------------------------------------------------------------------------
+    "dead.title": {"en": "Dead letters", "zh": "死信"},
+    "dead.col_versions": {"en": "code versions", "zh": "代码版本"},
+    "dead.tasks": {"en": "tasks", "zh": "任务"},
+    "dead.none": {"en": "No dead task needs a person.", "zh": "没有需要人工处理的死信任务。"},
+    "dead.batch": {"en": "Batch replay", "zh": "批量重放"},
+    "dead.any_reason": {"en": "any reason", "zh": "任意原因"},
+    "dead.ph_kind": {"en": "kind", "zh": "类型"},
+    "dead.ph_since": {"en": "since (ISO or 2h)", "zh": "起始（ISO 或 2h）"},
+    "dead.ph_until": {"en": "until (ISO or 10m)", "zh": "截止（ISO 或 10m）"},
+    "dead.preview": {"en": "Preview", "zh": "预览"},
+    "preview.count": {"en": "dead task(s) will be replayed", "zh": "个死信任务将被重放"},
+    "preview.truncated": {
+        "en": "(the first {n}; replay again for the rest)",
+        "zh": "（前 {n} 个；其余的请再次重放）",
+    },
+    "preview.each": {"en": ", each with its own", "zh": "，每个都有自己的"},
+    "preview.transition": {
+        "en": "transition. Tasks that die after this preview are not touched.",
+        "zh": "转换。此预览之后才死亡的任务不受影响。",
+    },
+    "preview.confirm": {"en": "Confirm batch replay", "zh": "确认批量重放"},
+    "preview.at_most": {"en": "at most", "zh": "每秒最多"},
+    "preview.per_second": {"en": "per second", "zh": "个"},
+    "preview.button": {"en": "Replay these {n}", "zh": "重放这 {n} 个"},
+    "preview.none": {
+        "en": "No dead task matches these filters.",
+        "zh": "没有符合这些条件的死信任务。",
+    },
+    "replayed.title": {"en": "Batch replay", "zh": "批量重放"},
+    "replayed.heading": {"en": "Batch replay done", "zh": "批量重放完成"},
+    "replayed.outcome": {"en": "{n} task(s) touched by {by}:", "zh": "{by} 处理了 {n} 个任务："},
+    "replayed.col_new_state": {"en": "new state", "zh": "新状态"},
+    "replayed.back": {"en": "Back to dead letters", "zh": "返回死信"},
+    # -- cron --------------------------------------------------------------------------------
+    "cron.title": {"en": "Cron", "zh": "定时任务"},
+    "cron.col_cron": {"en": "cron", "zh": "cron 表达式"},
+    "cron.col_tz": {"en": "tz", "zh": "时区"},
+    "cron.col_catch_up": {"en": "catch-up", "zh": "补跑"},
+    "cron.col_on_paused": {"en": "when paused", "zh": "暂停时"},
+    "cron.col_last": {"en": "last window", "zh": "上一个窗口"},
+    "cron.col_next": {"en": "next window", "zh": "下一个窗口"},
+    "cron.not_registered": {"en": "(not registered here)", "zh": "（此处未注册）"},
+    "cron.none": {"en": "No schedules.", "zh": "没有定时计划。"},
+    "cron.no_windows": {"en": "No windows recorded yet.", "zh": "尚未记录任何窗口。"},
+    "cron.skipped": {"en": "Skipped windows", "zh": "跳过的窗口"},
+    # -- error page --------------------------------------------------------------------------
+    "error.title": {"en": "Error {status}", "zh": "错误 {status}"},
+    "error.back": {"en": "Back to the tasks", "zh": "返回任务列表"},
+    # -- CLI: tables and cards ---------------------------------------------------------------
+    "cli.no_tasks": {"en": "no tasks", "zh": "没有任务"},
+    "cli.h_id": {"en": "ID", "zh": "编号"},
+    "cli.h_kind": {"en": "KIND", "zh": "类型"},
+    "cli.h_queue": {"en": "QUEUE", "zh": "队列"},
+    "cli.h_tenant": {"en": "TENANT", "zh": "租户"},
+    "cli.h_state": {"en": "STATE", "zh": "状态"},
+    "cli.h_reason": {"en": "REASON", "zh": "原因"},
+    "cli.h_attempts": {"en": "ATTEMPTS", "zh": "尝试"},
+    "cli.h_run_at": {"en": "RUN AT", "zh": "计划运行"},
+    "cli.h_updated": {"en": "UPDATED", "zh": "更新于"},
+    "cli.h_queued": {"en": "QUEUED", "zh": "排队"},
+    "cli.h_leased": {"en": "LEASED", "zh": "执行中"},
+    "cli.h_waiting": {"en": "WAITING", "zh": "等待"},
+    "cli.h_dead": {"en": "DEAD", "zh": "死信"},
+    "cli.h_oldest_due": {"en": "OLDEST DUE", "zh": "最久到期"},
+    "cli.h_in": {"en": "IN/MIN", "zh": "进/分"},
+    "cli.h_out": {"en": "OUT/MIN", "zh": "出/分"},
+    "cli.h_retries": {"en": "RETRIES", "zh": "重试"},
+    "cli.h_expired": {"en": "EXPIRED", "zh": "租约过期"},
+    "cli.h_wait": {"en": "WAIT p50/p95", "zh": "等待 p50/p95"},
+    "cli.h_run": {"en": "RUN p50/p95", "zh": "运行 p50/p95"},
+    "cli.h_oldest_dead": {"en": "OLDEST DEAD", "zh": "最早死信"},
+    "cli.h_drain": {"en": "DRAIN", "zh": "清空用时"},
+    "cli.h_count": {"en": "COUNT", "zh": "数量"},
+    "cli.h_oldest": {"en": "OLDEST", "zh": "最早"},
+    "cli.h_versions": {"en": "VERSIONS", "zh": "版本"},
+    "cli.h_at": {"en": "AT", "zh": "时间"},
+    "cli.h_action": {"en": "ACTION", "zh": "操作"},
+    "cli.h_by": {"en": "BY", "zh": "操作人"},
+    "cli.h_note": {"en": "NOTE", "zh": "备注"},
+    "cli.h_data": {"en": "DATA", "zh": "数据"},
+    "cli.status_head": {"en": "task {id}  {kind}", "zh": "任务 {id}  {kind}"},
+    "cli.s_state": {"en": "state", "zh": "状态"},
+    "cli.s_queue": {"en": "queue", "zh": "队列"},
+    "cli.s_attempts": {"en": "attempts", "zh": "尝试"},
+    "cli.s_run_at": {"en": "run at", "zh": "计划运行"},
+    "cli.s_lease": {"en": "lease", "zh": "租约"},
+    "cli.s_receipt": {"en": "receipt", "zh": "回执"},
+    "cli.s_last_error": {"en": "last error", "zh": "最近错误"},
+    "cli.s_parent": {"en": "parent", "zh": "父任务"},
+    "cli.s_key": {"en": "key", "zh": "幂等键"},
+    "cli.s_created": {"en": "created", "zh": "创建于"},
+    "cli.s_updated": {"en": "updated", "zh": "更新于"},
+    "cli.s_finished": {"en": "finished", "zh": "结束于"},
+    "cli.s_dismissed": {"en": " [dismissed]", "zh": " [已搁置]"},
+    "cli.s_tenant": {"en": "   tenant {tenant}", "zh": "   租户 {tenant}"},
+    "cli.s_priority": {"en": "   priority {priority}", "zh": "   优先级 {priority}"},
+    "cli.s_replayed": {"en": "   replayed {n}x", "zh": "   重放 {n} 次"},
+    "cli.s_until": {"en": "{owner} until {at}", "zh": "{owner}，直到 {at}"},
+    "cli.s_deadline": {"en": " (deadline {at})", "zh": "（截止 {at}）"},
+    "cli.stats_head": {
+        "en": "queue health at {at} (rates per minute over the last {window}s)",
+        "zh": "队列健康状况，截至 {at}（最近 {window} 秒内每分钟的速率）",
+    },
+    "cli.q_paused": {
+        "en": 'paused by {by} since {since} ("{note}")',
+        "zh": "已暂停，操作人 {by}，始于 {since}（“{note}”）",
+    },
+    "cli.q_running": {"en": "running", "zh": "运行中"},
+    "cli.q_limit_total": {"en": "at most {n} leased", "zh": "最多 {n} 个执行中"},
+    "cli.q_limit_tenant": {"en": "at most {n} per tenant", "zh": "每租户最多 {n} 个"},
+    "cli.q_no_limits": {"en": "no limits", "zh": "无限额"},
+    "cli.q_line": {
+        "en": "queue {queue}: {state}; {limits}",
+        "zh": "队列 {queue}：{state}；{limits}",
+    },
+    "cli.q_sep": {"en": ", ", "zh": "，"},
+    "cli.q_no_history": {
+        "en": "no changes recorded for queue {queue}",
+        "zh": "队列 {queue} 没有变更记录",
+    },
+    "cli.no_dead": {"en": "no dead tasks need attention", "zh": "没有需要处理的死信任务"},
+    "cli.cron_none": {
+        "en": "no cron schedules (pass --app to list the schedules your app registers)",
+        "zh": "没有定时计划（传入 --app 以列出你的应用注册的计划）",
+    },
+    "cli.cron_not_registered": {"en": "  (not registered by this app)", "zh": "  （此应用未注册）"},
+    "cli.cron_line": {
+        "en": "{kind}  {cron}  tz {tz}  queue {queue}{flags}",
+        "zh": "{kind}  {cron}  时区 {tz}  队列 {queue}{flags}",
+    },
+    "cli.cron_detail": {
+        "en": "  catch_up {catch_up}, on_paused {on_paused}; last window {last}; "
+        "next window {next}",
+        "zh": "  补跑 {catch_up}，暂停时 {on_paused}；上一个窗口 {last}；下一个窗口 {next}",
+    },
+    "cli.cron_earlier": {"en": " (and {n} earlier)", "zh": "（及更早的 {n} 个）"},
+    "cli.cron_skipped": {
+        "en": "  skipped {window}  {reason}{earlier} — {sentence}",
+        "zh": "  已跳过 {window}  {reason}{earlier} — {sentence}",
+    },
+    "cli.lang_help": {
+        "en": "Language of the text for people (not of --json) [env JOBTRAIL_LANG].",
+        "zh": "给人看的文字所用的语言（--json 不受影响）[环境变量 JOBTRAIL_LANG]。",
+    },
+    # -- demo --------------------------------------------------------------------------------
+    "demo.start": {
+        "en": "jobtrail demo — a fresh SQLite store at {path}",
+        "zh": "jobtrail 演示 — 全新的 SQLite 存储，位于 {path}",
+    },
+    "demo.killed": {
+        "en": "killed worker process {pid} with SIGKILL right after the platform accepted "
+        "two submissions",
+        "zh": "在平台接受两次提交之后，立即用 SIGKILL 杀死了 worker 进程 {pid}",
+    },
+    "demo.double_click": {
+        "en": "double click: the same idempotency key returned task {id} (created={created})",
+        "zh": "重复点击：同一个幂等键返回了任务 {id}（created={created}）",
+    },
+    "demo.cancel_before": {"en": "cancel before start: {outcome}", "zh": "开始前取消：{outcome}"},
+    "demo.cancel_mid": {"en": "cancel mid-run: {outcome}", "zh": "运行中取消：{outcome}"},
+    "demo.cancel_late": {
+        "en": "cancel after the submission: {outcome}",
+        "zh": "提交之后取消：{outcome}",
+    },
+    "demo.cancel_finished": {
+        "en": "cancel of a finished task: {outcome}",
+        "zh": "取消已结束的任务：{outcome}",
+    },
+    "demo.nothing_twice": {
+        "en": "the platform holds {submissions} submissions (one per effect key) and {uploads} "
+        "image uploads, {distinct} distinct: nothing was done twice",
+        "zh": "平台上有 {submissions} 次提交（每个副作用键一次）和 {uploads} 次图片上传，"
+        "其中 {distinct} 次互不相同：没有任何操作做了两次",
+    },
+    "demo.uploaded_twice": {
+        "en": "WARNING: images uploaded twice: {uploads}",
+        "zh": "警告：图片被上传了两次：{uploads}",
+    },
+    "demo.summary": {"en": "summary", "zh": "汇总"},
+    "demo.summary_row": {
+        "en": "  {name:<22} task {id:<4} {state:<10} ({reason})",
+        "zh": "  {name:<22} 任务 {id:<4} {state:<10} ({reason})",
+    },
+    "demo.check": {
+        "en": "invariant check (state == last transition): {result}",
+        "zh": "不变式检查（状态 == 最后一次转换）：{result}",
+    },
+    "demo.clean": {"en": "clean", "zh": "通过"},
+    "demo.kept": {
+        "en": "the database is kept at {path}: try `jobtrail list --db {url}`",
+        "zh": "数据库保留在 {path}：试试 `jobtrail list --db {url}`",
+    },
+}
+
+_FIELD = re.compile(r"\{(\w*)[^{}]*\}")
+
+
+def t(key: str, lang: str = DEFAULT, /, **args: object) -> str:
+    """The text of ``key`` in ``lang``, formatted with ``args`` (``str.format``). A missing
+    key or language raises ``KeyError``: a gap in the catalog is a bug, not English."""
+    text = MESSAGES[key][lang]
+    return text.format(**args) if args else text
+
+
+def fields(text: str) -> set[str]:
+    """The ``{placeholder}`` names of a catalog text."""
+    return set(_FIELD.findall(text))
+
+
+def env_default() -> str:
+    """The language of ``JOBTRAIL_LANG`` when it names one we have, else English."""
+    value = os.environ.get(ENV, "").strip().lower()
+    return value if value in LANGUAGES else DEFAULT
+
+
+def from_accept_language(header: str | None) -> str | None:
+    """The language among ours that an ``Accept-Language`` header prefers most (by q, then
+    order), or ``None``: ``zh-CN,zh;q=0.9,en;q=0.8`` → ``zh``."""
+    best: tuple[float, int, str] | None = None
+    for index, part in enumerate((header or "").split(",")[:32]):
+        tag, _, params = part.strip().partition(";")
+        base = tag.strip().lower().split("-", 1)[0]
+        if base not in LANGUAGES:
+            continue
+        q = 1.0
+        for param in params.split(";"):
+            name, _, value = param.strip().partition("=")
+            if name.strip() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if q > 0 and (best is None or (-q, index) < (best[0], best[1])):
+            best = (-q, index, base)
+    return best[2] if best else None
+
+
+def pick(query: str | None, cookie: str | None, accept_language: str | None) -> str:
+    """A web request's language: ``?lang=`` (validated by the caller), else the ``lang``
+    cookie, else ``Accept-Language``, else English."""
+    for chosen in (query, cookie):
+        if chosen in LANGUAGES:
+            return str(chosen)
+    return from_accept_language(accept_language) or DEFAULT
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes on a terminal: two for each wide (CJK) character."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def ljust(text: str, width: int) -> str:
+    """``text`` padded with spaces to ``width`` display columns."""
+    return text + " " * max(0, width - display_width(text))
