@@ -20,12 +20,12 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from .. import explain
-from ..app import App
-from ..errors import IllegalTransition, TaskNotFound
-from ..machine import State
-from ..models import Task, iso
-from ..timeparse import looks_like_duration, parse_duration, parse_time
+from ... import explain
+from ...app import App
+from ...errors import IllegalTransition, TaskNotFound
+from ...machine import State
+from ...models import Task, iso
+from ...timeparse import looks_like_duration, parse_duration, parse_time
 from .origin import refusal
 
 Authorize = Callable[[Request, str], str | None]

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .models import CancelResult, Task, iso
+from ..models import CancelResult, Task, iso
 
 # C0 controls but newline and tab, DEL, C1 controls; the bidirectional overrides and
 # isolates, which reorder what a terminal shows ("Trojan Source"); and lone surrogates (an
