@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .machine import State
+from .machine import STATE_OF, State
 
 
 @dataclass(frozen=True)
@@ -123,3 +124,41 @@ class CancelResult:
 def iso(value: datetime) -> str:
     """``2026-11-29T10:00:00.120Z``: UTC with milliseconds, the form every output uses."""
     return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def task_from_row(
+    row: Mapping[str, Any], *, created: bool = False, steps: dict[str, Any] | None = None
+) -> Task:
+    """The ``Task`` snapshot of a task row as the store returns it (every reader: the facade,
+    the worker, the dashboard)."""
+    parent_id = row["parent_id"]
+    return task_from_fields(
+        {
+            "id": str(row["id"]),
+            "kind": row["kind"],
+            "queue": row["queue"],
+            "tenant": row["tenant"],
+            "state": STATE_OF[row["state"]],
+            "payload": row["payload"],
+            "priority": row["priority"],
+            "attempts": row["attempts"],
+            "max_attempts": row["max_attempts"],
+            "run_at": row["run_at"],
+            "lease_owner": row["lease_owner"],
+            "lease_expires_at": row["lease_expires_at"],
+            "last_reason": row["last_reason"],
+            "last_error_category": row["last_error_category"],
+            "last_error": row["last_error"],
+            "replay_count": row["replay_count"],
+            "receipt_id": row["receipt_id"],
+            "parent_id": str(parent_id) if parent_id is not None else None,
+            "created_at": row["created_at"],
+            "updated_at": row["updated_at"],
+            "finished_at": row["finished_at"],
+            "idempotency_key": row["idempotency_key"],
+            "receipt_deadline": row["receipt_deadline"],
+            "dismissed": row["dismissed_at"] is not None,
+            "created": created,
+            "steps": steps or {},
+        }
+    )

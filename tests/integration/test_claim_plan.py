@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import jobtrail
-from jobtrail.store.pg_direct import positional
+from jobtrail.store.postgres.direct import positional
 
 ROWS = 50_000
 

@@ -15,7 +15,8 @@ from jobtrail import i18n
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "jobtrail"
-TEMPLATES = sorted((SRC / "dashboard" / "templates").glob("*.html"))
+TEMPLATES = sorted((SRC / "web" / "dashboard" / "templates").glob("*.html"))
+assert TEMPLATES, "the dashboard templates moved: point TEMPLATES at them"
 JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.S)
 # what may stay as it is in every language: the product, codes shown as codes, symbols
 ALLOWED = {"jobtrail", "replayed", "jobtrail explain", "p50", "p95"}

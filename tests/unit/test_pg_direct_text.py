@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from jobtrail.store import queries
-from jobtrail.store.pg_direct import DirectStatement, positional, text_value
+from jobtrail.store.postgres.direct import DirectStatement, positional, text_value
 
 
 def test_placeholders_are_numbered_in_order_of_first_use() -> None:

@@ -37,7 +37,7 @@ def callers_passing_the_flag() -> set[str]:
 
 
 def test_only_the_webhook_route_passes_webhook_route() -> None:
-    assert callers_passing_the_flag() == {"app_webhooks.py:receive_webhook"}
+    assert callers_passing_the_flag() == {"webhooks.py:receive_webhook"}
 
 
 def test_no_public_method_takes_the_flag() -> None:

@@ -1,38 +1,7 @@
-"""The web dashboard for people on call (issue 5): server-rendered pages over one ``App``.
+"""The documented name of the dashboard (``jobtrail.dashboard.router``,
+``jobtrail.dashboard.create_dashboard_app``, ``python -m jobtrail.dashboard``); it lives in
+``jobtrail.web.dashboard``, beside the HTTP API that mounts it."""
 
-``router(app, authorize=None)`` gives the routes to include in a larger FastAPI app (the HTTP
-API); ``create_dashboard_app(app)`` serves the dashboard alone
-(``python -m jobtrail.dashboard --app module:attr``).
-"""
-
-from __future__ import annotations
-
-from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import HTMLResponse
-
-from ..app import App
-from .headers import SecurityHeaders
-from .origin import OriginGuard
-from .routes import Authorize, router, templates
+from ..web.dashboard import Authorize, create_dashboard_app, router
 
 __all__ = ["Authorize", "create_dashboard_app", "router"]
-
-
-def create_dashboard_app(app: App, authorize: Authorize | None = None) -> FastAPI:
-    """A FastAPI application serving only the dashboard of ``app``."""
-    web = FastAPI(title="jobtrail dashboard", docs_url=None, redoc_url=None, openapi_url=None)
-    web.include_router(router(app, authorize=authorize))
-    web.add_middleware(OriginGuard)
-    web.add_middleware(SecurityHeaders)
-
-    @web.exception_handler(HTTPException)
-    async def error_page(request: Request, exc: HTTPException) -> HTMLResponse:
-        return templates.TemplateResponse(
-            request,
-            "error.html",
-            {"nav": "", "status": exc.status_code, "detail": exc.detail},
-            status_code=exc.status_code,
-            headers=exc.headers,
-        )
-
-    return web

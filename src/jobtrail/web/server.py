@@ -18,8 +18,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from psycopg_pool import PoolTimeout
 
 from ..app import App
-from ..dashboard.headers import SecurityHeaders
-from ..dashboard.origin import OriginGuard
 from ..errors import (
     IdempotencyConflict,
     IllegalTransition,
@@ -29,6 +27,8 @@ from ..errors import (
 )
 from . import api, webhooks
 from .auth import Token, parse_tokens
+from .dashboard.headers import SecurityHeaders
+from .dashboard.origin import OriginGuard
 from .limits import BodyLimit
 from .metrics import Metrics
 from .session import COOKIE, mount_dashboard

@@ -15,8 +15,8 @@ from fastapi import FastAPI, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..app import App
-from ..dashboard import router as dashboard_router
 from .auth import Token, authenticate
+from .dashboard import router as dashboard_router
 
 COOKIE = "jobtrail_token"
 LOGIN_PAGE = (

@@ -1,6 +1,6 @@
 """Operator verbs of the CLI (§12): stats, pause, resume, limit, queues, dead, prune.
 
-Registered on the ``jobtrail`` group by importing this module (``cli.py`` does).
+Registered on the ``jobtrail`` group by importing this module (``cli/__init__.py`` does).
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from typing import Any
 
 import click
 
-from . import cli_format as fmt
-from . import i18n, validate
-from .cli import EXIT_OK, Fail, Runtime, _required, lang_option, verb
-from .timeparse import parse_duration
+from .. import i18n, validate
+from ..timeparse import parse_duration
+from . import format as fmt
+from .base import EXIT_OK, Fail, Runtime, _required, lang_option, verb
 
 
 def _age(seconds: float | None) -> str:

@@ -11,22 +11,30 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import explain_facts, payloads, transition, validate
-from .app_cron import CronAPI  # cron (§12): @app.periodic, schedule_due, cron_windows
-from .app_effects import EffectsAPI
-from .app_ops import OpsAPI
-from .app_views import ViewsAPI  # read helpers for people (the dashboard)
-from .app_webhooks import WEBHOOK_PREFIX, WebhooksAPI, refuse_webhook_kind  # webhooks (§12)
-from .errors import IdempotencyConflict, IllegalTransition, TaskNotFound, UnknownKind
-from .kinds import DEFAULT_MAX_PAYLOAD, Classifier, KindSpec
-from .machine import STATE_OF, TERMINAL, Reason, State
-from .models import CancelResult, Task, Transition, task_from_fields
-from .scheduler import Schedule
-from .store.base import NEW_TASK_DEFAULTS, Driver, Move, NewTask, Row, Tx, open_driver
-from .timeparse import parse_time
+from .. import payloads, transition, validate
+from ..errors import IdempotencyConflict, IllegalTransition, UnknownKind
+from ..kinds import DEFAULT_MAX_PAYLOAD, KindSpec
+from ..machine import TERMINAL, Reason, State
+from ..models import CancelResult, Task, Transition, task_from_fields, task_from_row
+from ..scheduler import Schedule
+from ..store.base import NEW_TASK_DEFAULTS, Driver, Move, NewTask, Row, Tx
+from ..store.open import open_driver
+from ..timeparse import parse_time
+from .core import (
+    _require_name,
+    _require_text,
+)
+from .cron import CronAPI  # cron (§12): @app.periodic, schedule_due, cron_windows
+from .effects import EffectsAPI
+from .ops import OpsAPI
+from .views import ViewsAPI  # read helpers for people (the dashboard)
+from .webhooks import WebhooksAPI  # webhooks (§12)
+
+if TYPE_CHECKING:
+    from ..worker import Collaborators
 
 log = logging.getLogger("jobtrail")
 
@@ -49,7 +57,7 @@ _ENQUEUE_KEYS = frozenset(
 )
 
 
-class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
+class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
     """One jobtrail application: a store (``url``) and the task kinds registered on it.
 
     ``url`` is ``sqlite:///path.db`` or ``postgresql://…``; else ``JOBTRAIL_DATABASE_URL``; else
@@ -73,8 +81,8 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
         self.max_payload_bytes = max_payload_bytes
         self._kinds: dict[str, KindSpec] = {}
         self._sinks: dict[str, builtins.list[Any]] = {}
-        self._periodic: dict[str, Schedule] = {}  # cron (app_cron.py)
-        self._webhook_tenants: dict[str, str] = {}  # the tenant of each source (app_webhooks.py)
+        self._periodic: dict[str, Schedule] = {}  # cron (app/cron.py)
+        self._webhook_tenants: dict[str, str] = {}  # the tenant of each source (app/webhooks.py)
         self._driver: Driver = open_driver(self.url, **driver_options)
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -113,57 +121,7 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
                     continue
         return None
 
-    # -- registration ---------------------------------------------------------------------------
-    def task(
-        self,
-        kind: str | None = None,
-        *,
-        queue: str | None = None,
-        reentrant: bool = True,
-        max_attempts: int = 5,
-        lease_seconds: float = 30.0,
-        backoff_base: float = 1.0,
-        backoff_cap: float = 300.0,
-        max_elapsed: float | None = None,
-        retry_unclassified: bool = True,
-        classify: Classifier | None = None,
-        reconcile: Callable[[str], Any] | None = None,
-        check_receipt: Callable[[str], Any] | None = None,
-        timeout: float | None = None,
-    ) -> Callable[[F], F]:
-        """Register a handler ``fn(ctx, payload)`` (plain or ``async def``) for a task kind."""
-
-        def register(fn: F) -> F:
-            name = kind or fn.__name__
-            if queue is not None:
-                _require_name(queue, "queue")
-            spec = KindSpec(
-                name=name,
-                handler=fn,
-                queue=queue or self.default_queue,
-                reentrant=reentrant,
-                max_attempts=max_attempts,
-                lease_seconds=float(lease_seconds),
-                backoff_base=float(backoff_base),
-                backoff_cap=float(backoff_cap),
-                max_elapsed=max_elapsed,
-                retry_unclassified=retry_unclassified,
-                classify=classify,
-                reconcile=reconcile,
-                check_receipt=check_receipt,
-                timeout=timeout,
-            )
-            spec.validate()
-            if name in self._kinds:
-                raise ValueError(f"task kind {name!r} is already registered")
-            self._kinds[name] = spec
-            return fn
-
-        return register
-
-    @property
-    def kinds(self) -> list[str]:
-        return sorted(self._kinds)
+    # -- registration: ``task`` and ``kinds`` are ``AppCore``'s (core.py), shared with cron --
 
     # -- enqueue --------------------------------------------------------------------------------
     def enqueue(
@@ -204,7 +162,7 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
             row, created = transition.create_alone(self._driver, new)
             if not created and row["payload_hash"] != new.payload_hash:
                 raise IdempotencyConflict(str(row["id"]), new.idempotency_key or "")
-            task = self._task_from_row(row, created=created)
+            task = task_from_row(row, created=created)
         else:
             with self._driver.transaction(connection=connection) as tx:
                 task = self._insert(tx, new)
@@ -291,89 +249,6 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
                 self._driver.notify_queued(tx, queue)
         return tasks
 
-    def _new_task(
-        self, args: dict[str, Any], *, label: bool = False, webhook_route: bool = False
-    ) -> NewTask:
-        """The validated ``NewTask`` of one set of ``enqueue`` arguments (nothing written).
-
-        Every way of making a task comes through here, and a webhook kind is refused unless
-        ``webhook_route``: that is passed only by ``receive_webhook`` (the route of a verified
-        delivery), never by ``enqueue``, ``enqueue_many``, workflows or cron — and no public
-        method takes it, so no caller's arguments can reach it (SPEC §16.7)."""
-        kind = args["kind"]
-        if not isinstance(kind, str) or not kind:
-            raise TypeError("kind must be a non-empty string")
-        if kind.startswith(WEBHOOK_PREFIX) and not webhook_route:
-            refuse_webhook_kind(kind)
-        spec = self._kinds.get(kind)
-        if spec is None and not label:
-            raise UnknownKind(kind, list(self._kinds))
-        payload_json, payload_hash = payloads.encode(args.get("payload"), self.max_payload_bytes)
-        key = args.get("idempotency_key")
-        if key is not None and (not isinstance(key, str) or not key or len(key) > 255):
-            raise ValueError("idempotency_key must be a non-empty string of at most 255 chars")
-        tenant = args.get("tenant") or ""
-        if not isinstance(tenant, str) or len(tenant) > 255:
-            raise TypeError("tenant must be a string of at most 255 characters")
-        if key is not None:
-            _refuse_nul(key, "idempotency_key")
-        _refuse_nul(tenant, "tenant")
-        queue = args.get("queue") or (spec.queue if spec else self.default_queue)
-        _require_name(queue, "queue")
-        priority = args.get("priority", 0) or 0
-        if not isinstance(priority, int) or isinstance(priority, bool) or abs(priority) > 2**31 - 1:
-            raise TypeError("priority must be an integer (higher runs first)")
-        run_at = args.get("run_at")
-        delay = args.get("delay")
-        if run_at is not None and delay is not None:
-            raise ValueError("give run_at or delay, not both")
-        if run_at is not None:
-            run_at = parse_time(run_at, "run_at")
-        if delay is not None:
-            if isinstance(delay, timedelta):
-                delay = delay.total_seconds()
-            if (
-                isinstance(delay, bool)
-                or not isinstance(delay, int | float)
-                or delay != delay
-                or delay < 0
-                or delay > 10 * 365 * 86400
-            ):
-                raise ValueError("delay must be a number of seconds between 0 and 10 years")
-            delay = float(delay)
-        max_attempts = args.get("max_attempts")
-        if max_attempts is None:
-            max_attempts = spec.max_attempts if spec else 1
-        if not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1:
-            raise ValueError("max_attempts must be a positive integer")
-        parent = args.get("parent")
-        parent_id = self._parse_id(parent) if parent is not None else None
-        return NewTask(
-            kind=kind,
-            queue=queue,
-            tenant=tenant,
-            payload_json=payload_json,
-            payload_hash=payload_hash,
-            idempotency_key=key,
-            priority=priority,
-            max_attempts=max_attempts,
-            lease_seconds=spec.lease_seconds if spec else 30.0,
-            reentrant=spec.reentrant if spec else True,
-            run_at=run_at,
-            delay=delay,
-            parent_id=parent_id,
-        )
-
-    def _insert(self, tx: Tx, new: NewTask) -> Task:
-        if new.parent_id is not None and self._driver.task_get(tx, new.parent_id) is None:
-            raise TaskNotFound(str(new.parent_id))
-        row, created = transition.create(self._driver, tx, new)
-        if not created and row["payload_hash"] != new.payload_hash:
-            raise IdempotencyConflict(str(row["id"]), new.idempotency_key or "")
-        if created:
-            self._driver.notify_queued(tx, new.queue)
-        return self._task_from_row(row, created=created)
-
     # -- reading --------------------------------------------------------------------------------
     def get(self, task_id: str | int) -> Task:
         """The task's current snapshot; ``TaskNotFound`` for an unknown id."""
@@ -384,7 +259,7 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
                 for r in tx.all("step_list", {"id": row["id"]})
                 if r["status"] == "confirmed"
             }
-            return self._task_from_row(row, steps=steps)
+            return task_from_row(row, steps=steps)
 
     def list(
         self,
@@ -418,7 +293,7 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
                 limit=limit,
                 before_id=before_id,
             )
-        return [self._task_from_row(r) for r in rows]
+        return [task_from_row(r) for r in rows]
 
     def transitions(self, task_id: str | int) -> builtins.list[Transition]:
         """The task's transition log, in order."""
@@ -429,7 +304,7 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
 
     def explain(self, task_id: str | int, lang: str = "en") -> str:
         """How the task got here, and why it is not running now (§11)."""
-        from . import explain
+        from .. import explain
 
         if lang not in explain.LANGUAGES:
             raise ValueError(
@@ -440,66 +315,13 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
             rows = self._driver.transition_list(tx, row["id"])
             facts = self._live_facts(tx, row, lang)
         text = explain.render(
-            self._task_from_row(row),
+            task_from_row(row),
             [_transition_from_row(r) for r in rows],
             row["db_now"],
             lang=lang,
             extra=facts.why or None,
         )
         return text + "".join("\n" + line for line in facts.details)
-
-    def _live_facts(self, tx: Tx, row: Row, lang: str) -> explain_facts.Facts:
-        facts = explain_facts.gather(tx, row, lang)
-        facts.why[:0] = self._queue_facts(tx, row, lang)
-        return facts
-
-    def _row(self, tx: Tx, task_id: str | int) -> Row:
-        row = self._driver.task_get(tx, self._parse_id(task_id))
-        if row is None:
-            raise TaskNotFound(str(task_id))
-        return row
-
-    @staticmethod
-    def _parse_id(task_id: str | int) -> int:
-        text = str(task_id).strip()
-        if not text.isdigit() or len(text) > 18:
-            raise TaskNotFound(str(task_id))
-        return int(text)
-
-    def _task_from_row(
-        self, row: Row, *, created: bool = False, steps: dict[str, Any] | None = None
-    ) -> Task:
-        parent_id = row["parent_id"]
-        return task_from_fields(
-            {
-                "id": str(row["id"]),
-                "kind": row["kind"],
-                "queue": row["queue"],
-                "tenant": row["tenant"],
-                "state": STATE_OF[row["state"]],
-                "payload": row["payload"],
-                "priority": row["priority"],
-                "attempts": row["attempts"],
-                "max_attempts": row["max_attempts"],
-                "run_at": row["run_at"],
-                "lease_owner": row["lease_owner"],
-                "lease_expires_at": row["lease_expires_at"],
-                "last_reason": row["last_reason"],
-                "last_error_category": row["last_error_category"],
-                "last_error": row["last_error"],
-                "replay_count": row["replay_count"],
-                "receipt_id": row["receipt_id"],
-                "parent_id": str(parent_id) if parent_id is not None else None,
-                "created_at": row["created_at"],
-                "updated_at": row["updated_at"],
-                "finished_at": row["finished_at"],
-                "idempotency_key": row["idempotency_key"],
-                "receipt_deadline": row["receipt_deadline"],
-                "dismissed": row["dismissed_at"] is not None,
-                "created": created,
-                "steps": steps or {},
-            }
-        )
 
     # -- operator and caller actions ------------------------------------------------------------
     def cancel(self, task_id: str | int, *, by: str, note: str | None = None) -> CancelResult:
@@ -605,7 +427,7 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
         if moved is None:  # pragma: no cover - writes are serialised in this transaction
             raise IllegalTransition(str(row["id"]), row["state"], "replay")
         self._driver.notify_queued(tx, row["queue"])
-        return self._task_from_row(self._row(tx, task_id))
+        return task_from_row(self._row(tx, task_id))
 
     def replay_dead(
         self,
@@ -703,7 +525,7 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
                 raise IllegalTransition(str(row["id"]), source, f"force to {target.value}")
             if target is State.QUEUED:
                 self._driver.notify_queued(tx, row["queue"])
-            return self._task_from_row(self._row(tx, task_id))
+            return task_from_row(self._row(tx, task_id))
 
     def annotate(
         self, task_id: str | int, *, by: str, note: str, corrects: int | None = None
@@ -757,7 +579,7 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
     # -- moving parts ---------------------------------------------------------------------------
     def sweep(self) -> dict[str, int]:
         """Move expired leases now (edges 7, 8, 18); returns counts by reason code."""
-        from .sweeper import sweep
+        from ..sweeper import sweep
 
         return sweep(self._driver, self._kinds)
 
@@ -779,7 +601,7 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
         held (leased to this worker) until a handler is free, so that the next claim's round
         trip overlaps the running handlers. Keep it 0 for long tasks: a task claimed ahead
         waits behind this worker's running ones even when another worker is idle."""
-        from .worker import Worker, WorkerOptions
+        from ..worker import Worker, WorkerOptions
 
         chosen = queues or sorted(
             {spec.queue for spec in self._kinds.values()} | {self.default_queue}
@@ -787,7 +609,7 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
         for q in chosen:
             _require_name(q, "queue")
         worker = Worker(
-            self,
+            self.worker_collaborators(),
             WorkerOptions(
                 queues=list(chosen),
                 concurrency=concurrency,
@@ -800,10 +622,23 @@ class App(EffectsAPI, OpsAPI, CronAPI, WebhooksAPI, ViewsAPI):
         )
         return worker.run()
 
+    def worker_collaborators(self) -> Collaborators:
+        """What a worker of this app is given (``jobtrail.worker.Collaborators``): the driver,
+        the kinds, the outbox sinks, the cron pass and the code version."""
+        from ..worker import Collaborators
+
+        return Collaborators(
+            driver=self._driver,
+            kinds=self._kinds,
+            sinks=self._sinks,
+            cron_tick=self._cron_tick,
+            version=self.version,
+        )
+
     def check(self) -> builtins.list[dict[str, Any]]:
         """Every invariant violation in the store (``jobtrail.check``; read-only). Each is a
         dict with ``rule``, ``task_id`` and its detail; the list is empty when all hold."""
-        from . import check
+        from .. import check
 
         return check.run(self._driver)
 
@@ -823,12 +658,6 @@ def _transition_from_row(row: Row) -> Transition:
         corrects=row["corrects"],
         data=row["data"] or {},
     )
-
-
-def _require_text(value: Any, name: str) -> None:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{name} is required (who did it / why) and must be non-empty text")
-    validate.filter_text(value, name, max_length=validate.MAX_NOTE)
 
 
 #: What every task just created holds in the fields its insert did not set (``_task_from_new``)
@@ -876,16 +705,3 @@ def _task_from_new(
     fields["idempotency_key"] = new.idempotency_key
     fields["steps"] = {}
     return task
-
-
-def _require_name(value: Any, name: str) -> None:
-    if not isinstance(value, str) or not value or len(value) > 128 or value != value.strip():
-        raise ValueError(f"{name} must be a non-empty name of at most 128 characters")
-    _refuse_nul(value, name)
-
-
-def _refuse_nul(text: str, name: str) -> None:
-    # PostgreSQL text cannot hold a NUL, neither backend can encode a lone surrogate: refused
-    # on every backend alike (the plain-ASCII case, almost every call, costs one scan)
-    if "\x00" in text or not text.isascii():
-        validate.text(text, name)

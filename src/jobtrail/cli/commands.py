@@ -1,274 +1,38 @@
-"""The ``jobtrail`` command line (SPEC §13): a thin layer over ``App``'s public methods.
-
-Every verb takes ``--db URL`` and ``--json``; verbs that need the task kinds learn them from
-``--app module:attr`` (or ``JOBTRAIL_APP``). Exit codes: 0 success; 1 a refusal by the store
-(unknown task, illegal transition, idempotency conflict, unknown kind, no schema, database
-unreachable) or ``check`` found violations; 2 bad input (usage, malformed JSON, bad time or URL,
-a missing required option). Expected errors print one line on stderr, never a traceback.
-"""
+"""The task verbs of the ``jobtrail`` command line: migrate, worker, enqueue, status, explain,
+list, cancel, replay, force, annotate, dismiss, sweep, check, demo and ``cron list``. Registered
+on the group in ``cli/base.py`` by ``cli/__init__.py`` importing this module."""
 
 from __future__ import annotations
 
-import functools
-import importlib
 import json
-import logging
-import os
-import sqlite3
 import sys
-from collections.abc import Callable
-from datetime import datetime, timedelta
 from typing import Any
 
 import click
 
-from . import cli_format as fmt
-from . import i18n, validate
-from .app import App
-from .errors import JobtrailError, UnknownKind
-from .models import Transition
-from .store import failures
-from .timeparse import looks_like_duration, parse_duration, parse_time
-
-EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
-# the bounds of the numeric options (docs/security.md): what the store's INTEGER holds, and
-# worker settings past which a number is a typo, not a configuration
-MAX_PRIORITY = 2**31 - 1
-MAX_CONCURRENCY, MAX_PREFETCH = 1000, 10_000
-MAX_POLL, MAX_GRACE = 3600.0, 86400.0
-DEFAULT_URL = "sqlite:///jobtrail.db"
-NO_SCHEMA = "the database has no jobtrail schema; run `jobtrail migrate`"
-
-
-class Fail(Exception):
-    """An expected error: one line on stderr and an exit code."""
-
-    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
-        super().__init__(" ".join(message.split()))
-        self.code = code
+from .. import i18n, validate
+from ..errors import UnknownKind
+from ..timeparse import parse_duration, parse_time
+from . import format as fmt
+from .base import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    MAX_CONCURRENCY,
+    MAX_GRACE,
+    MAX_POLL,
+    MAX_PREFETCH,
+    MAX_PRIORITY,
+    Fail,
+    Runtime,
+    _required,
+    _time_arg,
+    _transitions,
+    cli,
+    lang_option,
+    verb,
+)
 
 
-def load_app(ref: str) -> App:
-    """The ``App`` named by ``module:attr`` (the current directory is importable, as in
-    uvicorn)."""
-    module_name, sep, attr = ref.partition(":")
-    if not sep or not module_name or not attr:
-        raise Fail(f"--app must look like module:attr (e.g. myproject.tasks:app), not {ref!r}")
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
-            raise Fail(
-                f"--app {ref}: no module named {module_name!r} (looked in the current "
-                "directory and on sys.path)"
-            ) from None
-        raise Fail(f"--app {ref}: importing {module_name!r} failed: {exc}") from None
-    except Exception as exc:
-        raise Fail(
-            f"--app {ref}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
-        ) from None
-    obj: Any = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise Fail(f"--app {ref}: module {module_name!r} has no attribute {attr!r}") from None
-    if not isinstance(obj, App):
-        raise Fail(f"--app {ref}: {attr!r} is a {type(obj).__name__}, not a jobtrail.App")
-    return obj
-
-
-def _rebind(loaded: App, url: str) -> App:
-    """The loaded app's registrations on another database (an explicit ``--db``)."""
-    app = App(url, default_queue=loaded.default_queue, max_payload_bytes=loaded.max_payload_bytes)
-    for name, value in vars(loaded).items():
-        if name not in ("url", "_driver"):
-            setattr(app, name, value)
-    return app
-
-
-def _require_database(url: str) -> None:
-    """Refuse to read a SQLite file that does not exist (and so never create a stray one)."""
-    if not url.startswith("sqlite:"):
-        return
-    from .store.sqlite import path_from_url
-
-    path = path_from_url(url)
-    if not os.path.exists(path):
-        raise Fail(
-            f"no jobtrail database at {path}; run `jobtrail migrate` first (or pass "
-            "--db URL / set JOBTRAIL_DATABASE_URL)",
-            EXIT_REFUSED,
-        )
-
-
-class Runtime:
-    """One verb's view of the options every verb shares."""
-
-    def __init__(self, db: str | None, app_ref: str | None, as_json: bool) -> None:
-        self.db = db
-        self.app_ref = app_ref
-        self.as_json = as_json
-        self._app: App | None = None
-
-    def app(self, *, must_exist: bool = True) -> App:
-        if self._app is None:
-            loaded = load_app(self.app_ref) if self.app_ref else None
-            if loaded is None:
-                app = App(self.db or os.environ.get("JOBTRAIL_DATABASE_URL") or DEFAULT_URL)
-            elif self.db is not None and self.db != loaded.url:
-                app = _rebind(loaded, self.db)
-            else:
-                app = loaded
-            self._app = app
-            if must_exist:
-                _require_database(app.url)
-        return self._app
-
-    def db_now(self) -> datetime:
-        app = self.app()
-        return app.db_now()
-
-    def emit(self, data: Any, text: str) -> None:
-        # people's text is made printable here, once for every verb; JSON stays exact
-        click.echo(fmt.to_json(data) if self.as_json else fmt.printable(text))
-
-    def close(self) -> None:
-        if self._app is not None:
-            self._app.close()
-
-
-def _db_error(exc: Exception) -> Fail:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if "no such table" in text or type(exc).__name__ == "UndefinedTable":
-        return Fail(NO_SCHEMA, EXIT_REFUSED)
-    if isinstance(exc, sqlite3.Error):
-        return Fail(f"database error: {text}", EXIT_REFUSED)
-    return Fail(f"cannot use the database: {text}", EXIT_REFUSED)
-
-
-def _failure(exc: Exception) -> Exception:
-    """The one-line ``Fail`` an expected error becomes, with the exit code of its kind;
-    ``exc`` itself when it is not expected (a bug: the traceback is wanted)."""
-    text = _first_line(exc)
-    if failures.cannot_write(exc):  # before JobtrailError: StoreUnavailable may wrap it
-        return Fail(f"{failures.CANNOT_WRITE} ({text})", EXIT_REFUSED)
-    if isinstance(exc, JobtrailError):
-        return Fail(str(exc), EXIT_REFUSED)
-    if isinstance(exc, ValueError | TypeError):
-        return Fail(str(exc), EXIT_USAGE)
-    # the nets under the bounds every option has: a value no clock or store can hold
-    if isinstance(exc, OverflowError):
-        return Fail(f"a number or time is out of range ({text})", EXIT_USAGE)
-    if isinstance(exc, sqlite3.Error) or type(exc).__module__.startswith("psycopg"):
-        if str(getattr(exc, "sqlstate", None) or "").startswith("22"):  # data exception
-            return Fail(f"the store refused a value: {text}", EXIT_USAGE)
-        return _db_error(exc)
-    return exc
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-def cli() -> None:
-    """jobtrail — durable background tasks whose every state can be explained."""
-
-
-def verb(
-    name: str, group: click.Group | None = None
-) -> Callable[[Callable[..., int | None]], click.Command]:
-    """Register a verb (on ``group``, e.g. ``cron list``): add ``--db``, ``--app`` and
-    ``--json``, and turn expected errors into one line on stderr with the exit code of their
-    kind."""
-
-    def decorate(fn: Callable[..., int | None]) -> click.Command:
-        @functools.wraps(fn)
-        def run(db: str | None, app_ref: str | None, as_json: bool, **params: Any) -> int:
-            rt = Runtime(db, app_ref, as_json)
-            if name != "worker":  # the one-line error says it; no pool warnings on stderr
-                logging.getLogger("psycopg").setLevel(logging.ERROR)
-            try:
-                return fn(rt, **params) or EXIT_OK
-            except (Fail, click.ClickException):
-                raise
-            except Exception as exc:
-                failure = _failure(exc)
-                if failure is exc:
-                    raise
-                raise failure from None
-            finally:
-                rt.close()
-
-        run = click.option(
-            "--json", "as_json", is_flag=True, help="Machine output: one JSON document on stdout."
-        )(run)
-        run = click.option(
-            "--app",
-            "app_ref",
-            metavar="MODULE:ATTR",
-            envvar="JOBTRAIL_APP",
-            help="Your jobtrail.App, e.g. myproject.tasks:app [env JOBTRAIL_APP].",
-        )(run)
-        run = click.option(
-            "--db",
-            metavar="URL",
-            help="Database URL [default: the --app's URL, else env "
-            f"JOBTRAIL_DATABASE_URL, else {DEFAULT_URL}].",
-        )(run)
-        return (group or cli).command(name)(run)
-
-    return decorate
-
-
-def _required(name: str) -> Callable[[Any], Any]:
-    """A required text option (``--by``, ``--note``)."""
-    return click.option(
-        f"--{name}",
-        required=True,
-        metavar="TEXT" if name == "note" else "WHO",
-        help="Who does it (recorded)." if name == "by" else "Why (recorded).",
-    )
-
-
-def lang_option(fn: Callable[..., Any]) -> Any:
-    """``--lang en|zh`` for a verb's text for people (``--json`` is never translated)."""
-    return click.option(
-        "--lang",
-        type=click.Choice(list(i18n.LANGUAGES)),
-        default=i18n.DEFAULT,
-        envvar=i18n.ENV,
-        show_default=True,
-        help=i18n.t("cli.lang_help"),
-    )(fn)
-
-
-def _time_arg(rt: Runtime, value: str | None, name: str) -> datetime | None:
-    """ISO 8601, or a duration ago (``30m``, ``2h``, ``7d``) by the database clock."""
-    if value is None:
-        return None
-    if looks_like_duration(value):
-        return rt.db_now() - timedelta(seconds=parse_duration(value, name))
-    try:
-        return parse_time(value, name)
-    except ValueError:
-        raise Fail(
-            f"{name} takes an ISO 8601 time (2026-11-29T10:00:00Z) or a duration ago "
-            f"(30m, 2h, 7d), not {value!r}"
-        ) from None
-
-
-def _transitions(app: App, task_id: str) -> list[Transition]:
-    found: Any = app.transitions(task_id)  # Any: App.list shadows ``list`` in app.py's hints
-    return list(found)
-
-
-# -- verbs -----------------------------------------------------------------------------------
 @verb("migrate")
 def migrate(rt: Runtime) -> None:
     """Create or upgrade the database schema (idempotent)."""
@@ -618,12 +382,12 @@ def check(rt: Runtime) -> int:
 @click.option("--keep", metavar="PATH", help="Keep the demo database at PATH.")
 def demo(rt: Runtime, lang: str, keep: str | None) -> int:
     """Run the publish-note demo on a fresh SQLite file and explain every task."""
-    from . import demo as demo_module
+    from .. import demo as demo_module
 
     return demo_module.run(lang=lang, keep=keep)
 
 
-# -- cron (scheduler.py, app_cron.py) ------------------------------------------------------------
+# -- cron (scheduler.py, app/cron.py) -----------------------------------------------------------
 @cli.group("cron")
 def cron() -> None:
     """Cron schedules: their windows, and which windows were skipped and why."""
@@ -651,7 +415,7 @@ def cron_list(rt: Runtime, skipped: int, lang: str) -> None:
 
 
 def _cron_text(items: list[dict[str, Any]], lang: str = "en") -> str:
-    from .explain import sentence
+    from ..explain import sentence
 
     def tr(key: str, **args: object) -> str:
         return i18n.t(key, lang, **args)
@@ -693,35 +457,3 @@ def _cron_text(items: list[dict[str, Any]], lang: str = "en") -> str:
                 )
             )
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """The ``jobtrail`` console script."""
-    try:
-        result = cli.main(args=argv, prog_name="jobtrail", standalone_mode=False)
-        code = result if isinstance(result, int) else EXIT_OK
-    except click.exceptions.NoArgsIsHelpError as exc:
-        exc.show()
-        code = EXIT_USAGE
-    except Fail as exc:
-        click.echo(fmt.printable(f"jobtrail: error: {exc}"), err=True)
-        code = exc.code
-    except click.UsageError as exc:
-        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
-        click.echo(fmt.printable(f"jobtrail: error: {exc.format_message()}{hint}"), err=True)
-        code = EXIT_USAGE
-    except click.ClickException as exc:
-        click.echo(fmt.printable(f"jobtrail: error: {exc.format_message()}"), err=True)
-        code = exc.exit_code
-    except click.Abort:
-        click.echo("jobtrail: aborted", err=True)
-        code = 130
-    except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        code = 141
-    sys.exit(code)
-
-
-# registers the operator verbs and serve
-from . import cli_ops, cli_serve  # noqa: E402,F401

@@ -7,20 +7,21 @@ from __future__ import annotations
 import builtins
 import json
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from . import validate
-from .store.base import Driver
-from .timeparse import parse_time
+from .. import validate
+from ..models import task_from_row
+from ..store.base import Driver
+from ..timeparse import parse_time
+from .ops import OpsAPI
 
 if TYPE_CHECKING:
-    from .app import App
-    from .models import Task
+    from ..models import Task
 
 OPEN_STATES = ("queued", "leased", "cancel_requested", "awaiting_receipt", "waiting")
 
 
-class ViewsAPI:
+class ViewsAPI(OpsAPI):
     _driver: Driver
 
     def steps(self, task_id: str | int) -> builtins.list[dict[str, Any]]:
@@ -28,9 +29,8 @@ class ViewsAPI:
         (bool), ``status`` (``confirmed`` or ``intent`` — started, outcome unknown),
         ``effect_key``, ``result`` (the step's result or the effect's receipt), ``attempt``,
         ``error``, ``created_at``, ``confirmed_at``."""
-        app = cast("App", self)
         with self._driver.transaction(write=False) as tx:
-            row = app._row(tx, task_id)
+            row = self._row(tx, task_id)
             rows = tx.all("step_list", {"id": row["id"]})
         return [
             {
@@ -51,15 +51,14 @@ class ViewsAPI:
         """``why``: the sentence saying why the task is not running now (``None`` when it is
         running or about to), from the live store; ``details``: extra facts (workflow
         children, effects); ``now``: the database clock."""
-        from . import explain
+        from .. import explain
 
-        app = cast("App", self)
         if lang not in explain.LANGUAGES:
             raise ValueError(f"unknown language {lang!r}")
         with self._driver.transaction(write=False) as tx:
-            row = app._row(tx, task_id)
-            facts = app._live_facts(tx, row, lang)
-        task = app._task_from_row(row)
+            row = self._row(tx, task_id)
+            facts = self._live_facts(tx, row, lang)
+        task = task_from_row(row)
         return {
             "why": explain.why_not_running(task, row["db_now"], lang, facts.why or None),
             "details": list(facts.details),
@@ -79,17 +78,16 @@ class ViewsAPI:
     def find_by_key(self, key: str, *, tenant: str = "", kinds: Any = None) -> builtins.list[Task]:
         """Tasks whose idempotency key is exactly ``key`` in ``tenant``, for each of ``kinds``
         (default: the registered kinds): one unique-index lookup per kind."""
-        app = cast("App", self)
         validate.filter_text(key, "key")
         validate.filter_text(tenant, "tenant")
-        names = sorted(set(kinds if kinds is not None else app.kinds))
+        names = sorted(set(kinds if kinds is not None else self.kinds))
         for kind in names:
             validate.filter_text(kind, "kind")
         out: builtins.list[Task] = []
         with self._driver.transaction(write=False) as tx:
             for kind in names:
                 for r in tx.all("view_task_by_key", {"tenant": tenant, "kind": kind, "key": key}):
-                    out.append(app._task_from_row(r))
+                    out.append(task_from_row(r))
         return sorted(out, key=lambda t: -int(t.id))
 
     def dead_preview(
@@ -105,7 +103,6 @@ class ViewsAPI:
         the same query, and ``until`` frozen at the database clock: replaying with
         ``until=result["until"]`` and ``limit=len(result["tasks"])`` touches these tasks and no
         task that died after the preview."""
-        app = cast("App", self)
         validate.batch_filters(reason=reason, kind=kind, limit=limit)
         start = parse_time(since, "since") if since is not None else None
         end = parse_time(until, "until") if until is not None else None
@@ -124,7 +121,7 @@ class ViewsAPI:
                 )
             ]
             rows = {r["id"]: r for r in tx.all("view_tasks_by_ids", {"ids": json.dumps(ids)})}
-            tasks = [app._task_from_row(rows[i]) for i in ids if i in rows]
+            tasks = [task_from_row(rows[i]) for i in ids if i in rows]
         return {"tasks": tasks, "until": frozen, "since": start, "now": now}
 
     def activity(self, *, window: float = 3600.0, bucket: float = 300.0) -> dict[str, Any]:

@@ -6,36 +6,25 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from . import payloads, transition, workflow
-from .errors import IdempotencyConflict, IllegalTransition, TaskNotFound
-from .kinds import KindSpec
-from .machine import Reason, State
-from .models import Task
-from .outbox import Sink, dispatch, http_sink
-from .receipts import apply_outcome, outcome
-from .store.base import Driver, NewTask, Row, Tx
+from .. import payloads, transition, workflow
+from ..errors import IdempotencyConflict, IllegalTransition, TaskNotFound
+from ..kinds import KindSpec
+from ..machine import Reason, State
+from ..models import Task, task_from_row
+from ..outbox import Sink, dispatch, http_sink
+from ..receipts import apply_outcome, outcome
+from ..store.base import Driver, NewTask
+from .core import AppCore
 
 S = TypeVar("S", bound=Callable[..., Any])
 
 
-class EffectsAPI:
+class EffectsAPI(AppCore):
     _sinks: dict[str, builtins.list[Sink]]
     _driver: Driver
     _kinds: dict[str, KindSpec]
-
-    if TYPE_CHECKING:  # provided by App
-
-        def _row(self, tx: Tx, task_id: str | int) -> Row: ...
-
-        def _task_from_row(
-            self, row: Row, *, created: bool = False, steps: dict[str, Any] | None = None
-        ) -> Task: ...
-
-        def _new_task(
-            self, args: dict[str, Any], *, label: bool = False, webhook_route: bool = False
-        ) -> NewTask: ...
 
     # -- outbox ----------------------------------------------------------------------------------
     def sink(self, topic: str) -> Callable[[S], S]:
@@ -127,7 +116,7 @@ class EffectsAPI:
             state = State(row["state"])
             if state is not State.AWAITING_RECEIPT:
                 if ok and row["last_reason"] == Reason.RECEIPT_CONFIRMED:
-                    return self._task_from_row(row)
+                    return task_from_row(row)
                 raise IllegalTransition(str(row["id"]), state, "confirm a receipt")
             decision = outcome(
                 ok, category=category, error=error, spec=self._kinds.get(row["kind"]), row=row
@@ -136,7 +125,7 @@ class EffectsAPI:
                 raise IllegalTransition(str(row["id"]), state, "confirm a receipt")
             if decision.to_state is State.QUEUED:
                 self._driver.notify_queued(tx, row["queue"])
-            return self._task_from_row(self._row(tx, row["id"]))
+            return task_from_row(self._row(tx, row["id"]))
 
     # -- workflows -------------------------------------------------------------------------------
     def enqueue_workflow(
@@ -202,7 +191,7 @@ class EffectsAPI:
             if not created:
                 if row["payload_hash"] != parent.payload_hash:
                     raise IdempotencyConflict(str(row["id"]), idempotency_key or "")
-                return self._task_from_row(row)
+                return task_from_row(row)
             previous = None
             for item in items:
                 child, _ = transition.create(self._driver, tx, _with_parent(item, row["id"]))
@@ -212,14 +201,14 @@ class EffectsAPI:
                 self._driver.notify_queued(tx, item.queue)
         if connection is None:
             self._driver.wake()
-        return self._task_from_row(row, created=True)
+        return task_from_row(row, created=True)
 
     def children(self, task_id: str | int) -> builtins.list[Task]:
         """A workflow parent's children, in order."""
         with self._driver.transaction(write=False) as tx:
             row = self._row(tx, task_id)
             ids = [c["id"] for c in tx.all("children_list", {"id": row["id"]})]
-            return [self._task_from_row(self._row(tx, i)) for i in ids]
+            return [task_from_row(self._row(tx, i)) for i in ids]
 
 
 def _child_shape(child: Any) -> Any:

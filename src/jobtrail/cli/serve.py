@@ -1,6 +1,6 @@
 """``jobtrail serve``: the HTTP API (§13) under uvicorn.
 
-Registered on the ``jobtrail`` group by importing this module (``cli.py`` does).
+Registered on the ``jobtrail`` group by importing this module (``cli/__init__.py`` does).
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import logging
 
 import click
 
-from . import cli_format as fmt
-from .cli import Fail, Runtime, verb
+from . import format as fmt
+from .base import Fail, Runtime, verb
 
 
 @verb("serve")
@@ -31,7 +31,7 @@ def serve(rt: Runtime, host: str, port: int, secure_cookies: bool | None) -> Non
     try:
         import uvicorn
 
-        from .web.server import _secrets, _tokens, check_bind, create_app
+        from ..web.server import _secrets, _tokens, check_bind, create_app
     except ImportError as exc:  # pragma: no cover - installed with jobtrail
         raise Fail(
             f"serve needs fastapi and uvicorn ({exc}); pip install 'jobtrail[web]'"

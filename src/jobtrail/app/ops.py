@@ -7,13 +7,14 @@ import builtins
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from . import stats as stats_module
-from . import validate
-from .store.base import Driver, Row, Tx, dumps
-from .timeparse import parse_duration
+from .. import explain_facts, validate
+from .. import stats as stats_module
+from ..store.base import Driver, Row, Tx, dumps
+from ..timeparse import parse_duration
+from .core import AppCore, _require_name, _require_text
 
 if TYPE_CHECKING:
-    from .kinds import KindSpec
+    from ..kinds import KindSpec
 
 PRUNE_BATCH = 500
 
@@ -31,7 +32,7 @@ def _queue_view(row: Row | None, name: str) -> dict[str, Any]:
     }
 
 
-class OpsAPI:
+class OpsAPI(AppCore):
     _driver: Driver
     _kinds: dict[str, KindSpec]
     default_queue: str
@@ -73,8 +74,6 @@ class OpsAPI:
         total: int | None = None,
         per_tenant: int | None = None,
     ) -> dict[str, Any]:
-        from .app import _require_name, _require_text
-
         validate.filter_text(queue, "queue")
         _require_name(queue, "queue")
         _require_text(by, "by")
@@ -215,6 +214,11 @@ class OpsAPI:
         return total
 
     # -- live facts for explanations -------------------------------------------------------------
+    def _live_facts(self, tx: Tx, row: Row, lang: str) -> explain_facts.Facts:
+        facts = explain_facts.gather(tx, row, lang)
+        facts.why[:0] = self._queue_facts(tx, row, lang)
+        return facts
+
     def _queue_facts(self, tx: Tx, row: Row, lang: str) -> builtins.list[str]:
         """Why a due queued task is held back: a paused queue or a full concurrency limit."""
         if row["state"] != "queued":
@@ -258,6 +262,6 @@ class OpsAPI:
 
 
 def _iso(value: datetime | None) -> str:
-    from .models import iso
+    from ..models import iso
 
     return iso(value) if value is not None else "?"

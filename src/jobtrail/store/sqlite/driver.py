@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from . import queries
-from .base import TIME_COLUMNS, Claim, Driver, NewTask, Row, Tx, dumps
+from .. import queries
+from ..base import TIME_COLUMNS, Claim, Driver, NewTask, Row, Tx, dumps
 
 #: How often an idle worker looks for commits by other processes (seconds). A commit waits
 #: half of it on average before a worker sees it; an idle worker spends ~3.4% of a core at

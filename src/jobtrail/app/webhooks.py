@@ -29,12 +29,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .errors import IllegalTransition, PermanentError, TaskNotFound
-from .store.base import Driver, NewTask, Tx
+from ..errors import IllegalTransition, PermanentError, TaskNotFound
+from ..store.base import Driver, NewTask
+from .core import WEBHOOK_PREFIX
+from .effects import EffectsAPI
 
 if TYPE_CHECKING:
-    from .kinds import KindSpec
-    from .models import Task
+    from ..kinds import KindSpec
 
 log = logging.getLogger("jobtrail.webhooks")
 
@@ -53,49 +54,14 @@ class Delivery:
 
 
 #: Task kinds that start with this are webhook kinds: made only by ``receive_webhook``.
-WEBHOOK_PREFIX = "webhook."
-
-
 def webhook_kind(source: str) -> str:
     return f"{WEBHOOK_PREFIX}{source}"
 
 
-def refuse_webhook_kind(kind: str) -> None:
-    """The refusal of a webhook kind anywhere but the webhook route (a ``ValueError``: the API
-    answers 422, the CLI exits 2)."""
-    source = kind[len(WEBHOOK_PREFIX) :]
-    raise ValueError(
-        f"task kind {kind!r} is a webhook kind: webhook tasks are made only by "
-        f"POST /webhooks/{source} (a delivery with a valid signature), never enqueued"
-    )
-
-
-class WebhooksAPI:
+class WebhooksAPI(EffectsAPI):
     _driver: Driver
     _kinds: dict[str, KindSpec]
     _webhook_tenants: dict[str, str]
-
-    if TYPE_CHECKING:  # provided by App
-
-        def _new_task(
-            self, args: dict[str, Any], *, label: bool = False, webhook_route: bool = False
-        ) -> NewTask: ...
-
-        def _insert(self, tx: Tx, new: NewTask) -> Task: ...
-
-        def confirm_receipt(
-            self,
-            task_id: str | int | None = None,
-            *,
-            receipt_id: str | None = None,
-            kind: str | None = None,
-            ok: bool = True,
-            category: str | None = None,
-            error: str | None = None,
-            by: str = "caller",
-            note: str | None = None,
-            tenant: str | None = None,
-        ) -> Task: ...
 
     def webhook(
         self,

@@ -8,12 +8,12 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar
 
-from . import payloads
-from .kinds import KindSpec
-from .models import iso
-from .scheduler import (
+from .. import payloads
+from ..kinds import KindSpec
+from ..models import iso
+from ..scheduler import (
     ACTOR,
     ENQUEUED,
     SKIPPED,
@@ -24,7 +24,8 @@ from .scheduler import (
     window_from_row,
     window_key,
 )
-from .store.base import Driver, NewTask
+from ..store.base import Driver, NewTask
+from .core import AppCore
 
 log = logging.getLogger("jobtrail.cron")
 
@@ -33,16 +34,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 _DEFINITION = ("kind", "cron", "tz", "queue", "catch_up", "on_paused")
 
 
-class CronAPI:
+class CronAPI(AppCore):
     _driver: Driver
     _kinds: dict[str, KindSpec]
     _periodic: dict[str, Schedule]
     default_queue: str
     max_payload_bytes: int
-
-    if TYPE_CHECKING:  # provided by App
-
-        def _new_task(self, args: dict[str, Any], *, label: bool = False) -> NewTask: ...
 
     def periodic(
         self,
@@ -82,7 +79,7 @@ class CronAPI:
                 on_paused=on_paused,
                 payload=payload,
             )
-            cast(Any, self).task(name, queue=queue, **task_options)(fn)  # App.task
+            self.task(name, queue=queue, **task_options)(fn)  # App.task
             self._periodic[name] = replace(schedule, queue=self._kinds[name].queue)
             return fn
 

@@ -1,0 +1,221 @@
+"""What the facade and its concerns share, one floor below both: the registry of kinds
+(``App.task``), the validation that turns ``enqueue`` arguments into a ``NewTask``, the insert,
+and reading a task's row. ``App`` (``facade.py``) and its concerns (``ops``, ``views``,
+``cron``, ``effects``, ``webhooks``) build on ``AppCore``; nothing here imports them."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from .. import payloads, transition, validate
+from ..errors import IdempotencyConflict, TaskNotFound, UnknownKind
+from ..kinds import Classifier, KindSpec
+from ..models import Task, task_from_row
+from ..outbox import Sink
+from ..scheduler import Schedule
+from ..store.base import Driver, NewTask, Row, Tx
+from ..timeparse import parse_time
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+WEBHOOK_PREFIX = "webhook."
+
+
+def refuse_webhook_kind(kind: str) -> None:
+    """The refusal of a webhook kind anywhere but the webhook route (a ``ValueError``: the API
+    answers 422, the CLI exits 2)."""
+    source = kind[len(WEBHOOK_PREFIX) :]
+    raise ValueError(
+        f"task kind {kind!r} is a webhook kind: webhook tasks are made only by "
+        f"POST /webhooks/{source} (a delivery with a valid signature), never enqueued"
+    )
+
+
+class AppCore:
+    """The fields ``App.__init__`` sets, and the helpers every concern of ``App`` uses."""
+
+    url: str
+    default_queue: str
+    max_payload_bytes: int
+    _version: str | None
+    _kinds: dict[str, KindSpec]
+    _sinks: dict[str, builtins.list[Sink]]
+    _periodic: dict[str, Schedule]
+    _webhook_tenants: dict[str, str]
+    _driver: Driver
+
+    def task(
+        self,
+        kind: str | None = None,
+        *,
+        queue: str | None = None,
+        reentrant: bool = True,
+        max_attempts: int = 5,
+        lease_seconds: float = 30.0,
+        backoff_base: float = 1.0,
+        backoff_cap: float = 300.0,
+        max_elapsed: float | None = None,
+        retry_unclassified: bool = True,
+        classify: Classifier | None = None,
+        reconcile: Callable[[str], Any] | None = None,
+        check_receipt: Callable[[str], Any] | None = None,
+        timeout: float | None = None,
+    ) -> Callable[[F], F]:
+        """Register a handler ``fn(ctx, payload)`` (plain or ``async def``) for a task kind."""
+
+        def register(fn: F) -> F:
+            name = kind or fn.__name__
+            if queue is not None:
+                _require_name(queue, "queue")
+            spec = KindSpec(
+                name=name,
+                handler=fn,
+                queue=queue or self.default_queue,
+                reentrant=reentrant,
+                max_attempts=max_attempts,
+                lease_seconds=float(lease_seconds),
+                backoff_base=float(backoff_base),
+                backoff_cap=float(backoff_cap),
+                max_elapsed=max_elapsed,
+                retry_unclassified=retry_unclassified,
+                classify=classify,
+                reconcile=reconcile,
+                check_receipt=check_receipt,
+                timeout=timeout,
+            )
+            spec.validate()
+            if name in self._kinds:
+                raise ValueError(f"task kind {name!r} is already registered")
+            self._kinds[name] = spec
+            return fn
+
+        return register
+
+    @property
+    def kinds(self) -> list[str]:
+        return sorted(self._kinds)
+
+    def _new_task(
+        self, args: dict[str, Any], *, label: bool = False, webhook_route: bool = False
+    ) -> NewTask:
+        """The validated ``NewTask`` of one set of ``enqueue`` arguments (nothing written).
+
+        Every way of making a task comes through here, and a webhook kind is refused unless
+        ``webhook_route``: that is passed only by ``receive_webhook`` (the route of a verified
+        delivery), never by ``enqueue``, ``enqueue_many``, workflows or cron — and no public
+        method takes it, so no caller's arguments can reach it (SPEC §16.7)."""
+        kind = args["kind"]
+        if not isinstance(kind, str) or not kind:
+            raise TypeError("kind must be a non-empty string")
+        if kind.startswith(WEBHOOK_PREFIX) and not webhook_route:
+            refuse_webhook_kind(kind)
+        spec = self._kinds.get(kind)
+        if spec is None and not label:
+            raise UnknownKind(kind, list(self._kinds))
+        payload_json, payload_hash = payloads.encode(args.get("payload"), self.max_payload_bytes)
+        key = args.get("idempotency_key")
+        if key is not None and (not isinstance(key, str) or not key or len(key) > 255):
+            raise ValueError("idempotency_key must be a non-empty string of at most 255 chars")
+        tenant = args.get("tenant") or ""
+        if not isinstance(tenant, str) or len(tenant) > 255:
+            raise TypeError("tenant must be a string of at most 255 characters")
+        if key is not None:
+            _refuse_nul(key, "idempotency_key")
+        _refuse_nul(tenant, "tenant")
+        queue = args.get("queue") or (spec.queue if spec else self.default_queue)
+        _require_name(queue, "queue")
+        priority = args.get("priority", 0) or 0
+        if not isinstance(priority, int) or isinstance(priority, bool) or abs(priority) > 2**31 - 1:
+            raise TypeError("priority must be an integer (higher runs first)")
+        run_at = args.get("run_at")
+        delay = args.get("delay")
+        if run_at is not None and delay is not None:
+            raise ValueError("give run_at or delay, not both")
+        if run_at is not None:
+            run_at = parse_time(run_at, "run_at")
+        if delay is not None:
+            if isinstance(delay, timedelta):
+                delay = delay.total_seconds()
+            if (
+                isinstance(delay, bool)
+                or not isinstance(delay, int | float)
+                or delay != delay
+                or delay < 0
+                or delay > 10 * 365 * 86400
+            ):
+                raise ValueError("delay must be a number of seconds between 0 and 10 years")
+            delay = float(delay)
+        max_attempts = args.get("max_attempts")
+        if max_attempts is None:
+            max_attempts = spec.max_attempts if spec else 1
+        if not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1:
+            raise ValueError("max_attempts must be a positive integer")
+        parent = args.get("parent")
+        parent_id = self._parse_id(parent) if parent is not None else None
+        return NewTask(
+            kind=kind,
+            queue=queue,
+            tenant=tenant,
+            payload_json=payload_json,
+            payload_hash=payload_hash,
+            idempotency_key=key,
+            priority=priority,
+            max_attempts=max_attempts,
+            lease_seconds=spec.lease_seconds if spec else 30.0,
+            reentrant=spec.reentrant if spec else True,
+            run_at=run_at,
+            delay=delay,
+            parent_id=parent_id,
+        )
+
+    def _insert(self, tx: Tx, new: NewTask) -> Task:
+        if new.parent_id is not None and self._driver.task_get(tx, new.parent_id) is None:
+            raise TaskNotFound(str(new.parent_id))
+        row, created = transition.create(self._driver, tx, new)
+        if not created and row["payload_hash"] != new.payload_hash:
+            raise IdempotencyConflict(str(row["id"]), new.idempotency_key or "")
+        if created:
+            self._driver.notify_queued(tx, new.queue)
+        return task_from_row(row, created=created)
+
+    def _row(self, tx: Tx, task_id: str | int) -> Row:
+        row = self._driver.task_get(tx, self._parse_id(task_id))
+        if row is None:
+            raise TaskNotFound(str(task_id))
+        return row
+
+    @staticmethod
+    def _task_from_row(
+        row: Row, *, created: bool = False, steps: dict[str, Any] | None = None
+    ) -> Task:
+        """``models.task_from_row`` under its old private name (tests build attempts with it)."""
+        return task_from_row(row, created=created, steps=steps)
+
+    @staticmethod
+    def _parse_id(task_id: str | int) -> int:
+        text = str(task_id).strip()
+        if not text.isdigit() or len(text) > 18:
+            raise TaskNotFound(str(task_id))
+        return int(text)
+
+
+def _require_text(value: Any, name: str) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name} is required (who did it / why) and must be non-empty text")
+    validate.filter_text(value, name, max_length=validate.MAX_NOTE)
+
+
+def _require_name(value: Any, name: str) -> None:
+    if not isinstance(value, str) or not value or len(value) > 128 or value != value.strip():
+        raise ValueError(f"{name} must be a non-empty name of at most 128 characters")
+    _refuse_nul(value, name)
+
+
+def _refuse_nul(text: str, name: str) -> None:
+    # PostgreSQL text cannot hold a NUL, neither backend can encode a lone surrogate: refused
+    # on every backend alike (the plain-ASCII case, almost every call, costs one scan)
+    if "\x00" in text or not text.isascii():
+        validate.text(text, name)

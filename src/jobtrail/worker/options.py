@@ -1,0 +1,53 @@
+"""The worker's settings (``WorkerOptions``), its identity (``make_owner_id``) and the
+collaborators it is given (``Collaborators``)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..kinds import KindSpec
+from ..outbox import Sink
+from ..store.base import Driver
+
+
+def make_owner_id() -> str:
+    """``host:pid:boot`` — one process incarnation; ``boot`` is random per worker start."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+@dataclass
+class WorkerOptions:
+    queues: list[str]
+    concurrency: int = 4
+    burst: bool = False
+    #: Tasks claimed beyond the free handler slots and held ready (leased) for the next free
+    #: handler: the round trip for the next tasks overlaps the handlers of the current ones.
+    prefetch: int = 0
+    poll_interval: float = 1.0
+    sweep_interval: float = 1.0
+    grace: float = 30.0
+    install_signals: bool = True
+
+
+@dataclass(frozen=True)
+class Collaborators:
+    """What a worker needs from the layers below it, composed by ``App.run_worker`` (the facade
+    above owns them; the worker never reaches into it): the driver, the kind registry, the
+    outbox sinks, the cron pass, and the code version claims are made for."""
+
+    driver: Driver
+    kinds: dict[str, KindSpec]
+    sinks: dict[str, list[Sink]]
+    cron_tick: Callable[[], None]
+    version: str | None
+
+
+class ProvidesCollaborators(Protocol):
+    """What gives a worker its collaborators (``App.worker_collaborators``)."""
+
+    def worker_collaborators(self) -> Collaborators: ...

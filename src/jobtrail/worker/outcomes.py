@@ -1,0 +1,217 @@
+"""Where an attempt's outcome is written: the decision (``decide``) carried out by
+``transition.apply`` under the worker guard, a plain success handed to the pump's batch, and
+the slot freed once the outcome is committed."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+from .. import transition
+from ..context import Attempt
+from ..decide import Decision, decide_failure, decide_success
+from ..errors import LeaseLost
+from ..machine import HELD, State
+from ..models import iso
+from ..store.base import Move
+from .pool import OutcomeNotRecorded, _batchable
+from .state import WorkerState
+
+log = logging.getLogger("jobtrail.worker")
+
+
+class Outcomes(WorkerState):
+    def _close(self, attempt: Attempt) -> bool:
+        """Claim the right to write this attempt's outcome (once: a timed-out attempt's
+        handler may still return later)."""
+        with attempt.lock:
+            already = attempt.closed
+            attempt.closed = True
+        return not already
+
+    def _finish_batched(self, attempt: Attempt) -> bool:
+        """A plain success goes to the pump, which commits it with its next round trip and
+        then frees the slot. False when it must be written alone."""
+        if attempt.lost or not _batchable(attempt):
+            return False
+        if not self._close(attempt):
+            return True  # somebody else (the timeout) decided already
+        first = self._completions.offer(attempt)
+        if first is not None:
+            if first:  # the pump is woken once per batch, not once per success
+                self.driver.wake()
+            return True
+        attempt.closed = False  # the pump has stopped: write it alone
+        return False
+
+    def _finish(self, attempt: Attempt, exc: BaseException | None) -> None:
+        """Write the attempt's outcome (or nothing, if it lost its lease)."""
+        if exc is None and self._finish_batched(attempt):
+            return
+        if self._close(attempt):
+            self._write_and_release(attempt, exc)
+
+    def _write_and_release(self, attempt: Attempt, exc: BaseException | None) -> None:
+        """Write the outcome of an attempt this thread has closed, then free its slot."""
+        try:
+            if attempt.lost or isinstance(exc, LeaseLost):
+                log.info(
+                    "task %s attempt %d lost its lease (%s); writing nothing",
+                    attempt.task_id,
+                    attempt.number,
+                    attempt.lost_why or "LeaseLost",
+                )
+                return
+            self._write_outcome(attempt, exc)
+        finally:
+            self._release([attempt])
+
+    def _release(self, attempts: list[Attempt]) -> None:
+        """Free the slots of attempts whose outcome is written (or given up)."""
+        if not attempts:
+            return
+        with self._running_lock:
+            for attempt in attempts:
+                if self.running.get(attempt.task_id) is attempt:
+                    del self.running[attempt.task_id]
+            self.processed += len(attempts)
+        self.driver.wake()
+
+    def _settle_alone(self, attempts: list[Attempt]) -> None:
+        """Write each success on its own path (in its own thread: it may retry while its
+        lease lasts) — for successes the batch could not move."""
+        for attempt in attempts:
+            threading.Thread(
+                target=self._write_and_release,
+                args=(attempt, None),
+                daemon=True,
+                name="jobtrail-settle",
+            ).start()
+
+    def _write_outcome(self, attempt: Attempt, exc: BaseException | None) -> None:
+        delay = 0.05
+        while True:
+            try:
+                with self.driver.transaction() as tx:
+                    if exc is None:
+                        moved = self._write_success(tx, attempt)
+                    else:
+                        moved = self._write_failure(tx, attempt, exc)
+                if moved and attempt.outbox:
+                    self._outbox_wake.set()
+                if not moved:
+                    log.info(
+                        "task %s attempt %d: outcome refused, the lease was lost",
+                        attempt.task_id,
+                        attempt.number,
+                    )
+                return
+            except Exception as error:
+                if not self.driver.is_outage(error):
+                    # Not an outage: the write itself is refused (a constraint, a bug). Record
+                    # that as the attempt's failure once, so the cause is on the timeline.
+                    if isinstance(exc, OutcomeNotRecorded):
+                        log.error(
+                            "task %s attempt %d: the failure could not be recorded "
+                            "either (%s); the sweeper will decide",
+                            attempt.task_id,
+                            attempt.number,
+                            type(error).__name__,
+                        )
+                        return
+                    log.error(
+                        "task %s attempt %d: the outcome was refused by the store (%s)",
+                        attempt.task_id,
+                        attempt.number,
+                        type(error).__name__,
+                    )
+                    exc = OutcomeNotRecorded(
+                        f"the outcome could not be recorded: {type(error).__name__}: {error}"
+                    )
+                    continue
+                # the store is unreachable: retry while the lease lasts
+                if time.monotonic() >= attempt.lease_deadline or self._done.is_set():
+                    log.warning(
+                        "task %s attempt %d: could not write the outcome (%s); the "
+                        "sweeper will decide",
+                        attempt.task_id,
+                        attempt.number,
+                        type(error).__name__,
+                    )
+                    return
+                time.sleep(delay)
+                delay = min(1.0, delay * 2)
+
+    def _write_success(self, tx: Any, attempt: Attempt) -> bool:
+        receipt = attempt.pending_receipt
+        for state in (State.LEASED, State.CANCEL_REQUESTED):
+            decision = decide_success(
+                cancel_requested=state is State.CANCEL_REQUESTED, submitted=receipt is not None
+            )
+            if self._apply(tx, attempt, state, decision) is not None:
+                for topic, payload in attempt.outbox:
+                    tx.run(
+                        "outbox_insert",
+                        {"task_id": attempt.task_id, "topic": topic, "payload": payload},
+                    )
+                return True
+        return False
+
+    def _write_failure(self, tx: Any, attempt: Attempt, exc: BaseException) -> bool:
+        row = self.driver.task_get(tx, attempt.task_id)
+        if (
+            row is None
+            or row["state"] not in HELD
+            or row["lease_owner"] != attempt.owner
+            or row["attempts"] != attempt.number
+            or row["lease_expires_at"] <= row["db_now"]
+        ):
+            return False
+        state = State(row["state"])
+        elapsed = (row["db_now"] - row["budget_started_at"]).total_seconds()
+        confirmed = tx.one("effect_confirmed_count", {"id": attempt.task_id})
+        decision = decide_failure(
+            exc,
+            spec=attempt.spec,
+            attempt=attempt.number,
+            max_attempts=row["max_attempts"],
+            elapsed=elapsed,
+            cancel_requested=state is State.CANCEL_REQUESTED,
+            effect_confirmed=bool(confirmed and confirmed["n"]),
+        )
+        data: dict[str, Any] = {}
+        if decision.delay is not None:
+            data["delay"] = round(decision.delay, 6)
+            data["retry_at"] = iso(row["db_now"] + timedelta(seconds=decision.delay))
+        return self._apply(tx, attempt, state, decision, data) is not None
+
+    def _apply(
+        self,
+        tx: Any,
+        attempt: Attempt,
+        state: State,
+        decision: Decision,
+        data: dict[str, Any] | None = None,
+    ) -> Any:
+        receipt = attempt.pending_receipt if decision.to_state is State.AWAITING_RECEIPT else None
+        move = Move(
+            task_id=attempt.task_id,
+            from_state=state,
+            to_state=decision.to_state,
+            reason=decision.reason,
+            actor=self.owner,
+            owner=attempt.owner,
+            attempt=attempt.number,
+            run_in=decision.delay,
+            receipt_id=receipt[0] if receipt else None,
+            receipt_in=receipt[1] if receipt else None,
+            uncount_attempt=not decision.counts_attempt,
+            set_error=decision.category is not None or decision.error is not None,
+            error_category=decision.category,
+            error=decision.error,
+            data=data or {},
+        )
+        return transition.apply(self.driver, tx, move)

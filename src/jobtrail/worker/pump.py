@@ -1,0 +1,325 @@
+"""The worker: claims due tasks, runs handlers, renews leases, writes outcomes, sweeps.
+
+One pump loop (this thread) that writes plain successes and claims new work in the same round
+trip, one heartbeat thread that renews leases at a third of their length and enforces
+per-attempt timeouts, a pool of ``concurrency`` handler threads (a handler abandoned at its
+timeout keeps its thread and a replacement starts), and one event loop thread for
+``async def`` handlers. Outcomes are decided by ``decide`` and written by ``transition.apply``
+with the worker guard (owner + attempt + unexpired lease): an attempt that lost its lease
+writes nothing.
+
+A task holds one of the worker's ``concurrency`` slots from its claim until its outcome is
+committed. A handler thread that returns plainly hands its attempt to the pump and takes the
+next one; the pump commits that success together with the next claim (one statement on
+PostgreSQL, one transaction — one fsync — on SQLite) and only then frees the slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from .. import transition
+from ..context import Attempt
+from ..machine import Reason, State
+from ..outbox import dispatch
+from ..store.base import Claim
+from ..sweeper import sweep
+from .lease import LeaseRenewal
+from .options import Collaborators, ProvidesCollaborators, WorkerOptions, make_owner_id
+from .pool import _Completions, _HandlerPool
+
+log = logging.getLogger("jobtrail.worker")
+
+
+class Worker(LeaseRenewal):
+    def __init__(
+        self, given: Collaborators | ProvidesCollaborators, options: WorkerOptions
+    ) -> None:
+        """``given``: the collaborators (``App.run_worker`` builds them), or an object that
+        gives them (an ``App``: ``Worker(app, options)``)."""
+        if options.concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if options.prefetch < 0:
+            raise ValueError("prefetch must be 0 or more")
+        collab = given if isinstance(given, Collaborators) else given.worker_collaborators()
+        self.collab = collab
+        self.driver = collab.driver
+        self.options = options
+        self.owner = make_owner_id()
+        self.version = collab.version
+        self.running: dict[int, Attempt] = {}
+        self._running_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self.processed = 0
+        self.round_trips = 0
+        self._outbox_wake = threading.Event()
+        self._completions = _Completions()
+        self._pool = _HandlerPool(self._run_sync, options.concurrency)
+        self._async_slots: asyncio.Semaphore | None = None
+        self._limited: list[str] = []
+        self._limited_read_at = float("-inf")
+        self._kinds = [name for name, spec in collab.kinds.items() if spec.handler is not None]
+
+    # -- control -----------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Stop claiming; running handlers get the grace period to reach an outcome."""
+        self._stop.set()
+        self.driver.wake()
+
+    def run(self) -> int:
+        """Run until stopped (or, in burst mode, until nothing is due and nothing runs)."""
+        restore = self._install_signals() if self.options.install_signals else None
+        heartbeat = threading.Thread(target=self._heartbeat, name="jobtrail-heartbeat", daemon=True)
+        heartbeat.start()
+        outbox = None
+        if self.collab.sinks:
+            outbox = threading.Thread(
+                target=self._dispatch_loop, name="jobtrail-outbox", daemon=True
+            )
+            outbox.start()
+        log.info(
+            "worker %s started: queues=%s concurrency=%d",
+            self.owner,
+            ",".join(self.options.queues),
+            self.options.concurrency,
+        )
+        self._completions.open()
+        try:
+            self._claim_loop()
+            self._drain(self.options.grace)
+        finally:
+            # Successes handed over from now on are written one by one by their own threads.
+            self._settle_alone(self._completions.close())
+            self._pool.close()
+            self._done.set()
+            self._outbox_wake.set()
+            heartbeat.join(timeout=5)
+            if outbox is not None:
+                outbox.join(timeout=5)
+                self._dispatch_once()  # flush what the last attempts emitted
+            self._stop_loop()
+            if restore:
+                restore()
+        log.info(
+            "worker %s stopped after %d tasks in %d round trips",
+            self.owner,
+            self.processed,
+            self.round_trips,
+        )
+        return self.processed
+
+    def _install_signals(self) -> Callable[[], None] | None:
+        if threading.current_thread() is not threading.main_thread():
+            return None
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+        def handler(signum: int, _frame: Any) -> None:
+            log.info(
+                "worker %s: signal %d, stopping (grace %.1fs)",
+                self.owner,
+                signum,
+                self.options.grace,
+            )
+            self.stop()
+
+        for sig in previous:
+            signal.signal(sig, handler)
+
+        def restore() -> None:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+        return restore
+
+    # -- the pump: write successes, claim, start handlers ------------------------------------------
+    def _claim_loop(self) -> None:
+        next_sweep = 0.0
+        failures = 0
+        burst = self.options.burst
+        while not self._stop.is_set():
+            # A burst worker sweeps before it claims (what the sweep requeues is claimed before
+            # it decides it is done); a running worker after, so that a task that woke it
+            # starts before the sweep's round trips.
+            if burst and time.monotonic() >= next_sweep:
+                next_sweep = self._sweep()
+            done = self._completions.take()
+            with self._running_lock:
+                # Read before claiming: a handler that finishes during the claim may release
+                # more work (a workflow's next step) that this claim could not see yet.
+                busy_before = len(self.running) - len(done)
+            room = self.options.concurrency + self.options.prefetch
+            free = room - busy_before if self._kinds else 0
+            claimed = 0
+            if done or free > 0:
+                try:
+                    claimed = self._round(done, free)
+                    failures = 0
+                except Exception as exc:
+                    failures += 1
+                    delay = min(5.0, 0.1 * 2 ** min(failures, 6))
+                    log.warning("claim failed (%s); retrying in %.1fs", type(exc).__name__, delay)
+                    if not burst and time.monotonic() >= next_sweep:
+                        next_sweep = self._sweep()  # other workers' expired leases all the same
+                    self._stop.wait(delay)
+                    continue
+            if not burst and time.monotonic() >= next_sweep:
+                next_sweep = self._sweep()
+            if burst and claimed == 0 and busy_before == 0:
+                return
+            if (claimed and claimed == free) or self._completions.waiting():
+                continue  # there may be more due work, or successes to write: go again at once
+            self.driver.wait_for_work(
+                min(self.options.poll_interval, max(0.01, next_sweep - time.monotonic()))
+            )
+
+    def _sweep(self) -> float:
+        """Expired leases and receipt deadlines, then cron windows; returns the next time."""
+        try:
+            sweep(self.driver, self.collab.kinds)
+        except Exception as exc:  # the store is down: keep running, try later
+            log.warning("sweep failed: %s", type(exc).__name__)
+        self.collab.cron_tick()  # cron windows (scheduler.py): leader-free, never raises
+        return time.monotonic() + self.options.sweep_interval
+
+    def _round(self, done: list[Attempt], free: int) -> int:
+        """One round trip: commit the successes in ``done`` and claim up to ``free`` tasks in
+        the same transaction; then free the slots of what completed, start what was claimed,
+        and hand each success whose guard failed to its own path."""
+        pairs = [(a.task_id, a.number) for a in done]
+        self.round_trips += 1
+        try:
+            if pairs:
+                transition.check("batch", State.LEASED, State.SUCCEEDED, "completed")
+            moved, rows = self._complete_and_claim(pairs, free)
+        except Exception:
+            self._settle_alone(done)  # each retries on its own path while its lease lasts
+            raise
+        if done:
+            self._release([a for a in done if a.task_id in moved])
+            # The guard failed (a cancel was requested, or the lease was lost): decide alone.
+            self._settle_alone([a for a in done if a.task_id not in moved])
+        for row in rows:
+            self._start(self._attempt(row))
+        return len(rows)
+
+    def _complete_and_claim(
+        self, pairs: list[tuple[int, int]], free: int
+    ) -> tuple[set[int], list[dict[str, Any]]]:
+        request = None
+        if free > 0:
+            request = Claim(
+                owner=self.owner,
+                queues=self.options.queues,
+                kinds=self._kinds,
+                limit=free,
+                version=self.version,
+            )
+        driver = self.driver
+        if not driver.claims_in_one_statement:
+            # One transaction (one fsync on SQLite) for the successes and the claim from
+            # unlimited queues. Limited queues are claimed after that commit, in their own
+            # transaction, so that the slots freed here are open to every worker first.
+            with driver.transaction() as tx:
+                moved = driver.task_complete_many(tx, self.owner, self.owner, pairs)
+                if request is None:
+                    return moved, []
+                rows = transition.claim(driver, tx, replace(request, skip_limited=True))
+            return moved, rows + self._claim_limited(request, free - len(rows), soon=not rows)
+        if request is None:
+            with driver.single_statement(pinned=True) as tx:
+                return driver.task_complete_many(tx, self.owner, self.owner, pairs), []
+        first = request.queues[0]
+        if first in self._limited:
+            moved = set()
+            if pairs:
+                with driver.single_statement(pinned=True) as tx:
+                    moved = driver.task_complete_many(tx, self.owner, self.owner, pairs)
+            return moved, self._claim_fast(request)
+        transition.check("claim", State.QUEUED, State.LEASED, Reason.CLAIMED)
+        with driver.single_statement(pinned=True) as tx:
+            moved, rows = driver.task_complete_and_claim(tx, pairs, request, first, free)
+        rest = request.queues[1:]
+        if len(rows) < free and rest:
+            rows += self._claim_fast(replace(request, queues=rest, limit=free - len(rows)))
+        elif len(rows) < free:
+            rows += self._claim_limited(request, free - len(rows), soon=not rows)
+        return moved, rows
+
+    def _claim_fast(self, request: Claim) -> list[dict[str, Any]]:
+        """Unlimited queues with one autocommit statement each (no BEGIN, queue lock or
+        COMMIT round trips); queues with concurrency limits through ``task_claim`` under
+        their queue locks."""
+        with self.driver.single_statement(pinned=True) as tx:
+            rows = transition.claim_unlimited(self.driver, tx, request)
+        return rows + self._claim_limited(request, request.limit - len(rows), soon=not rows)
+
+    def _claim_limited(self, request: Claim, room: int, *, soon: bool) -> list[dict[str, Any]]:
+        """Which queues are limited is re-read every sweep interval: it only decides where to
+        look — the fast statements never take from a limited queue, so a limit set meanwhile
+        holds at once, and a lifted one is served within a second."""
+        age = time.monotonic() - self._limited_read_at
+        # re-read at least every sweep interval, and soon (0.1 s) when the fast claim found
+        # nothing, so an idle or burst worker sees a new limit at once — but not when it found
+        # some: the task it claimed starts first (an idle worker's one new task would wait
+        # for this read's round trips)
+        if age >= self.options.sweep_interval or (room > 0 and soon and age >= 0.1):
+            with self.driver.transaction(write=False) as tx:
+                self._limited = self.driver.queues_limited(tx, self.options.queues)
+            self._limited_read_at = time.monotonic()
+        limited = [q for q in self._limited if q in request.queues]
+        if not limited or room <= 0:
+            return []
+        with self.driver.transaction() as tx:
+            return transition.claim(self.driver, tx, replace(request, queues=limited, limit=room))
+
+    # -- outbox dispatch ---------------------------------------------------------------------------
+    def _dispatch_loop(self) -> None:
+        while not self._done.is_set():
+            delivered = self._dispatch_once()
+            if not delivered:
+                self._outbox_wake.wait(0.5)
+                self._outbox_wake.clear()
+
+    def _dispatch_once(self) -> int:
+        try:
+            return dispatch(self.driver, self.collab.sinks)
+        except Exception as exc:  # the store is down: try again later
+            log.warning("outbox dispatch failed: %s", type(exc).__name__)
+            return 0
+
+    # -- stopping ------------------------------------------------------------------------------
+    def _drain(self, grace: float) -> None:
+        """Claim nothing more; keep writing the successes of running handlers until they have
+        all finished or the grace period is over."""
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            done = self._completions.take()
+            if done:
+                try:
+                    self._round(done, 0)
+                except Exception as exc:  # they were handed to their own paths
+                    log.warning("writing completions failed (%s)", type(exc).__name__)
+                continue
+            with self._running_lock:
+                if not self.running:
+                    return
+            self.driver.wait_for_work(min(0.05, max(0.0, deadline - time.monotonic())))
+        with self._running_lock:
+            left = list(self.running)
+        if left:
+            log.warning(
+                "grace period over with %d tasks still running: their leases will "
+                "expire and the sweeper will decide (%s)",
+                len(left),
+                left,
+            )

@@ -1,0 +1,38 @@
+"""The state the parts of a worker share."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from ..context import Attempt
+from ..store.base import Driver
+from .options import Collaborators, WorkerOptions
+from .pool import _Completions, _HandlerPool
+
+
+class WorkerState:
+    """The fields every part of the worker shares (set by ``Worker.__init__`` in ``pump.py``):
+    the parts are classes stacked one on another, ``Outcomes`` < ``Handlers`` <
+    ``LeaseRenewal`` < ``Worker``, each in its own module."""
+
+    collab: Collaborators
+    driver: Driver
+    options: WorkerOptions
+    owner: str
+    version: str | None
+    running: dict[int, Attempt]
+    processed: int
+    round_trips: int
+    _running_lock: threading.Lock
+    _stop: threading.Event
+    _done: threading.Event
+    _loop: asyncio.AbstractEventLoop | None
+    _loop_thread: threading.Thread | None
+    _outbox_wake: threading.Event
+    _completions: _Completions
+    _pool: _HandlerPool
+    _async_slots: asyncio.Semaphore | None
+    _limited: list[str]
+    _limited_read_at: float
+    _kinds: list[str]
