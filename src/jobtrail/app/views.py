@@ -141,10 +141,21 @@ class ViewsAPI(OpsAPI):
             )
         queues: dict[str, dict[str, builtins.list[int]]] = {}
         for r in rows:
-            b = int(r["bucket"])
-            if not 0 <= b < n:
+            b = bucket_index(r["bucket"], n)
+            if b is None:
                 continue
             q = queues.setdefault(r["queue"], {"arrivals": [0] * n, "completions": [0] * n})
             q["arrivals"][b] += int(r["arrivals"] or 0)
             q["completions"][b] += int(r["completions"] or 0)
         return {"since": since, "now": now, "bucket": bucket, "queues": queues}
+
+
+def bucket_index(raw: Any, n: int) -> int | None:
+    """The chart bucket (0 oldest … ``n - 1`` newest) of a transition, from the store's
+    ``(at - since) // bucket``; ``None`` outside the window. A transition stamped at the very
+    ``now`` of the look (times are kept to the millisecond) lands on ``n``: it is the newest
+    bucket's, not past the end."""
+    b = int(raw)
+    if b == n:
+        return n - 1
+    return b if 0 <= b < n else None
