@@ -50,4 +50,3 @@ def test_a_replay_is_an_arrival_so_arrivals_and_completions_balance(app: jobtrai
     assert row["arrivals_per_min"] == row["completions_per_min"] == 2 / (window / 60)
     chart = app.activity(window=3600, bucket=300)["queues"]["a"]
     assert sum(chart["arrivals"]) == sum(chart["completions"]) == 2
-
