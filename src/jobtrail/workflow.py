@@ -34,7 +34,7 @@ def after_child_moved(
 ) -> None:
     """Called by ``transition.apply`` after a child task moved to a terminal state."""
     if child["state"] == State.SUCCEEDED:
-        for released in tx.all("task_release_next", {"id": child["id"]}):
+        for released in driver.task_release_next(tx, child["id"]):
             driver.notify_queued(tx, released["queue"])
     parent_id = child["parent_id"]
     parent = tx.one("task_lock", {"id": parent_id})

@@ -9,12 +9,13 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from .. import payloads, transition, workflow
+from ..decide import decide_receipt_outcome
 from ..errors import IdempotencyConflict, IllegalTransition, TaskNotFound
 from ..kinds import KindSpec
 from ..machine import Reason, State
 from ..models import Task, task_from_row
 from ..outbox import Sink, dispatch, http_sink
-from ..receipts import apply_outcome, outcome
+from ..receipts import apply_outcome
 from ..store.base import Driver, NewTask
 from .core import AppCore
 
@@ -118,8 +119,13 @@ class EffectsAPI(AppCore):
                 if ok and row["last_reason"] == Reason.RECEIPT_CONFIRMED:
                     return task_from_row(row)
                 raise IllegalTransition(str(row["id"]), state, "confirm a receipt")
-            decision = outcome(
-                ok, category=category, error=error, spec=self._kinds.get(row["kind"]), row=row
+            decision = decide_receipt_outcome(
+                ok,
+                category=category,
+                error=error,
+                spec=self._kinds.get(row["kind"]),
+                attempts=row["attempts"],
+                max_attempts=row["max_attempts"],
             )
             if apply_outcome(self._driver, tx, row, decision, by, note) is None:
                 raise IllegalTransition(str(row["id"]), state, "confirm a receipt")
