@@ -45,7 +45,7 @@ def sweep_receipts(driver: Driver, kinds: dict[str, KindSpec], *, batch: int = 2
     if not kinds:
         return moved
     with driver.transaction(write=False) as tx:
-        rows = [r for r in tx.all("task_receipt_expired", {"limit": batch}) if r["kind"] in kinds]
+        rows = [r for r in driver.task_receipt_expired(tx, limit=batch) if r["kind"] in kinds]
     for row in rows:
         spec = kinds[row["kind"]]
         verdict: Any = None

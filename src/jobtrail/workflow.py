@@ -37,10 +37,10 @@ def after_child_moved(
         for released in driver.task_release_next(tx, child["id"]):
             driver.notify_queued(tx, released["queue"])
     parent_id = child["parent_id"]
-    parent = tx.one("task_lock", {"id": parent_id})
+    parent = driver.task_lock(tx, id=parent_id)
     if parent is None or parent["state"] != State.WAITING:
         return
-    children = tx.all("children_list", {"id": parent_id})
+    children = driver.children_list(tx, id=parent_id)
     target, reason = aggregate([State(c["state"]) for c in children])
     if reason is None:
         return

@@ -47,7 +47,7 @@ class EffectsAPI(AppCore):
         (``pending`` — still delivering — or ``delivered``), ``attempts``, ``delivered_at``."""
         with self._driver.transaction(write=False) as tx:
             row = self._row(tx, task_id)
-            rows = tx.all("outbox_list", {"id": row["id"]})
+            rows = self._driver.outbox_list(tx, id=row["id"])
         return [
             {
                 "id": r["id"],
@@ -97,9 +97,8 @@ class EffectsAPI(AppCore):
             raise TypeError("tenant must be a string (or None for any tenant)")
         with self._driver.transaction() as tx:
             if receipt_id is not None:
-                found = tx.all(
-                    "task_by_receipt",
-                    {"receipt_id": str(receipt_id), "kind": kind, "tenant": tenant},
+                found = self._driver.task_by_receipt(
+                    tx, receipt_id=str(receipt_id), kind=kind, tenant=tenant
                 )
                 if not found:
                     raise TaskNotFound(f"receipt {receipt_id}")
@@ -202,7 +201,7 @@ class EffectsAPI(AppCore):
             for item in items:
                 child, _ = transition.create(self._driver, tx, _with_parent(item, row["id"]))
                 if sequential and previous is not None:
-                    tx.run("task_set_after", {"id": child["id"], "after_id": previous})
+                    self._driver.task_set_after(tx, id=child["id"], after_id=previous)
                 previous = child["id"]
                 self._driver.notify_queued(tx, item.queue)
         if connection is None:
@@ -213,7 +212,7 @@ class EffectsAPI(AppCore):
         """A workflow parent's children, in order."""
         with self._driver.transaction(write=False) as tx:
             row = self._row(tx, task_id)
-            ids = [c["id"] for c in tx.all("children_list", {"id": row["id"]})]
+            ids = [c["id"] for c in self._driver.children_list(tx, id=row["id"])]
             return [task_from_row(self._row(tx, i)) for i in ids]
 
 

@@ -257,7 +257,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
             row = self._row(tx, task_id)
             steps = {
                 r["name"]: r["result"]
-                for r in tx.all("step_list", {"id": row["id"]})
+                for r in self._driver.step_list(tx, id=row["id"])
                 if r["status"] == "confirmed"
             }
             return task_from_row(row, steps=steps)
@@ -387,7 +387,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
         row = self._row(tx, task_id)
         if row["state"] != State.DEAD:
             raise IllegalTransition(str(row["id"]), row["state"], "replay (only dead tasks)")
-        children = tx.all("children_list", {"id": row["id"]})
+        children = self._driver.children_list(tx, id=row["id"])
         for child in children:  # edge 21: replaying a parent replays its dead children
             if child["state"] == State.DEAD:
                 self._replay(tx, child["id"], by, note)

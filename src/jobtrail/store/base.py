@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import StoreUnavailable
 from ..machine import HELD, TERMINAL, State
 from . import queries
+from .statements import Statements
 from .types import (
     NEW_TASK_DEFAULTS,
     TIME_COLUMNS,
@@ -65,7 +66,7 @@ STATE_WRITERS = (
 )
 
 
-class Driver(abc.ABC):
+class Driver(Statements, abc.ABC):
     """A backend. Generic operations live here; each dialect supplies SQL and connections."""
 
     dialect: str

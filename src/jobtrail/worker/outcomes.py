@@ -152,9 +152,8 @@ class Outcomes(WorkerState):
             )
             if self._apply(tx, attempt, state, decision) is not None:
                 for topic, payload in attempt.outbox:
-                    tx.run(
-                        "outbox_insert",
-                        {"task_id": attempt.task_id, "topic": topic, "payload": payload},
+                    self.driver.outbox_insert(
+                        tx, task_id=attempt.task_id, topic=topic, payload=payload
                     )
                 return True
         return False
@@ -171,7 +170,7 @@ class Outcomes(WorkerState):
             return False
         state = State(row["state"])
         elapsed = (row["db_now"] - row["budget_started_at"]).total_seconds()
-        confirmed = tx.one("effect_confirmed_count", {"id": attempt.task_id})
+        confirmed = self.driver.effect_confirmed_count(tx, id=attempt.task_id)
         decision = decide_failure(
             exc,
             spec=attempt.spec,
