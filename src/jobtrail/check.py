@@ -45,12 +45,12 @@ _SIMPLE_RULES = (
 def run(driver: Driver, *, page: int = PAGE) -> list[dict[str, Any]]:
     """Every violation in the store (an empty list when all invariants hold)."""
     with driver.transaction(write=False) as tx:
-        tx.run("check_read_only")
+        driver.check_read_only(tx)
         out: list[dict[str, Any]] = []
         for rule, query in _SIMPLE_RULES:
-            out.extend(_violation(rule, row) for row in tx.all(query))
-        out.extend(_edges(tx, page))
-        out.extend(_parents(tx))
+            out.extend(_violation(rule, row) for row in driver.check_rule(tx, query))
+        out.extend(_edges(driver, tx, page))
+        out.extend(_parents(driver, tx))
         return out
 
 
@@ -67,12 +67,11 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def _pages(tx: Tx, page: int) -> Iterator[list[Row]]:
+def _pages(driver: Driver, tx: Tx, page: int) -> Iterator[list[Row]]:
     after = (0, 0)
     while True:
-        rows = tx.all(
-            "check_transitions_page",
-            {"after_task": after[0], "after_seq": after[1], "limit": page},
+        rows = driver.check_transitions_page(
+            tx, after_task=after[0], after_seq=after[1], limit=page
         )
         if not rows:
             return
@@ -80,8 +79,8 @@ def _pages(tx: Tx, page: int) -> Iterator[list[Row]]:
         after = (rows[-1]["task_id"], rows[-1]["seq"])
 
 
-def _edges(tx: Tx, page: int) -> Iterator[dict[str, Any]]:
-    for rows in _pages(tx, page):
+def _edges(driver: Driver, tx: Tx, page: int) -> Iterator[dict[str, Any]]:
+    for rows in _pages(driver, tx, page):
         for row in rows:
             if not _edge_allowed(row["from_state"], row["to_state"], row["reason"]):
                 yield _violation(
@@ -104,9 +103,9 @@ def _edge_allowed(source: str | None, target: str, reason: str) -> bool:
         return False
 
 
-def _parents(tx: Tx) -> Iterator[dict[str, Any]]:
+def _parents(driver: Driver, tx: Tx) -> Iterator[dict[str, Any]]:
     groups: dict[int, tuple[Row, list[State]]] = {}
-    for row in tx.all("check_parents"):
+    for row in driver.check_parents(tx):
         groups.setdefault(row["task_id"], (row, []))[1].append(State(row["child_state"]))
     for parent, children in groups.values():
         if parent["last_reason"] == Reason.MANUAL_FIX:

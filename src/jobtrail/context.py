@@ -127,10 +127,10 @@ class Context:
         of no return and runs to its end); ``LeaseLost`` if this attempt no longer holds it."""
         self._ensure_held()
         with self._driver.transaction(write=False) as tx:
-            row = tx.one("task_holder", {"id": self._attempt.task_id})
+            row = self._driver.task_holder(tx, id=self._attempt.task_id)
             if self._attempt.steps is None:
                 self._attempt.steps = {
-                    r["name"]: r for r in tx.all("step_list", {"id": self._attempt.task_id})
+                    r["name"]: r for r in self._driver.step_list(tx, id=self._attempt.task_id)
                 }
         if (
             row is None
@@ -200,18 +200,16 @@ class Context:
             receipt = fn(key)
         except (TransientError, PermanentError, Snooze):
             with self._driver.transaction() as tx:
-                tx.run("effect_forget", {"id": self._attempt.task_id, "name": name})
+                self._driver.effect_forget(tx, id=self._attempt.task_id, name=name)
             del self._steps()[name]
             raise
         except BaseException as exc:
             with self._driver.transaction() as tx:
-                tx.run(
-                    "effect_note_error",
-                    {
-                        "id": self._attempt.task_id,
-                        "name": name,
-                        "error": f"{type(exc).__name__}: {exc}"[:2000],
-                    },
+                self._driver.effect_note_error(
+                    tx,
+                    id=self._attempt.task_id,
+                    name=name,
+                    error=f"{type(exc).__name__}: {exc}"[:2000],
                 )
             raise
         self._confirm(name, receipt, effect_key=key)
@@ -232,7 +230,7 @@ class Context:
         if self._attempt.steps is None:
             with self._driver.transaction(write=False) as tx:
                 self._attempt.steps = {
-                    r["name"]: r for r in tx.all("step_list", {"id": self._attempt.task_id})
+                    r["name"]: r for r in self._driver.step_list(tx, id=self._attempt.task_id)
                 }
         return self._attempt.steps
 
@@ -259,7 +257,8 @@ class Context:
         """A holder-conditional write: nothing is written once the lease is lost."""
         self._ensure_held()
         with self._driver.transaction() as tx:
-            row = tx.one(
+            row = self._driver.task_write_held(
+                tx,
                 query,
                 {
                     "id": self._attempt.task_id,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .errors import Cancelled, PermanentError, Snooze, TransientError
 from .kinds import KindSpec
-from .machine import ErrorCategory, Reason, State
+from .machine import TERMINAL, ErrorCategory, Reason, State
 
 _HTTP_CATEGORIES = {
     429: ErrorCategory.RATE_LIMITED,
@@ -205,3 +205,80 @@ def decide_expired(*, state: State, reentrant: bool, attempts: int, max_attempts
             error="lease expired on the last attempt",
         )
     return Decision(State.QUEUED, Reason.LEASE_EXPIRED, delay=0.0)
+
+
+def decide_receipt_outcome(
+    ok: bool,
+    *,
+    category: str | None,
+    error: str | None,
+    spec: KindSpec | None,
+    attempts: int,
+    max_attempts: int,
+) -> Decision:
+    """A receipt confirmed by the caller or a webhook (``App.confirm_receipt``, edges 10–11):
+    ``ok`` → succeeded; else the provider's failure, classified like §7 (``category`` a code,
+    default ``unclassified``; an unknown code is a ``ValueError``)."""
+    if ok:
+        return Decision(State.SUCCEEDED, Reason.RECEIPT_CONFIRMED)
+    try:
+        cat = ErrorCategory(category or ErrorCategory.UNCLASSIFIED)
+    except ValueError:
+        raise ValueError(f"unknown error category {category!r}") from None
+    return decide_receipt_failure(
+        cat, spec=spec, attempts=attempts, max_attempts=max_attempts, error=error
+    )
+
+
+def decide_receipt_verdict(
+    verdict: object, *, spec: KindSpec | None, attempts: int, max_attempts: int
+) -> Decision:
+    """A receipt past its deadline (the sweeper, edge 12): the kind's ``check_receipt`` answer
+    ``True`` → succeeded, ``False`` → failed (classified like §7), anything else (no hook,
+    ``None``, an exception) → dead by ``receipt_timeout``."""
+    if verdict is True or verdict is False:
+        return decide_receipt_outcome(
+            verdict,
+            category=None if verdict else "unclassified",
+            error=None if verdict else "the provider reported a failure",
+            spec=spec,
+            attempts=attempts,
+            max_attempts=max_attempts,
+        )
+    return Decision(
+        State.DEAD,
+        Reason.RECEIPT_TIMEOUT,
+        category=ErrorCategory.TIMEOUT,
+        error="no receipt before the deadline",
+    )
+
+
+@dataclass(frozen=True)
+class CancelDecision:
+    """What a cancel does to a task: ``outcome`` as ``CancelResult`` reports it, and the move
+    (``None`` when nothing moves). ``children``: a waiting parent, whose children are
+    cancelled instead; ``illegal``: no cancel edge leaves this state."""
+
+    outcome: str
+    decision: Decision | None = None
+
+
+def decide_cancel(state: State) -> CancelDecision:
+    """Two-phase cancel (§9): ``queued`` → ``cancelled``; ``leased`` → ``cancel_requested``
+    (the worker confirms at a boundary); ``awaiting_receipt`` → refused (recorded, too late);
+    repeats and terminal tasks move nothing."""
+    if state is State.WAITING:
+        return CancelDecision("children")
+    if state in TERMINAL:
+        return CancelDecision("already_terminal")
+    if state is State.CANCEL_REQUESTED:
+        return CancelDecision("cancel_requested")
+    if state is State.QUEUED:
+        return CancelDecision("cancelled", Decision(State.CANCELLED, Reason.CANCELLED_BEFORE_START))
+    if state is State.LEASED:
+        return CancelDecision(
+            "cancel_requested", Decision(State.CANCEL_REQUESTED, Reason.CANCEL_REQUESTED)
+        )
+    if state is State.AWAITING_RECEIPT:
+        return CancelDecision("too_late", Decision(state, Reason.CANCEL_REFUSED_SUBMITTED))
+    return CancelDecision("illegal")

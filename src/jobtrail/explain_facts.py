@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from . import workflow
 from .machine import State
-from .store.base import Row, Tx
+from .store.base import Driver, Row, Tx
 
 _WORDS = {
     "en": {
@@ -46,7 +46,7 @@ def _short(value: object, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def gather(tx: Tx, row: Row, lang: str) -> Facts:
+def gather(driver: Driver, tx: Tx, row: Row, lang: str) -> Facts:
     words = _WORDS[lang]
     facts = Facts()
     if (
@@ -54,18 +54,18 @@ def gather(tx: Tx, row: Row, lang: str) -> Facts:
         and row.get("after_id") is not None
         and row["run_at"] >= workflow.NOT_YET
     ):
-        before = tx.one("task_get", {"id": row["after_id"]})
+        before = driver.task_get(tx, row["after_id"])
         if before is not None:
             facts.why.append(
                 words["waits"].format(id=before["id"], kind=before["kind"], state=before["state"])
             )
-    children = tx.all("children_list", {"id": row["id"]})
+    children = driver.children_list(tx, id=row["id"])
     if children:
         line = words["children"].format(summary=workflow.summary(children))
         facts.details.append(line)
         if row["state"] == State.WAITING:
             facts.why.append(line)
-    steps = tx.all("step_list", {"id": row["id"]})
+    steps = driver.step_list(tx, id=row["id"])
     if steps:
         facts.details.append(words["steps"])
         for s in steps:
@@ -89,7 +89,7 @@ def gather(tx: Tx, row: Row, lang: str) -> Facts:
                         name=s["name"], key=key, attempt=s["attempt"], error=error
                     )
                 )
-    messages = tx.all("outbox_list", {"id": row["id"]})
+    messages = driver.outbox_list(tx, id=row["id"])
     if messages:
         pending = sum(1 for m in messages if m["state"] == "pending")
         facts.details.append(

@@ -63,14 +63,12 @@ def dispatch(
         return 0
     with driver.transaction() as tx:
         # only topics this process can deliver: others stay for a process that has the sink
-        rows = tx.all(
-            "outbox_claim",
-            {
-                "limit": limit,
-                "lock_seconds": lock_seconds,
-                "any_topic": "*" in sinks,
-                "topics": driver._list(topics),
-            },
+        rows = driver.outbox_claim(
+            tx,
+            limit=limit,
+            lock_seconds=lock_seconds,
+            any_topic="*" in sinks,
+            topics=driver._list(topics),
         )
     delivered = 0
     for row in rows:
@@ -86,14 +84,13 @@ def dispatch(
                 error = f"{type(exc).__name__}: {exc}"[:500]
         with driver.transaction() as tx:
             if error is None:
-                tx.run("outbox_delivered", {"id": row["id"]})
+                driver.outbox_delivered(tx, id=row["id"])
                 delivered += 1
             else:
                 log.warning(
                     "outbox message %s (topic %s) not delivered: %s", row["id"], row["topic"], error
                 )
-                tx.run(
-                    "outbox_failed",
-                    {"id": row["id"], "error": error, "delay": retry_delay(row["attempts"])},
+                driver.outbox_failed(
+                    tx, id=row["id"], error=error, delay=retry_delay(row["attempts"])
                 )
     return delivered

@@ -12,26 +12,12 @@ from collections import Counter
 from typing import Any
 
 from . import transition
-from .decide import Decision, decide_receipt_failure
+from .decide import Decision, decide_receipt_verdict
 from .kinds import KindSpec
-from .machine import ErrorCategory, Reason, State
+from .machine import Reason, State
 from .store.base import Driver, Move, Row, Tx
 
 log = logging.getLogger("jobtrail.receipts")
-
-
-def outcome(
-    ok: bool, *, category: str | None, error: str | None, spec: KindSpec | None, row: Row
-) -> Decision:
-    if ok:
-        return Decision(State.SUCCEEDED, Reason.RECEIPT_CONFIRMED)
-    try:
-        cat = ErrorCategory(category or ErrorCategory.UNCLASSIFIED)
-    except ValueError:
-        raise ValueError(f"unknown error category {category!r}") from None
-    return decide_receipt_failure(
-        cat, spec=spec, attempts=row["attempts"], max_attempts=row["max_attempts"], error=error
-    )
 
 
 def apply_outcome(
@@ -40,16 +26,11 @@ def apply_outcome(
     return transition.apply(
         driver,
         tx,
-        Move(
+        transition.move_for(
+            decision,
             task_id=row["id"],
             from_state=State.AWAITING_RECEIPT,
-            to_state=decision.to_state,
-            reason=decision.reason,
             actor=actor,
-            run_in=decision.delay,
-            set_error=decision.category is not None,
-            error_category=decision.category,
-            error=decision.error,
             note=note,
             data={"receipt_id": row["receipt_id"]},
         ),
@@ -64,7 +45,7 @@ def sweep_receipts(driver: Driver, kinds: dict[str, KindSpec], *, batch: int = 2
     if not kinds:
         return moved
     with driver.transaction(write=False) as tx:
-        rows = [r for r in tx.all("task_receipt_expired", {"limit": batch}) if r["kind"] in kinds]
+        rows = [r for r in driver.task_receipt_expired(tx, limit=batch) if r["kind"] in kinds]
     for row in rows:
         spec = kinds[row["kind"]]
         verdict: Any = None
@@ -96,21 +77,9 @@ def sweep_receipts(driver: Driver, kinds: dict[str, KindSpec], *, batch: int = 2
                         data={"verdict": verdict if isinstance(verdict, bool) else None},
                     ),
                 )
-            if verdict is True or verdict is False:
-                decision = outcome(
-                    verdict,
-                    category=None if verdict else "unclassified",
-                    error=None if verdict else "the provider reported a failure",
-                    spec=spec,
-                    row=full,
-                )
-            else:
-                decision = Decision(
-                    State.DEAD,
-                    Reason.RECEIPT_TIMEOUT,
-                    category=ErrorCategory.TIMEOUT,
-                    error="no receipt before the deadline",
-                )
+            decision = decide_receipt_verdict(
+                verdict, spec=spec, attempts=full["attempts"], max_attempts=full["max_attempts"]
+            )
             if apply_outcome(driver, tx, full, decision, "sweeper") is not None:
                 moved[decision.reason] += 1
     return moved

@@ -250,9 +250,9 @@ def plan(schedule: Schedule, start: datetime, now: datetime) -> Plan:
 MakeTask = Callable[[Schedule, datetime], NewTask]
 
 
-def _queue_paused(tx: Tx, queue: str) -> bool:
+def _queue_paused(driver: Driver, tx: Tx, queue: str) -> bool:
     """Is ``queue`` paused (``app.pause``)?"""
-    row = tx.one("queue_get", {"name": queue})
+    row = driver.queue_get(tx, name=queue)
     return bool(row and row["paused"])
 
 
@@ -286,14 +286,14 @@ def schedule_due(
         return []
     with driver.transaction(write=False) as tx:
         now = driver.db_now(tx)
-        stored = {r["kind"]: r for r in tx.all("cron_schedules")}
+        stored = {r["kind"]: r for r in driver.cron_schedules(tx)}
     done: list[dict[str, Any]] = []
     for kind in sorted(schedules):
         schedule = schedules[kind]
         row = stored.get(kind)
         if row is None or any(row[k] != v for k, v in schedule.to_row().items()):
             with driver.transaction() as tx:
-                tx.run("cron_schedule_upsert", schedule.to_row())
+                driver.cron_schedule_upsert(tx, schedule.to_row())
             continue  # first seen (or changed): its windows start after now
         following = schedule.next_after(_start(row))
         if following is None or following > now:
@@ -307,7 +307,7 @@ def _record_due(
     driver: Driver, tx: Tx, schedule: Schedule, make_task: MakeTask
 ) -> list[dict[str, Any]]:
     now = driver.db_now(tx)
-    row = tx.one("cron_schedule_get", {"kind": schedule.kind})
+    row = driver.cron_schedule_get(tx, kind=schedule.kind)
     if row is None:  # pragma: no cover - the schedule row is never deleted
         return []
     steps = plan(schedule, _start(row), now)
@@ -320,7 +320,7 @@ def _record_due(
     paused: bool | None = None
     for window in steps.run:
         if schedule.on_paused == "skip":
-            paused = _queue_paused(tx, schedule.queue) if paused is None else paused
+            paused = _queue_paused(driver, tx, schedule.queue) if paused is None else paused
         if paused:
             reason = Reason.WINDOW_SKIPPED_PAUSED.value
             if _insert(driver, tx, schedule.kind, window, SKIPPED, reason, 0):
@@ -329,13 +329,8 @@ def _record_due(
         if not _insert(driver, tx, schedule.kind, window, ENQUEUED, None, 0):
             continue  # another scheduler recorded this window first
         task, _created = transition.create(driver, tx, make_task(schedule, window))
-        tx.run(
-            "cron_window_set_task",
-            {
-                "kind": schedule.kind,
-                "window_at": driver.encode_time(window),
-                "task_id": task["id"],
-            },
+        driver.cron_window_set_task(
+            tx, kind=schedule.kind, window_at=driver.encode_time(window), task_id=task["id"]
         )
         driver.notify_queued(tx, schedule.queue)
         out.append(record(schedule.kind, window, ENQUEUED, None, task["id"]))
@@ -358,15 +353,13 @@ def _insert(
     reason: str | None,
     earlier: int,
 ) -> bool:
-    row = tx.one(
-        "cron_window_insert",
-        {
-            "kind": kind,
-            "window_at": driver.encode_time(window),
-            "state": state,
-            "reason": reason,
-            "earlier_skipped": earlier,
-        },
+    row = driver.cron_window_insert(
+        tx,
+        kind=kind,
+        window_at=driver.encode_time(window),
+        state=state,
+        reason=reason,
+        earlier_skipped=earlier,
     )
     return row is not None
 

@@ -65,19 +65,19 @@ def collect(driver: Driver, tx: Tx, window: float) -> dict[str, Any]:
 
     since = now - timedelta(seconds=window)
     groups: dict[tuple[str, str], dict[str, Any]] = defaultdict(_entry)
-    for r in tx.all("stats_open"):
+    for r in driver.stats_open(tx):
         g = groups[(r["queue"], r["kind"])]
         g["counts"][r["state"]] = r["n"]
         if r["oldest_due"] is not None:
             g["oldest_due_age"] = max(0.0, (now - r["oldest_due"]).total_seconds())
-    for r in tx.all("stats_dead"):
+    for r in driver.stats_dead(tx):
         g = groups[(r["queue"], r["kind"])]
         g["dead"] = r["n"]
         g["oldest_dead_age"] = (now - r["oldest"]).total_seconds() if r["oldest"] else None
     when = driver.encode_time(since)
-    for r in tx.all("stats_finished", {"since": when}):
+    for r in driver.stats_finished(tx, since=when):
         groups[(r["queue"], r["kind"])]["finished_in_window"][r["state"]] = r["n"]
-    for r in tx.all("stats_reasons", {"since": when}):
+    for r in driver.stats_reasons(tx, since=when):
         g = groups[(r["queue"], r["kind"])]
         if r["reason"] in (Reason.ENQUEUED, Reason.REPLAYED):  # work that entered the queue
             g["arrivals"] += r["n"]
@@ -87,10 +87,10 @@ def collect(driver: Driver, tx: Tx, window: float) -> dict[str, Any]:
             g["retries"] += r["n"]
         if r["reason"] in LEASE_EXPIRIES:
             g["lease_expiries"] += r["n"]
-    for r in tx.all("stats_waits", {"since": when}):
+    for r in driver.stats_waits(tx, since=when):
         if r["seconds"] is not None:
             groups[(r["queue"], r["kind"])]["waits"].append(float(r["seconds"]))
-    for r in tx.all("stats_runs", {"since": when}):
+    for r in driver.stats_runs(tx, since=when):
         if r["seconds"] is not None:
             groups[(r["queue"], r["kind"])]["runs"].append(float(r["seconds"]))
     minutes = window / 60.0

@@ -16,7 +16,7 @@ from .decide import decide_expired
 from .kinds import KindSpec
 from .machine import State
 from .receipts import sweep_receipts
-from .store.base import Driver, Move
+from .store.base import Driver
 
 log = logging.getLogger("jobtrail.sweeper")
 
@@ -40,18 +40,13 @@ def sweep(
                     attempts=row["attempts"],
                     max_attempts=row["max_attempts"],
                 )
-                move = Move(
+                move = transition.move_for(
+                    decision,
                     task_id=row["id"],
                     from_state=state,
-                    to_state=decision.to_state,
-                    reason=decision.reason,
                     actor="sweeper",
                     expired_owner=row["lease_owner"],
                     attempt=row["attempts"],
-                    run_in=decision.delay,
-                    set_error=decision.category is not None,
-                    error_category=decision.category,
-                    error=decision.error,
                     data={"owner": row["lease_owner"]},
                 )
                 if transition.apply(driver, tx, move) is not None:

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from . import workflow
+from .decide import Decision
 from .errors import IllegalTransition
 from .machine import TERMINAL, Reason, State, find_edge
 from .store.base import Claim, Driver, Move, NewTask, Row, T, Tx
@@ -45,6 +46,52 @@ def apply(driver: Driver, tx: Tx, move: Move) -> Row | None:
     ):
         workflow.after_child_moved(driver, tx, row, apply)
     return row
+
+
+def move_for(
+    decision: Decision, *, task_id: int, from_state: State, actor: str, **guard: Any
+) -> Move:
+    """The ``Move`` that carries out ``decision`` for a task in ``from_state`` — the one place
+    a decision becomes a move (the worker, the sweeper, receipts and cancel all come here).
+    ``guard``: the rest of ``Move``'s fields (owner, attempt, receipt, note, data, ...)."""
+    return Move(
+        task_id=task_id,
+        from_state=from_state,
+        to_state=decision.to_state,
+        reason=decision.reason,
+        actor=actor,
+        run_in=decision.delay,
+        uncount_attempt=not decision.counts_attempt,
+        set_error=decision.category is not None or decision.error is not None,
+        error_category=decision.category,
+        error=decision.error,
+        **guard,
+    )
+
+
+def complete_many(
+    driver: Driver, tx: Tx, owner: str, actor: str, attempts: Sequence[tuple[int, int]]
+) -> set[int]:
+    """Edge 4 (``leased`` → ``succeeded``, ``completed``) for a worker's batch of plain
+    successes, ``(task id, attempt)`` each, under the worker guard; returns the ids that moved
+    (``Driver.task_complete_many``; never a workflow child)."""
+    check("complete", State.LEASED, State.SUCCEEDED, Reason.COMPLETED)
+    return driver.task_complete_many(tx, owner, actor, attempts)
+
+
+def complete_and_claim(
+    driver: Driver,
+    tx: Tx,
+    attempts: Sequence[tuple[int, int]],
+    request: Claim,
+    queue: str,
+    limit: int,
+) -> tuple[set[int], list[Row]]:
+    """``complete_many`` and edge 3 for up to ``limit`` tasks of ``queue`` in one statement
+    (``Driver.task_complete_and_claim``): the worker's round trip."""
+    check("complete", State.LEASED, State.SUCCEEDED, Reason.COMPLETED)
+    check("claim", State.QUEUED, State.LEASED, Reason.CLAIMED)
+    return driver.task_complete_and_claim(tx, attempts, request, queue, limit)
 
 
 def create(driver: Driver, tx: Tx, new: NewTask) -> tuple[Row, bool]:

@@ -34,13 +34,13 @@ def after_child_moved(
 ) -> None:
     """Called by ``transition.apply`` after a child task moved to a terminal state."""
     if child["state"] == State.SUCCEEDED:
-        for released in tx.all("task_release_next", {"id": child["id"]}):
+        for released in driver.task_release_next(tx, child["id"]):
             driver.notify_queued(tx, released["queue"])
     parent_id = child["parent_id"]
-    parent = tx.one("task_lock", {"id": parent_id})
+    parent = driver.task_lock(tx, id=parent_id)
     if parent is None or parent["state"] != State.WAITING:
         return
-    children = tx.all("children_list", {"id": parent_id})
+    children = driver.children_list(tx, id=parent_id)
     target, reason = aggregate([State(c["state"]) for c in children])
     if reason is None:
         return

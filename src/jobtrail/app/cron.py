@@ -128,7 +128,7 @@ class CronAPI(AppCore):
         if state not in (None, ENQUEUED, SKIPPED):
             raise ValueError(f"state must be {ENQUEUED!r} or {SKIPPED!r}, not {state!r}")
         with self._driver.transaction(write=False) as tx:
-            rows = tx.all("cron_window_list", {"kind": kind, "state": state, "limit": limit})
+            rows = self._driver.cron_window_list(tx, kind=kind, state=state, limit=limit)
         return [window_from_row(r) for r in rows]
 
     def schedules(self) -> list[dict[str, Any]]:
@@ -138,7 +138,7 @@ class CronAPI(AppCore):
         expression last changed) and ``registered`` (known to this app)."""
         with self._driver.transaction(write=False) as tx:
             now = self._driver.db_now(tx)
-            stored = {r["kind"]: r for r in tx.all("cron_schedules")}
+            stored = {r["kind"]: r for r in self._driver.cron_schedules(tx)}
         out: list[dict[str, Any]] = []
         for name in sorted(set(self._periodic) | set(stored)):
             row = stored.get(name)

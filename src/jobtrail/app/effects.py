@@ -9,12 +9,13 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from .. import payloads, transition, workflow
+from ..decide import decide_receipt_outcome
 from ..errors import IdempotencyConflict, IllegalTransition, TaskNotFound
 from ..kinds import KindSpec
 from ..machine import Reason, State
 from ..models import Task, task_from_row
 from ..outbox import Sink, dispatch, http_sink
-from ..receipts import apply_outcome, outcome
+from ..receipts import apply_outcome
 from ..store.base import Driver, NewTask
 from .core import AppCore
 
@@ -46,7 +47,7 @@ class EffectsAPI(AppCore):
         (``pending`` — still delivering — or ``delivered``), ``attempts``, ``delivered_at``."""
         with self._driver.transaction(write=False) as tx:
             row = self._row(tx, task_id)
-            rows = tx.all("outbox_list", {"id": row["id"]})
+            rows = self._driver.outbox_list(tx, id=row["id"])
         return [
             {
                 "id": r["id"],
@@ -96,9 +97,8 @@ class EffectsAPI(AppCore):
             raise TypeError("tenant must be a string (or None for any tenant)")
         with self._driver.transaction() as tx:
             if receipt_id is not None:
-                found = tx.all(
-                    "task_by_receipt",
-                    {"receipt_id": str(receipt_id), "kind": kind, "tenant": tenant},
+                found = self._driver.task_by_receipt(
+                    tx, receipt_id=str(receipt_id), kind=kind, tenant=tenant
                 )
                 if not found:
                     raise TaskNotFound(f"receipt {receipt_id}")
@@ -118,8 +118,13 @@ class EffectsAPI(AppCore):
                 if ok and row["last_reason"] == Reason.RECEIPT_CONFIRMED:
                     return task_from_row(row)
                 raise IllegalTransition(str(row["id"]), state, "confirm a receipt")
-            decision = outcome(
-                ok, category=category, error=error, spec=self._kinds.get(row["kind"]), row=row
+            decision = decide_receipt_outcome(
+                ok,
+                category=category,
+                error=error,
+                spec=self._kinds.get(row["kind"]),
+                attempts=row["attempts"],
+                max_attempts=row["max_attempts"],
             )
             if apply_outcome(self._driver, tx, row, decision, by, note) is None:
                 raise IllegalTransition(str(row["id"]), state, "confirm a receipt")
@@ -196,7 +201,7 @@ class EffectsAPI(AppCore):
             for item in items:
                 child, _ = transition.create(self._driver, tx, _with_parent(item, row["id"]))
                 if sequential and previous is not None:
-                    tx.run("task_set_after", {"id": child["id"], "after_id": previous})
+                    self._driver.task_set_after(tx, id=child["id"], after_id=previous)
                 previous = child["id"]
                 self._driver.notify_queued(tx, item.queue)
         if connection is None:
@@ -207,7 +212,7 @@ class EffectsAPI(AppCore):
         """A workflow parent's children, in order."""
         with self._driver.transaction(write=False) as tx:
             row = self._row(tx, task_id)
-            ids = [c["id"] for c in tx.all("children_list", {"id": row["id"]})]
+            ids = [c["id"] for c in self._driver.children_list(tx, id=row["id"])]
             return [task_from_row(self._row(tx, i)) for i in ids]
 
 

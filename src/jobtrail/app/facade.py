@@ -15,9 +15,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import payloads, transition, validate
+from ..decide import decide_cancel
 from ..errors import IdempotencyConflict, IllegalTransition, UnknownKind
 from ..kinds import DEFAULT_MAX_PAYLOAD, KindSpec
-from ..machine import TERMINAL, Reason, State
+from ..machine import Reason, State
 from ..models import CancelResult, Task, Transition, task_from_fields, task_from_row
 from ..scheduler import Schedule
 from ..store.base import NEW_TASK_DEFAULTS, Driver, Move, NewTask, Row, Tx
@@ -256,7 +257,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
             row = self._row(tx, task_id)
             steps = {
                 r["name"]: r["result"]
-                for r in tx.all("step_list", {"id": row["id"]})
+                for r in self._driver.step_list(tx, id=row["id"])
                 if r["status"] == "confirmed"
             }
             return task_from_row(row, steps=steps)
@@ -334,42 +335,23 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
             with self._driver.transaction() as tx:
                 row = self._row(tx, task_id)
                 state = State(row["state"])
-                if state is State.WAITING:
+                verdict = decide_cancel(state)
+                if verdict.outcome == "children":
                     break
-                if state in TERMINAL:
-                    return CancelResult(
-                        str(row["id"]), "already_terminal", state, row["last_reason"]
-                    )
-                if state is State.CANCEL_REQUESTED:
-                    return CancelResult(
-                        str(row["id"]), "cancel_requested", state, row["last_reason"]
-                    )
-                if state is State.QUEUED:
-                    target, reason, outcome = (
-                        State.CANCELLED,
-                        Reason.CANCELLED_BEFORE_START,
-                        "cancelled",
-                    )
-                elif state is State.LEASED:
-                    target, reason, outcome = (
-                        State.CANCEL_REQUESTED,
-                        Reason.CANCEL_REQUESTED,
-                        "cancel_requested",
-                    )
-                elif state is State.AWAITING_RECEIPT:
-                    target, reason, outcome = (state, Reason.CANCEL_REFUSED_SUBMITTED, "too_late")
-                else:
+                if verdict.outcome == "illegal":
                     raise IllegalTransition(str(row["id"]), state, "cancel")
+                if verdict.decision is None:
+                    return CancelResult(str(row["id"]), verdict.outcome, state, row["last_reason"])
+                target, reason, outcome = (
+                    verdict.decision.to_state,
+                    verdict.decision.reason,
+                    verdict.outcome,
+                )
                 moved = transition.apply(
                     self._driver,
                     tx,
-                    Move(
-                        task_id=row["id"],
-                        from_state=state,
-                        to_state=target,
-                        reason=reason,
-                        actor=by,
-                        note=note,
+                    transition.move_for(
+                        verdict.decision, task_id=row["id"], from_state=state, actor=by, note=note
                     ),
                 )
                 if moved is not None:
@@ -405,7 +387,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
         row = self._row(tx, task_id)
         if row["state"] != State.DEAD:
             raise IllegalTransition(str(row["id"]), row["state"], "replay (only dead tasks)")
-        children = tx.all("children_list", {"id": row["id"]})
+        children = self._driver.children_list(tx, id=row["id"])
         for child in children:  # edge 21: replaying a parent replays its dead children
             if child["state"] == State.DEAD:
                 self._replay(tx, child["id"], by, note)

@@ -79,7 +79,7 @@ class OpsAPI(AppCore):
         _require_text(by, "by")
         _require_text(note, "note")
         with self._driver.transaction() as tx:
-            current = tx.one("queue_get", {"name": queue}) or {}
+            current = self._driver.queue_get(tx, name=queue) or {}
             was_paused = bool(current.get("paused"))
             if action == "limit":
                 now_paused = was_paused
@@ -92,31 +92,28 @@ class OpsAPI(AppCore):
                 changed = paused != was_paused
             if not changed:
                 return _queue_view(current, queue)
-            row = tx.one(
-                "queue_upsert",
-                {
-                    "name": queue,
-                    "paused": now_paused,
-                    "paused_by": by
-                    if now_paused and action == "pause"
-                    else current.get("paused_by")
-                    if now_paused
-                    else None,
-                    "paused_note": note
-                    if now_paused and action == "pause"
-                    else current.get("paused_note")
-                    if now_paused
-                    else None,
-                    "limit_total": limits[0],
-                    "limit_per_tenant": limits[1],
-                },
+            row = self._driver.queue_upsert(
+                tx,
+                name=queue,
+                paused=now_paused,
+                paused_by=by
+                if now_paused and action == "pause"
+                else current.get("paused_by")
+                if now_paused
+                else None,
+                paused_note=note
+                if now_paused and action == "pause"
+                else current.get("paused_note")
+                if now_paused
+                else None,
+                limit_total=limits[0],
+                limit_per_tenant=limits[1],
             )
             data: dict[str, Any] = {}
             if action == "limit":
                 data = {"total": total, "per_tenant": per_tenant}
-            tx.run(
-                "queue_history_insert",
-                {"queue": queue, "action": action, "actor": by, "note": note, "data": dumps(data)},
+            self._driver.queue_history_insert(
+                tx, queue=queue, action=action, actor=by, note=note, data=dumps(data)
             )
             if action == "resume":
                 self._driver.notify_queued(tx, queue)
@@ -126,7 +123,7 @@ class OpsAPI(AppCore):
         """Every known queue (registered kinds' queues, the default, and any configured one)
         with paused, by, note, since and limits."""
         with self._driver.transaction(write=False) as tx:
-            rows = {r["name"]: r for r in tx.all("queue_list")}
+            rows = {r["name"]: r for r in self._driver.queue_list(tx)}
         names = set(rows) | {s.queue for s in self._kinds.values()} | {self.default_queue}
         return [_queue_view(rows.get(name), name) for name in sorted(names)]
 
@@ -135,7 +132,7 @@ class OpsAPI(AppCore):
         validate.filter_text(queue, "queue")
         validate.integer(limit, "limit", 1, validate.MAX_LIMIT)
         with self._driver.transaction(write=False) as tx:
-            rows = tx.all("queue_history_list", {"queue": queue, "limit": limit})
+            rows = self._driver.queue_history_list(tx, queue=queue, limit=limit)
         return [
             {
                 "action": r["action"],
@@ -163,7 +160,7 @@ class OpsAPI(AppCore):
         window = validate.seconds(window, "window", positive=True)
         with self._driver.transaction(write=False) as tx:
             since = self._driver.db_now(tx) - timedelta(seconds=window)
-            rows = tx.all("stats_reasons", {"since": self._driver.encode_time(since)})
+            rows = self._driver.stats_reasons(tx, since=self._driver.encode_time(since))
         return [dict(r) for r in rows]
 
     def dead(self) -> builtins.list[dict[str, Any]]:
@@ -171,7 +168,7 @@ class OpsAPI(AppCore):
         age, and the code versions that failed them."""
         with self._driver.transaction(write=False) as tx:
             now = self._driver.db_now(tx)
-            rows = tx.all("dead_groups")
+            rows = self._driver.dead_groups(tx)
         return [
             {
                 "reason": r["reason"],
@@ -194,28 +191,24 @@ class OpsAPI(AppCore):
             with self._driver.transaction() as tx:
                 ids = [
                     r["id"]
-                    for r in tx.all("prune_select", {"older_than": seconds, "limit": PRUNE_BATCH})
+                    for r in self._driver.prune_select(tx, older_than=seconds, limit=PRUNE_BATCH)
                 ]
                 if not ids:
                     break
                 listed = self._driver._list(ids)
-                tx.one("prune_guard_on") if self._driver.dialect == "postgres" else tx.run(
-                    "prune_guard_on"
-                )
-                total["transitions"] += tx.run("prune_transitions", {"ids": listed})
-                tx.run("prune_steps", {"ids": listed})
-                tx.run("prune_outbox", {"ids": listed})
-                total["tasks"] += tx.run("prune_tasks", {"ids": listed})
-                tx.one("prune_guard_off") if self._driver.dialect == "postgres" else tx.run(
-                    "prune_guard_off"
-                )
+                self._driver.prune_guard(tx, on=True)
+                total["transitions"] += self._driver.prune_transitions(tx, ids=listed)
+                self._driver.prune_steps(tx, ids=listed)
+                self._driver.prune_outbox(tx, ids=listed)
+                total["tasks"] += self._driver.prune_tasks(tx, ids=listed)
+                self._driver.prune_guard(tx, on=False)
             # no early exit on a short batch: a workflow's parent becomes prunable only once
             # its children are gone, so keep going until nothing is left to select
         return total
 
     # -- live facts for explanations -------------------------------------------------------------
     def _live_facts(self, tx: Tx, row: Row, lang: str) -> explain_facts.Facts:
-        facts = explain_facts.gather(tx, row, lang)
+        facts = explain_facts.gather(self._driver, tx, row, lang)
         facts.why[:0] = self._queue_facts(tx, row, lang)
         return facts
 
@@ -223,7 +216,7 @@ class OpsAPI(AppCore):
         """Why a due queued task is held back: a paused queue or a full concurrency limit."""
         if row["state"] != "queued":
             return []
-        queue = tx.one("queue_get", {"name": row["queue"]})
+        queue = self._driver.queue_get(tx, name=row["queue"])
         if queue is None:
             return []
         zh = lang == "zh"
@@ -238,7 +231,7 @@ class OpsAPI(AppCore):
                 f'("{queue["paused_note"]}")'
             )
         if queue["limit_total"] is not None:
-            held = tx.one("queue_held_count", {"queue": row["queue"]})
+            held = self._driver.queue_held_count(tx, queue=row["queue"])
             n = held["n"] if held else 0
             if n >= queue["limit_total"]:
                 out.append(
@@ -248,7 +241,7 @@ class OpsAPI(AppCore):
                     f"{n} of {queue['limit_total']} leased"
                 )
         if queue["limit_per_tenant"] is not None:
-            held = tx.one("queue_tenant_held", {"queue": row["queue"], "tenant": row["tenant"]})
+            held = self._driver.queue_tenant_held(tx, queue=row["queue"], tenant=row["tenant"])
             n = held["n"] if held else 0
             if n >= queue["limit_per_tenant"]:
                 tenant = row["tenant"] or "(none)"

@@ -31,7 +31,7 @@ class ViewsAPI(OpsAPI):
         ``error``, ``created_at``, ``confirmed_at``."""
         with self._driver.transaction(write=False) as tx:
             row = self._row(tx, task_id)
-            rows = tx.all("step_list", {"id": row["id"]})
+            rows = self._driver.step_list(tx, id=row["id"])
         return [
             {
                 "name": r["name"],
@@ -69,9 +69,9 @@ class ViewsAPI(OpsAPI):
         """Tasks per open state plus ``dead`` (not dismissed): two indexed counts, no window."""
         with self._driver.transaction(write=False) as tx:
             counts = {s: 0 for s in OPEN_STATES}
-            for r in tx.all("view_state_counts"):
+            for r in self._driver.view_state_counts(tx):
                 counts[r["state"]] = int(r["n"])
-            dead = tx.one("view_dead_count")
+            dead = self._driver.view_dead_count(tx)
         counts["dead"] = int(dead["n"]) if dead else 0
         return counts
 
@@ -86,7 +86,7 @@ class ViewsAPI(OpsAPI):
         out: builtins.list[Task] = []
         with self._driver.transaction(write=False) as tx:
             for kind in names:
-                for r in tx.all("view_task_by_key", {"tenant": tenant, "kind": kind, "key": key}):
+                for r in self._driver.view_task_by_key(tx, tenant=tenant, kind=kind, key=key):
                     out.append(task_from_row(r))
         return sorted(out, key=lambda t: -int(t.id))
 
@@ -120,7 +120,7 @@ class ViewsAPI(OpsAPI):
                     tx, reason=reason, kind=kind, since=start, until=frozen, limit=limit
                 )
             ]
-            rows = {r["id"]: r for r in tx.all("view_tasks_by_ids", {"ids": json.dumps(ids)})}
+            rows = {r["id"]: r for r in self._driver.view_tasks_by_ids(tx, ids=json.dumps(ids))}
             tasks = [task_from_row(rows[i]) for i in ids if i in rows]
         return {"tasks": tasks, "until": frozen, "since": start, "now": now}
 
@@ -136,8 +136,8 @@ class ViewsAPI(OpsAPI):
         with self._driver.transaction(write=False) as tx:
             now = self._driver.db_now(tx)
             since = now - timedelta(seconds=n * bucket)
-            rows = tx.all(
-                "view_activity", {"since": self._driver.encode_time(since), "bucket": bucket}
+            rows = self._driver.view_activity(
+                tx, since=self._driver.encode_time(since), bucket=bucket
             )
         queues: dict[str, dict[str, builtins.list[int]]] = {}
         for r in rows:

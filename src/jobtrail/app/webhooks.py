@@ -133,11 +133,11 @@ class WebhooksAPI(EffectsAPI):
             event_type = event_type[:255]
         key = {"source": source, "delivery_id": delivery_id}
         with self._driver.transaction() as tx:
-            fresh = tx.one(
-                "webhook_delivery_insert", {**key, "event_type": event_type, "bad_body": bad}
+            fresh = self._driver.webhook_delivery_insert(
+                tx, {**key, "event_type": event_type, "bad_body": bad}
             )
             if fresh is None:
-                row = tx.one("webhook_delivery_get", key)
+                row = self._driver.webhook_delivery_get(tx, key)
                 assert row is not None
                 task_id = None if row["task_id"] is None else str(row["task_id"])
                 result = Delivery(task_id, True, row["bad_body"] is not None)
@@ -145,7 +145,7 @@ class WebhooksAPI(EffectsAPI):
                 result = Delivery(None, False, True)
             else:
                 task = self._insert(tx, new)
-                tx.run("webhook_delivery_set_task", {**key, "task_id": int(task.id)})
+                self._driver.webhook_delivery_set_task(tx, {**key, "task_id": int(task.id)})
                 result = Delivery(task.id, False)
         if result.task_id is not None and not result.duplicate:
             self._driver.wake()

@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import StoreUnavailable
 from ..machine import HELD, TERMINAL, State
 from . import queries
+from .statements import Statements
 from .types import (
     NEW_TASK_DEFAULTS,
     TIME_COLUMNS,
@@ -32,6 +33,7 @@ from .types import (
 )
 
 __all__ = [
+    "STATE_WRITERS",
     "Claim",
     "Driver",
     "Move",
@@ -48,7 +50,23 @@ __all__ = [
 ]
 
 
-class Driver(abc.ABC):
+#: The driver methods that write a task's state column (insert, claim, move, batch completion).
+#: Only ``transition.py`` calls them (and the drivers, each
+#: other): ``tests/unit/test_one_transition_path.py`` fails when another module does.
+STATE_WRITERS = (
+    "task_insert",
+    "task_insert_alone",
+    "task_insert_many",
+    "task_insert_batches",
+    "task_claim",
+    "task_claim_unlimited",
+    "task_complete_and_claim",
+    "task_complete_many",
+    "task_move",
+)
+
+
+class Driver(Statements, abc.ABC):
     """A backend. Generic operations live here; each dialect supplies SQL and connections."""
 
     dialect: str
@@ -286,6 +304,12 @@ class Driver(abc.ABC):
         completed and the claimed rows."""
         raise NotImplementedError("complete and claim in one transaction on this driver")
 
+    def task_release_next(self, tx: Tx, child_id: int) -> list[Row]:
+        """The next sequential sibling of ``child_id`` (which has just succeeded) becomes due
+        now (its ``run_at``; its state stays ``queued``); returns the released rows (``id``,
+        ``queue``)."""
+        return tx.all("task_release_next", {"id": child_id})
+
     def queues_limited(self, tx: Tx, queues: list[str]) -> list[str]:
         """Which of ``queues`` have a concurrency limit now (a hint for which to claim with
         ``task_claim``; never trusted for enforcement)."""
@@ -323,6 +347,7 @@ class Driver(abc.ABC):
             )
         return row
 
+    @abc.abstractmethod
     def task_complete_many(
         self, tx: Tx, owner: str, actor: str, attempts: Sequence[tuple[int, int]]
     ) -> set[int]:
@@ -332,23 +357,6 @@ class Driver(abc.ABC):
         worker guard of ``task_move``; a task whose guard fails is left untouched (the caller
         decides for it alone). Only for tasks without a parent: a workflow child's completion
         re-derives its parent (``transition.apply``)."""
-        moved: set[int] = set()
-        for task_id, attempt in sorted(attempts):
-            move = Move(
-                task_id=task_id,
-                from_state=State.LEASED,
-                to_state=State.SUCCEEDED,
-                reason="completed",
-                actor=actor,
-                owner=owner,
-                attempt=attempt,
-            )
-            row = self.task_move(tx, move)
-            if row is not None:
-                if row.get("parent_id") is not None:  # pragma: no cover - callers exclude them
-                    raise RuntimeError("task_complete_many got a workflow child")
-                moved.add(task_id)
-        return moved
 
     def _move_params(self, move: Move) -> dict[str, Any]:
         return {

@@ -16,7 +16,6 @@ from ..decide import Decision, decide_failure, decide_success
 from ..errors import LeaseLost
 from ..machine import HELD, State
 from ..models import iso
-from ..store.base import Move
 from .pool import OutcomeNotRecorded, _batchable
 from .state import WorkerState
 
@@ -153,9 +152,8 @@ class Outcomes(WorkerState):
             )
             if self._apply(tx, attempt, state, decision) is not None:
                 for topic, payload in attempt.outbox:
-                    tx.run(
-                        "outbox_insert",
-                        {"task_id": attempt.task_id, "topic": topic, "payload": payload},
+                    self.driver.outbox_insert(
+                        tx, task_id=attempt.task_id, topic=topic, payload=payload
                     )
                 return True
         return False
@@ -172,7 +170,7 @@ class Outcomes(WorkerState):
             return False
         state = State(row["state"])
         elapsed = (row["db_now"] - row["budget_started_at"]).total_seconds()
-        confirmed = tx.one("effect_confirmed_count", {"id": attempt.task_id})
+        confirmed = self.driver.effect_confirmed_count(tx, id=attempt.task_id)
         decision = decide_failure(
             exc,
             spec=attempt.spec,
@@ -197,21 +195,15 @@ class Outcomes(WorkerState):
         data: dict[str, Any] | None = None,
     ) -> Any:
         receipt = attempt.pending_receipt if decision.to_state is State.AWAITING_RECEIPT else None
-        move = Move(
+        move = transition.move_for(
+            decision,
             task_id=attempt.task_id,
             from_state=state,
-            to_state=decision.to_state,
-            reason=decision.reason,
             actor=self.owner,
             owner=attempt.owner,
             attempt=attempt.number,
-            run_in=decision.delay,
             receipt_id=receipt[0] if receipt else None,
             receipt_in=receipt[1] if receipt else None,
-            uncount_attempt=not decision.counts_attempt,
-            set_error=decision.category is not None or decision.error is not None,
-            error_category=decision.category,
-            error=decision.error,
             data=data or {},
         )
         return transition.apply(self.driver, tx, move)

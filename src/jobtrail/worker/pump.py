@@ -27,7 +27,7 @@ from typing import Any
 
 from .. import transition
 from ..context import Attempt
-from ..machine import Reason, State
+from ..machine import State
 from ..outbox import dispatch
 from ..store.base import Claim
 from ..sweeper import sweep
@@ -230,24 +230,23 @@ class Worker(LeaseRenewal):
             # unlimited queues. Limited queues are claimed after that commit, in their own
             # transaction, so that the slots freed here are open to every worker first.
             with driver.transaction() as tx:
-                moved = driver.task_complete_many(tx, self.owner, self.owner, pairs)
+                moved = transition.complete_many(driver, tx, self.owner, self.owner, pairs)
                 if request is None:
                     return moved, []
                 rows = transition.claim(driver, tx, replace(request, skip_limited=True))
             return moved, rows + self._claim_limited(request, free - len(rows), soon=not rows)
         if request is None:
             with driver.single_statement(pinned=True) as tx:
-                return driver.task_complete_many(tx, self.owner, self.owner, pairs), []
+                return transition.complete_many(driver, tx, self.owner, self.owner, pairs), []
         first = request.queues[0]
         if first in self._limited:
             moved = set()
             if pairs:
                 with driver.single_statement(pinned=True) as tx:
-                    moved = driver.task_complete_many(tx, self.owner, self.owner, pairs)
+                    moved = transition.complete_many(driver, tx, self.owner, self.owner, pairs)
             return moved, self._claim_fast(request)
-        transition.check("claim", State.QUEUED, State.LEASED, Reason.CLAIMED)
         with driver.single_statement(pinned=True) as tx:
-            moved, rows = driver.task_complete_and_claim(tx, pairs, request, first, free)
+            moved, rows = transition.complete_and_claim(driver, tx, pairs, request, first, free)
         rest = request.queues[1:]
         if len(rows) < free and rest:
             rows += self._claim_fast(replace(request, queues=rest, limit=free - len(rows)))

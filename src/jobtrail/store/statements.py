@@ -1,0 +1,254 @@
+"""The named statements of the driver seam beyond a task's moves: queues, cron, steps and
+effects, the outbox, webhook deliveries, stats, the views for people, the invariant check and
+pruning. One method per statement, named subject + verb; the rest of jobtrail calls these and
+never names a query (``tests/unit/test_driver_seam.py``). ``Driver`` (``base.py``) inherits
+them; a driver overrides one where its dialect needs another shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .types import Row, Tx
+
+
+class Statements:
+    """Mixed into ``Driver``: each method runs its statement from the dialect's ``sql/``."""
+
+    dialect: str
+
+    # -- queues: pause state, limits, history, held counts -------------------------------------
+    def queue_get(self, tx: Tx, *, name: Any) -> Row | None:
+        return tx.one("queue_get", {"name": name})
+
+    def queue_held_count(self, tx: Tx, *, queue: Any) -> Row | None:
+        return tx.one("queue_held_count", {"queue": queue})
+
+    def queue_history_insert(
+        self, tx: Tx, *, queue: Any, action: Any, actor: Any, note: Any, data: Any
+    ) -> int:
+        return tx.run(
+            "queue_history_insert",
+            {"queue": queue, "action": action, "actor": actor, "note": note, "data": data},
+        )
+
+    def queue_history_list(self, tx: Tx, *, queue: Any, limit: Any) -> list[Row]:
+        return tx.all("queue_history_list", {"queue": queue, "limit": limit})
+
+    def queue_list(self, tx: Tx) -> list[Row]:
+        return tx.all("queue_list")
+
+    def queue_tenant_held(self, tx: Tx, *, queue: Any, tenant: Any) -> Row | None:
+        return tx.one("queue_tenant_held", {"queue": queue, "tenant": tenant})
+
+    def queue_upsert(
+        self,
+        tx: Tx,
+        *,
+        name: Any,
+        paused: Any,
+        paused_by: Any,
+        paused_note: Any,
+        limit_total: Any,
+        limit_per_tenant: Any,
+    ) -> Row | None:
+        return tx.one(
+            "queue_upsert",
+            {
+                "name": name,
+                "paused": paused,
+                "paused_by": paused_by,
+                "paused_note": paused_note,
+                "limit_total": limit_total,
+                "limit_per_tenant": limit_per_tenant,
+            },
+        )
+
+    # -- cron schedules and windows ------------------------------------------------------------
+    def cron_schedule_get(self, tx: Tx, *, kind: Any) -> Row | None:
+        return tx.one("cron_schedule_get", {"kind": kind})
+
+    def cron_schedule_upsert(self, tx: Tx, params: dict[str, Any]) -> int:
+        return tx.run("cron_schedule_upsert", params)
+
+    def cron_schedules(self, tx: Tx) -> list[Row]:
+        return tx.all("cron_schedules")
+
+    def cron_window_insert(
+        self, tx: Tx, *, kind: Any, window_at: Any, state: Any, reason: Any, earlier_skipped: Any
+    ) -> Row | None:
+        return tx.one(
+            "cron_window_insert",
+            {
+                "kind": kind,
+                "window_at": window_at,
+                "state": state,
+                "reason": reason,
+                "earlier_skipped": earlier_skipped,
+            },
+        )
+
+    def cron_window_list(self, tx: Tx, *, kind: Any, state: Any, limit: Any) -> list[Row]:
+        return tx.all("cron_window_list", {"kind": kind, "state": state, "limit": limit})
+
+    def cron_window_set_task(self, tx: Tx, *, kind: Any, window_at: Any, task_id: Any) -> int:
+        return tx.run(
+            "cron_window_set_task", {"kind": kind, "window_at": window_at, "task_id": task_id}
+        )
+
+    # -- steps ---------------------------------------------------------------------------------
+    def step_list(self, tx: Tx, *, id: Any) -> list[Row]:
+        return tx.all("step_list", {"id": id})
+
+    # -- effects -------------------------------------------------------------------------------
+    def effect_confirmed_count(self, tx: Tx, *, id: Any) -> Row | None:
+        return tx.one("effect_confirmed_count", {"id": id})
+
+    def effect_forget(self, tx: Tx, *, id: Any, name: Any) -> int:
+        return tx.run("effect_forget", {"id": id, "name": name})
+
+    def effect_note_error(self, tx: Tx, *, id: Any, name: Any, error: Any) -> int:
+        return tx.run("effect_note_error", {"id": id, "name": name, "error": error})
+
+    # -- the outbox ----------------------------------------------------------------------------
+    def outbox_claim(
+        self, tx: Tx, *, limit: Any, lock_seconds: Any, any_topic: Any, topics: Any
+    ) -> list[Row]:
+        return tx.all(
+            "outbox_claim",
+            {
+                "limit": limit,
+                "lock_seconds": lock_seconds,
+                "any_topic": any_topic,
+                "topics": topics,
+            },
+        )
+
+    def outbox_delivered(self, tx: Tx, *, id: Any) -> int:
+        return tx.run("outbox_delivered", {"id": id})
+
+    def outbox_failed(self, tx: Tx, *, id: Any, error: Any, delay: Any) -> int:
+        return tx.run("outbox_failed", {"id": id, "error": error, "delay": delay})
+
+    def outbox_insert(self, tx: Tx, *, task_id: Any, topic: Any, payload: Any) -> int:
+        return tx.run("outbox_insert", {"task_id": task_id, "topic": topic, "payload": payload})
+
+    def outbox_list(self, tx: Tx, *, id: Any) -> list[Row]:
+        return tx.all("outbox_list", {"id": id})
+
+    # -- webhook deliveries --------------------------------------------------------------------
+    def webhook_delivery_get(self, tx: Tx, params: dict[str, Any]) -> Row | None:
+        return tx.one("webhook_delivery_get", params)
+
+    def webhook_delivery_insert(self, tx: Tx, params: dict[str, Any]) -> Row | None:
+        return tx.one("webhook_delivery_insert", params)
+
+    def webhook_delivery_set_task(self, tx: Tx, params: dict[str, Any]) -> int:
+        return tx.run("webhook_delivery_set_task", params)
+
+    # -- stats ---------------------------------------------------------------------------------
+    def stats_dead(self, tx: Tx) -> list[Row]:
+        return tx.all("stats_dead")
+
+    def stats_finished(self, tx: Tx, *, since: Any) -> list[Row]:
+        return tx.all("stats_finished", {"since": since})
+
+    def stats_open(self, tx: Tx) -> list[Row]:
+        return tx.all("stats_open")
+
+    def stats_reasons(self, tx: Tx, *, since: Any) -> list[Row]:
+        return tx.all("stats_reasons", {"since": since})
+
+    def stats_runs(self, tx: Tx, *, since: Any) -> list[Row]:
+        return tx.all("stats_runs", {"since": since})
+
+    def stats_waits(self, tx: Tx, *, since: Any) -> list[Row]:
+        return tx.all("stats_waits", {"since": since})
+
+    # -- views for people ----------------------------------------------------------------------
+    def view_activity(self, tx: Tx, *, since: Any, bucket: Any) -> list[Row]:
+        return tx.all("view_activity", {"since": since, "bucket": bucket})
+
+    def view_dead_count(self, tx: Tx) -> Row | None:
+        return tx.one("view_dead_count")
+
+    def view_state_counts(self, tx: Tx) -> list[Row]:
+        return tx.all("view_state_counts")
+
+    def view_task_by_key(self, tx: Tx, *, tenant: Any, kind: Any, key: Any) -> list[Row]:
+        return tx.all("view_task_by_key", {"tenant": tenant, "kind": kind, "key": key})
+
+    def view_tasks_by_ids(self, tx: Tx, *, ids: Any) -> list[Row]:
+        return tx.all("view_tasks_by_ids", {"ids": ids})
+
+    # -- the invariant check -------------------------------------------------------------------
+    def check_parents(self, tx: Tx) -> list[Row]:
+        return tx.all("check_parents")
+
+    def check_read_only(self, tx: Tx) -> int:
+        return tx.run("check_read_only")
+
+    def check_transitions_page(
+        self, tx: Tx, *, after_task: Any, after_seq: Any, limit: Any
+    ) -> list[Row]:
+        return tx.all(
+            "check_transitions_page",
+            {"after_task": after_task, "after_seq": after_seq, "limit": limit},
+        )
+
+    # -- pruning -------------------------------------------------------------------------------
+    def prune_outbox(self, tx: Tx, *, ids: Any) -> int:
+        return tx.run("prune_outbox", {"ids": ids})
+
+    def prune_select(self, tx: Tx, *, older_than: Any, limit: Any) -> list[Row]:
+        return tx.all("prune_select", {"older_than": older_than, "limit": limit})
+
+    def prune_steps(self, tx: Tx, *, ids: Any) -> int:
+        return tx.run("prune_steps", {"ids": ids})
+
+    def prune_tasks(self, tx: Tx, *, ids: Any) -> int:
+        return tx.run("prune_tasks", {"ids": ids})
+
+    def prune_transitions(self, tx: Tx, *, ids: Any) -> int:
+        return tx.run("prune_transitions", {"ids": ids})
+
+    # -- tasks (reads and non-state writes) ----------------------------------------------------
+    def task_by_receipt(self, tx: Tx, *, receipt_id: Any, kind: Any, tenant: Any) -> list[Row]:
+        return tx.all("task_by_receipt", {"receipt_id": receipt_id, "kind": kind, "tenant": tenant})
+
+    def task_holder(self, tx: Tx, *, id: Any) -> Row | None:
+        return tx.one("task_holder", {"id": id})
+
+    def task_lock(self, tx: Tx, *, id: Any) -> Row | None:
+        return tx.one("task_lock", {"id": id})
+
+    def task_receipt_expired(self, tx: Tx, *, limit: Any) -> list[Row]:
+        return tx.all("task_receipt_expired", {"limit": limit})
+
+    def task_set_after(self, tx: Tx, *, id: Any, after_id: Any) -> int:
+        return tx.run("task_set_after", {"id": id, "after_id": after_id})
+
+    # -- workflow children ---------------------------------------------------------------------
+    def children_list(self, tx: Tx, *, id: Any) -> list[Row]:
+        return tx.all("children_list", {"id": id})
+
+    # -- dead letters --------------------------------------------------------------------------
+    def dead_groups(self, tx: Tx) -> list[Row]:
+        return tx.all("dead_groups")
+
+    def check_rule(self, tx: Tx, query: str) -> list[Row]:
+        """The rows breaking one of ``check.py``'s simple rules (``query``: its statement)."""
+        return tx.all(query)
+
+    def prune_guard(self, tx: Tx, *, on: bool) -> None:
+        """Lift (``on``) or restore the transition log's delete guard for a prune batch (a
+        function returning a row on PostgreSQL, a statement on SQLite)."""
+        name = "prune_guard_on" if on else "prune_guard_off"
+        if self.dialect == "postgres":
+            tx.one(name)
+        else:
+            tx.run(name)
+
+    def task_write_held(self, tx: Tx, query: str, params: dict[str, Any]) -> Row | None:
+        """A holder-conditional write of the handler's context (``effect_intent``,
+        ``step_confirm``...): ``None`` once the task is no longer held by the attempt."""
+        return tx.one(query, params)

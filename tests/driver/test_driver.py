@@ -1,0 +1,412 @@
+"""The driver conformance suite (River's ``riverdrivertest``): every public method of the
+driver seam (``store.base.Driver`` and its named statements, ``store.statements``) run on both
+dialects through the shared ``app`` fixture (SQLite and PostgreSQL, tests/conftest.py), with
+the invariant check after each test. ``test_every_public_method_has_a_test`` fails when a
+driver method is added without a test here.
+
+Writes run inside a transaction that is rolled back (``rolled_back``) unless the test is about
+committing, so a test leaves the store as it found it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+import jobtrail
+from jobtrail import transition
+from jobtrail.machine import State
+from jobtrail.store.base import Claim, Driver, Move, Tx, dumps
+
+COVERED: set[str] = set()
+OWNER = "driver-test"
+
+F = Callable[..., None]
+
+
+def covers(*names: str) -> Callable[[F], F]:
+    def mark(fn: F) -> F:
+        COVERED.update(names)
+        return fn
+
+    return mark
+
+
+class _Rollback(Exception):
+    pass
+
+
+@contextmanager
+def rolled_back(driver: Driver) -> Iterator[Tx]:
+    try:
+        with driver.transaction() as tx:
+            yield tx
+            raise _Rollback
+    except _Rollback:
+        pass
+
+
+@pytest.fixture
+def world(app: jobtrail.App) -> dict[str, Any]:
+    """An app with kind ``k``, a queued task and a leased one (claimed by ``OWNER``)."""
+
+    @app.task("k")
+    def k(ctx: jobtrail.Context, payload: Any) -> None:
+        pass
+
+    leased = app.enqueue("k", {"n": 1})
+    with app._driver.transaction() as tx:
+        rows = transition.claim(app._driver, tx, claim())
+    assert [str(r["id"]) for r in rows] == [leased.id]
+    queued = app.enqueue("k", {"n": 2})
+    return {"app": app, "d": app._driver, "queued": int(queued.id), "leased": int(leased.id)}
+
+
+def claim(limit: int = 1) -> Claim:
+    return Claim(owner=OWNER, queues=["default"], kinds=["k"], limit=limit, version=None)
+
+
+def ago(d: Driver, tx: Tx, seconds: float = 3600) -> Any:
+    return d.encode_time(d.db_now(tx) - timedelta(seconds=seconds))
+
+
+def test_every_public_method_has_a_test() -> None:
+    public = {
+        name for name in dir(Driver) if not name.startswith("_") and callable(getattr(Driver, name))
+    }
+    assert public - COVERED == set()
+
+
+# -- transactions, lifecycle ---------------------------------------------------------------------
+@covers("transaction", "single_statement", "batch_transaction", "db_now", "encode_time")
+def test_transactions(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with d.transaction(write=False) as tx:
+        now = d.db_now(tx)
+    assert isinstance(now, datetime) and now.tzinfo is not None
+    with d.single_statement() as tx:
+        assert d.task_get(tx, world["queued"]) is not None
+    with d.batch_transaction() as tx:
+        assert d.task_get(tx, world["queued"]) is not None
+    assert d.encode_time(now) is not None
+
+
+@covers("migrate", "close")
+def test_migrate_is_idempotent_and_close(world: dict[str, Any]) -> None:
+    app: jobtrail.App = world["app"]
+    other = jobtrail.App(app.url)
+    assert other._driver.migrate() == []
+    other._driver.close()
+
+
+@covers("wait_for_work", "wake", "notify_queued", "is_outage")
+def test_wake_ups(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    d.wake()
+    assert isinstance(d.wait_for_work(0.01), bool)
+    with d.transaction() as tx:
+        d.notify_queued(tx, "default")
+    assert d.is_outage(ValueError("no")) is False
+
+
+# -- tasks: the state writers (called through transition.py elsewhere) ---------------------------
+@covers("task_insert", "task_insert_many", "task_insert_alone", "task_insert_batches")
+def test_inserts(world: dict[str, Any]) -> None:
+    app: jobtrail.App = world["app"]
+    d: Driver = world["d"]
+    new = app._new_task({"kind": "k", "payload": {"x": 1}})
+    with rolled_back(d) as tx:
+        row, created = d.task_insert(tx, new)
+        assert created and row["state"] == State.QUEUED
+        assert [c for _, c in d.task_insert_many(tx, [new, new])] == [True, True]
+        ids = d.task_insert_batches(tx, [[new, new]], lambda n, i, c, r, p: i)
+        assert len(ids) == 2
+    row, created = d.task_insert_alone(new)
+    assert created
+    with d.transaction() as tx:  # committed: cancel it so the store stays tidy
+        moved = d.task_move(
+            tx,
+            Move(
+                task_id=row["id"],
+                from_state=State.QUEUED,
+                to_state=State.CANCELLED,
+                reason="cancelled_before_start",
+                actor="test",
+            ),
+        )
+    assert moved is not None
+
+
+@covers("task_claim", "task_claim_unlimited", "queues_limited")
+def test_claims(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with rolled_back(d) as tx:
+        assert d.queues_limited(tx, ["default"]) == []
+        rows = d.task_claim(tx, claim())
+        assert [r["id"] for r in rows] == [world["queued"]]
+    with rolled_back(d) as tx:
+        if d.claims_in_one_statement:
+            assert [r["id"] for r in d.task_claim_unlimited(tx, claim())] == [world["queued"]]
+        else:
+            with pytest.raises(NotImplementedError):
+                d.task_claim_unlimited(tx, claim())
+
+
+@covers("task_complete_many", "task_complete_and_claim")
+def test_batch_completion(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    pairs = [(world["leased"], 1)]
+    with rolled_back(d) as tx:
+        assert d.task_complete_many(tx, OWNER, OWNER, pairs) == {world["leased"]}
+    with rolled_back(d) as tx:
+        assert d.task_complete_many(tx, "someone-else", "x", pairs) == set()
+    with rolled_back(d) as tx:
+        if d.claims_in_one_statement:
+            moved, rows = d.task_complete_and_claim(tx, pairs, claim(), "default", 1)
+            assert moved == {world["leased"]}
+            assert [r["id"] for r in rows] == [world["queued"]]
+        else:
+            with pytest.raises(NotImplementedError):
+                d.task_complete_and_claim(tx, pairs, claim(), "default", 1)
+
+
+@covers("task_move", "transition_insert", "transition_list")
+def test_move_and_transitions(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    move = Move(
+        task_id=world["queued"],
+        from_state=State.QUEUED,
+        to_state=State.CANCELLED,
+        reason="cancelled_before_start",
+        actor="test",
+    )
+    with rolled_back(d) as tx:
+        row = d.task_move(tx, move)
+        assert row is not None and row["state"] == State.CANCELLED
+        assert d.task_move(tx, move) is None  # the guard no longer matches
+        reasons = [t["reason"] for t in d.transition_list(tx, world["queued"])]
+        assert reasons == ["enqueued", "cancelled_before_start"]
+        seq = len(reasons) + 1
+        d.transition_insert(
+            tx,
+            world["queued"],
+            seq,
+            State.CANCELLED,
+            State.CANCELLED,
+            "annotated",
+            "test",
+            attempt=0,
+            at=d.encode_time(d.db_now(tx)),
+            note="a note",
+        )
+        assert len(d.transition_list(tx, world["queued"])) == seq
+
+
+@covers("task_release_next", "task_set_after", "children_list")
+def test_workflow_statements(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with rolled_back(d) as tx:
+        assert d.task_set_after(tx, id=world["queued"], after_id=world["leased"]) == 1
+        released = d.task_release_next(tx, world["leased"])
+        assert [r["id"] for r in released] == [world["queued"]]
+        assert d.children_list(tx, id=world["leased"]) == []
+
+
+# -- tasks: reads and lease --------------------------------------------------------------------
+@covers("task_get", "task_list", "task_holder", "task_lock", "lease_extend", "task_expired")
+def test_task_reads(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with rolled_back(d) as tx:
+        assert d.task_get(tx, world["queued"])["state"] == State.QUEUED  # type: ignore[index]
+        assert d.task_get(tx, 10**12) is None
+        assert {r["id"] for r in d.task_list(tx)} == {world["queued"], world["leased"]}
+        assert [r["id"] for r in d.task_list(tx, state="leased")] == [world["leased"]]
+        holder = d.task_holder(tx, id=world["leased"])
+        assert holder is not None and holder["lease_owner"] == OWNER
+        assert d.task_lock(tx, id=world["queued"]) is not None
+        assert d.lease_extend(tx, world["leased"], OWNER, 1, 60) is not None
+        assert d.lease_extend(tx, world["leased"], "someone-else", 1, 60) is None
+        assert d.task_expired(tx, 10) == []
+
+
+@covers("task_by_receipt", "task_receipt_expired", "task_dead_select", "dead_groups")
+def test_receipts_and_dead(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with rolled_back(d) as tx:
+        assert d.task_by_receipt(tx, receipt_id="none", kind=None, tenant=None) == []
+        assert d.task_receipt_expired(tx, limit=10) == []
+        none = d.task_dead_select(tx, reason=None, kind=None, since=None, until=None, limit=10)
+        assert list(none) == []
+        assert d.dead_groups(tx) == []
+
+
+@covers("task_write_held", "step_list", "effect_confirmed_count", "effect_forget")
+@covers("effect_note_error")
+def test_steps_and_effects(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    held = {"id": world["leased"], "owner": OWNER, "attempt": 1}
+    with rolled_back(d) as tx:
+        row = d.task_write_held(tx, "effect_intent", {**held, "name": "e", "effect_key": "k1"})
+        assert row is not None
+        assert (
+            d.task_write_held(
+                tx, "effect_intent", {**held, "owner": "x", "name": "f", "effect_key": "k2"}
+            )
+            is None
+        )
+        assert [s["name"] for s in d.step_list(tx, id=world["leased"])] == ["e"]
+        count = d.effect_confirmed_count(tx, id=world["leased"])
+        assert count is not None and int(count["n"]) == 0
+        assert d.effect_note_error(tx, id=world["leased"], name="e", error="boom") == 1
+        assert d.effect_forget(tx, id=world["leased"], name="e") == 1
+        assert d.step_list(tx, id=world["leased"]) == []
+
+
+# -- the outbox ----------------------------------------------------------------------------------
+@covers("outbox_insert", "outbox_list", "outbox_claim", "outbox_delivered", "outbox_failed")
+def test_outbox(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with rolled_back(d) as tx:
+        d.outbox_insert(tx, task_id=world["leased"], topic="t", payload=dumps({"a": 1}))
+        listed = d.outbox_list(tx, id=world["leased"])
+        assert [m["topic"] for m in listed] == ["t"]
+        claimed = d.outbox_claim(
+            tx, limit=10, lock_seconds=30.0, any_topic=False, topics=d._list(["t"])
+        )
+        assert [m["id"] for m in claimed] == [listed[0]["id"]]
+        d.outbox_failed(tx, id=listed[0]["id"], error="later", delay=1.0)
+        d.outbox_delivered(tx, id=listed[0]["id"])
+        assert d.outbox_list(tx, id=world["leased"])[0]["delivered_at"] is not None
+
+
+# -- queues --------------------------------------------------------------------------------------
+@covers("queue_get", "queue_upsert", "queue_list", "queue_history_insert", "queue_history_list")
+@covers("queue_held_count", "queue_tenant_held")
+def test_queues(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with rolled_back(d) as tx:
+        assert d.queue_get(tx, name="default") is None
+        row = d.queue_upsert(
+            tx,
+            name="default",
+            paused=True,
+            paused_by="ops",
+            paused_note="why",
+            limit_total=None,
+            limit_per_tenant=None,
+        )
+        assert row is not None and row["paused"]
+        assert [q["name"] for q in d.queue_list(tx)] == ["default"]
+        d.queue_history_insert(
+            tx, queue="default", action="pause", actor="ops", note="why", data=dumps({})
+        )
+        assert [h["action"] for h in d.queue_history_list(tx, queue="default", limit=5)] == [
+            "pause"
+        ]
+        held = d.queue_held_count(tx, queue="default")
+        assert held is not None and int(held["n"]) == 1
+        tenant = d.queue_tenant_held(tx, queue="default", tenant="")
+        assert tenant is not None and int(tenant["n"]) == 1
+
+
+# -- cron ----------------------------------------------------------------------------------------
+@covers("cron_schedule_upsert", "cron_schedules", "cron_schedule_get", "cron_window_insert")
+@covers("cron_window_set_task", "cron_window_list")
+def test_cron(world: dict[str, Any]) -> None:
+    app: jobtrail.App = world["app"]
+    d: Driver = world["d"]
+
+    @app.periodic("*/5 * * * *", kind="tick")
+    def tick(ctx: jobtrail.Context, payload: Any) -> None:
+        pass
+
+    with rolled_back(d) as tx:
+        d.cron_schedule_upsert(tx, app._periodic["tick"].to_row())
+        assert [s["kind"] for s in d.cron_schedules(tx)] == ["tick"]
+        assert d.cron_schedule_get(tx, kind="tick") is not None
+        window = d.encode_time(datetime(2026, 1, 1, 0, 5, tzinfo=d.db_now(tx).tzinfo))
+        row = d.cron_window_insert(
+            tx, kind="tick", window_at=window, state="enqueued", reason=None, earlier_skipped=0
+        )
+        assert row is not None
+        d.cron_window_set_task(tx, kind="tick", window_at=window, task_id=world["queued"])
+        listed = d.cron_window_list(tx, kind="tick", state=None, limit=10)
+        assert [w["task_id"] for w in listed] == [world["queued"]]
+
+
+# -- webhook deliveries --------------------------------------------------------------------------
+@covers("webhook_delivery_insert", "webhook_delivery_get", "webhook_delivery_set_task")
+def test_webhook_deliveries(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    key = {"source": "gh", "delivery_id": "d1"}
+    with rolled_back(d) as tx:
+        fresh = {**key, "event_type": "push", "bad_body": None}
+        assert d.webhook_delivery_insert(tx, fresh) is not None
+        assert d.webhook_delivery_insert(tx, fresh) is None  # a repeat
+        d.webhook_delivery_set_task(tx, {**key, "task_id": world["queued"]})
+        row = d.webhook_delivery_get(tx, key)
+        assert row is not None and row["task_id"] == world["queued"]
+
+
+# -- stats and views -----------------------------------------------------------------------------
+@covers("stats_open", "stats_dead", "stats_finished", "stats_reasons", "stats_waits")
+@covers("stats_runs")
+def test_stats(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with rolled_back(d) as tx:
+        since = ago(d, tx)
+        assert {r["state"] for r in d.stats_open(tx)} == {"queued", "leased"}
+        assert d.stats_dead(tx) == []
+        assert d.stats_finished(tx, since=since) == []
+        assert "claimed" in {r["reason"] for r in d.stats_reasons(tx, since=since)}
+        assert isinstance(d.stats_waits(tx, since=since), list)
+        assert d.stats_runs(tx, since=since) == []
+
+
+@covers("view_state_counts", "view_dead_count", "view_task_by_key", "view_tasks_by_ids")
+@covers("view_activity")
+def test_views(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with rolled_back(d) as tx:
+        counts = {r["state"]: int(r["n"]) for r in d.view_state_counts(tx)}
+        assert counts == {"queued": 1, "leased": 1}
+        dead = d.view_dead_count(tx)
+        assert dead is not None and int(dead["n"]) == 0
+        assert d.view_task_by_key(tx, tenant="", kind="k", key="nope") == []
+        ids = [world["queued"], world["leased"]]
+        rows = d.view_tasks_by_ids(tx, ids=json.dumps(ids))
+        assert {r["id"] for r in rows} == set(ids)
+        assert isinstance(d.view_activity(tx, since=ago(d, tx), bucket=60.0), list)
+
+
+# -- the invariant check and pruning -------------------------------------------------------------
+@covers("check_read_only", "check_rule", "check_transitions_page", "check_parents")
+@covers("invariant_violations")
+def test_check_statements(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with d.transaction(write=False) as tx:
+        d.check_read_only(tx)
+        assert d.check_rule(tx, "check_held_lease") == []
+        page = d.check_transitions_page(tx, after_task=0, after_seq=0, limit=10)
+        assert len(page) == 3  # two enqueued, one claimed
+        assert d.check_parents(tx) == []
+        assert d.invariant_violations(tx) == []
+
+
+@covers("prune_select", "prune_guard", "prune_transitions", "prune_steps", "prune_outbox")
+@covers("prune_tasks")
+def test_prune_statements(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with rolled_back(d) as tx:
+        assert d.prune_select(tx, older_than=0, limit=10) == []
+        listed = d._list([])
+        d.prune_guard(tx, on=True)
+        assert d.prune_transitions(tx, ids=listed) == 0
+        d.prune_steps(tx, ids=listed)
+        d.prune_outbox(tx, ids=listed)
+        assert d.prune_tasks(tx, ids=listed) == 0
+        d.prune_guard(tx, on=False)
