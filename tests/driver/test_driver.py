@@ -383,6 +383,21 @@ def test_views(world: dict[str, Any]) -> None:
         assert isinstance(d.view_activity(tx, since=ago(d, tx), bucket=60.0), list)
 
 
+@covers("view_counts_between", "view_runs_between", "view_waits_between")
+def test_what_the_log_gained_in_a_span(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with rolled_back(d) as tx:
+        span = {"after": ago(d, tx), "upto": d.encode_time(d.db_now(tx))}
+        counts = {
+            (r["reason"], r["to_state"]): int(r["n"]) for r in d.view_counts_between(tx, **span)
+        }
+        assert counts == {("enqueued", "queued"): 2, ("claimed", "leased"): 1}
+        assert len(d.view_waits_between(tx, **span)) == 1  # the one claim
+        assert d.view_runs_between(tx, **span) == []  # no attempt has ended
+        empty = {"after": span["upto"], "upto": span["upto"]}
+        assert d.view_counts_between(tx, **empty) == []
+
+
 # -- the invariant check and pruning -------------------------------------------------------------
 @covers("check_read_only", "check_rule", "check_transitions_page", "check_parents")
 @covers("invariant_violations")

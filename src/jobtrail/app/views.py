@@ -149,6 +149,37 @@ class ViewsAPI(OpsAPI):
             q["completions"][b] += int(r["completions"] or 0)
         return {"since": since, "now": now, "bucket": bucket, "queues": queues}
 
+    def transitions_between(self, after: datetime | None, *, lag: float = 0.0) -> dict[str, Any]:
+        """What the transition log gained in ``(after, upto]``, ``upto`` being the database
+        clock minus ``lag`` seconds (room for transactions that commit after their time was
+        taken): ``upto``, the ``after`` of the next call; ``counts`` (queue, kind, reason,
+        to_state, n); ``runs`` and ``waits`` (queue, kind, seconds: outcome − the claim before
+        it, claimed − due). ``after=None`` reads only ``upto`` (a reader starts there). The
+        range is read through the log's time index: the cost follows the rows appended, never
+        the size of the log. The counters of ``GET /metrics``."""
+        lag = validate.seconds(lag, "lag")
+        with self._driver.transaction(write=False) as tx:
+            upto = self._driver.db_now(tx) - timedelta(seconds=lag)
+            out: dict[str, Any] = {"upto": upto, "counts": [], "runs": [], "waits": []}
+            if after is None or upto <= after:
+                out["upto"] = upto if after is None else after
+                return out
+            span = {
+                "after": self._driver.encode_time(after),
+                "upto": self._driver.encode_time(upto),
+            }
+            out["counts"] = [dict(r) for r in self._driver.view_counts_between(tx, **span)]
+            for key, read in (
+                ("runs", self._driver.view_runs_between),
+                ("waits", self._driver.view_waits_between),
+            ):
+                out[key] = [
+                    (r["queue"], r["kind"], float(r["seconds"]))
+                    for r in read(tx, **span)
+                    if r["seconds"] is not None
+                ]
+        return out
+
 
 def bucket_index(raw: Any, n: int) -> int | None:
     """The chart bucket (0 oldest … ``n - 1`` newest) of a transition, from the store's

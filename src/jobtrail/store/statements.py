@@ -168,6 +168,15 @@ class Statements:
     def view_activity(self, tx: Tx, *, since: Any, bucket: Any) -> list[Row]:
         return tx.all("view_activity", {"since": since, "bucket": bucket})
 
+    def view_counts_between(self, tx: Tx, *, after: Any, upto: Any) -> list[Row]:
+        return tx.all("view_counts_between", {"after": after, "upto": upto})
+
+    def view_runs_between(self, tx: Tx, *, after: Any, upto: Any) -> list[Row]:
+        return tx.all("view_runs_between", {"after": after, "upto": upto})
+
+    def view_waits_between(self, tx: Tx, *, after: Any, upto: Any) -> list[Row]:
+        return tx.all("view_waits_between", {"after": after, "upto": upto})
+
     def view_dead_count(self, tx: Tx) -> Row | None:
         return tx.one("view_dead_count")
 

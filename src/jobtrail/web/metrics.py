@@ -13,16 +13,45 @@ Metric names (all labelled by ``queue`` and ``kind`` unless said otherwise):
 - ``jobtrail_queue_paused{queue}`` — 1 when the queue is paused
 - ``jobtrail_webhook_deliveries_total{source,outcome}`` — deliveries this server process
   answered (``queued``, ``duplicate``, ``bad_body``, ``bad_signature``, ``too_large``)
+
+Counters for ``rate()``, ``increase()`` and ``histogram_quantile()`` (this process's count since
+its first scrape, so they start at 0 and a restart is a counter reset, as Prometheus expects):
+
+- ``jobtrail_transitions_total{reason,to_state}`` — transitions appended to the log
+- ``jobtrail_attempt_duration_seconds`` — histogram of run time (outcome − the claim before it)
+  of the attempts that ended
+- ``jobtrail_queue_wait_duration_seconds`` — histogram of queue wait (claimed − due) of claims
+
+How they are counted (``LogCounters``): each scrape reads what the log gained since the
+previous scrape — transitions whose time is in ``(cursor, db_now − LAG]`` — through the log's
+``(at)`` index, adds it, and moves the cursor. The cost follows the rows appended since the last
+scrape, never the size of the log, and pruning (which deletes old rows) never takes anything
+back: nothing is counted by counting rows. ``LAG`` leaves room for transactions that commit
+after their time was taken (a transition's time is its transaction's start on PostgreSQL): one
+that commits more than ``LAG`` seconds after it began is not counted. A transition of a task
+pruned before the scrape that would count it is not counted either (pruning keeps finished tasks
+``older_than`` seconds, so only an ``older_than`` below the scrape interval does that). Every
+server process counts the whole store: aggregate over instances with ``max``, not ``sum``. A
+label set's first appearance is exported at 0 and its count follows on the next scrape, so
+``increase()`` sees the first event too (it cannot see an increase in a series' first sample).
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
+import threading
 from collections.abc import Iterator
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
@@ -31,11 +60,108 @@ if TYPE_CHECKING:
 log = logging.getLogger("jobtrail.web")
 WINDOW = 300.0
 QK = ["queue", "kind"]
+#: seconds between a transition's time and the newest time a scrape counts (late commits)
+LAG = 5.0
+#: histogram bucket bounds, seconds: from a fast handler to an hour's queue wait
+BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+)  # fmt: skip
+LE = [repr(b) for b in BUCKETS] + ["+Inf"]
+
+
+class Histogram:
+    """Observations of one label set: per-bucket counts (not cumulative) and their sum."""
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(BUCKETS) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(BUCKETS, value)] += 1  # le: value <= bound
+        self.sum += value
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        out, total = [], 0
+        for le, n in zip(LE, self.counts, strict=True):
+            total += n
+            out.append((le, float(total)))
+        return out
+
+
+class LogCounters:
+    """This process's monotonic counts of the transition log (see the module docstring)."""
+
+    def __init__(self, lag: float = LAG) -> None:
+        self.lag = lag
+        self.cursor: datetime | None = None
+        self.transitions: dict[tuple[str, str, str, str], int] = {}
+        self.hist: dict[str, dict[tuple[str, str], Histogram]] = {"runs": {}, "waits": {}}
+        # what a label set seen for the first time gained: exported on the next scrape
+        self._pending: list[tuple[str, tuple[str, ...], float]] = []
+        self._lock = threading.Lock()
+
+    def advance(self, app: App) -> None:
+        """Add what the log gained since the previous call (the first call only starts)."""
+        with self._lock:
+            for what, key, value in self._pending:
+                self._add(what, key, value)
+            self._pending = []
+            got = app.transitions_between(self.cursor, lag=self.lag)
+            fresh: set[tuple[str, tuple[str, ...]]] = set()
+            for r in got["counts"]:
+                key = (r["queue"], r["kind"], r["reason"], r["to_state"])
+                if key not in self.transitions:
+                    self.transitions[key] = 0
+                    fresh.add(("transitions", key))
+                self._add_or_defer(fresh, "transitions", key, int(r["n"]))
+            for what in ("runs", "waits"):
+                for queue, kind, seconds in got[what]:
+                    if (queue, kind) not in self.hist[what]:
+                        self.hist[what][(queue, kind)] = Histogram()
+                        fresh.add((what, (queue, kind)))
+                    self._add_or_defer(fresh, what, (queue, kind), seconds)
+            self.cursor = got["upto"]
+
+    def _add_or_defer(
+        self, fresh: set[tuple[str, tuple[str, ...]]], what: str, key: tuple[str, ...], v: float
+    ) -> None:
+        if (what, key) in fresh:  # exported at 0 first, so increase() sees this
+            self._pending.append((what, key, v))
+        else:
+            self._add(what, key, v)
+
+    def _add(self, what: str, key: tuple[str, ...], value: float) -> None:
+        if what == "transitions":
+            k4 = (key[0], key[1], key[2], key[3])
+            self.transitions[k4] += int(value)
+        else:
+            self.hist[what][(key[0], key[1])].observe(value)
+
+    def families(self) -> Iterator[Metric]:
+        with self._lock:
+            total = CounterMetricFamily(
+                "jobtrail_transitions",
+                "Transitions appended to the log, counted by this process since its start",
+                labels=QK + ["reason", "to_state"],
+            )
+            for key, n in sorted(self.transitions.items()):
+                total.add_metric(list(key), n)
+            yield total
+            for what, name, text in (
+                ("runs", "attempt_duration", "Run time (outcome - claimed) of ended attempts"),
+                ("waits", "queue_wait_duration", "Queue wait (claimed - due) of claims"),
+            ):
+                h = HistogramMetricFamily(f"jobtrail_{name}_seconds", text, labels=QK)
+                for qk, hist in sorted(self.hist[what].items()):
+                    h.add_metric(list(qk), hist.cumulative(), hist.sum)
+                yield h
 
 
 class StoreCollector(Collector):
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, counters: LogCounters | None = None) -> None:
         self.app = app
+        self.counters = counters or LogCounters()
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("jobtrail_up", "1 when the store answered this scrape")
@@ -43,6 +169,7 @@ class StoreCollector(Collector):
             stats = self.app.stats(window=WINDOW)
             counts = self.app.transition_counts(window=WINDOW)
             queues = self.app.queues()
+            self.counters.advance(self.app)
         except Exception as exc:  # a scrape never fails: it says the store is down
             log.warning("metrics: store unavailable (%s)", type(exc).__name__)
             up.add_metric([], 0)
@@ -94,14 +221,16 @@ class StoreCollector(Collector):
         for view in queues:
             paused.add_metric([view["queue"]], 1 if view["paused"] else 0)
         yield paused
+        yield from self.counters.families()
 
 
 class Metrics:
     """One registry per server (so several servers in one process never clash)."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, *, lag: float = LAG) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(StoreCollector(app))
+        self.counters = LogCounters(lag)
+        self.registry.register(StoreCollector(app, self.counters))
         self.webhooks = Counter(
             "jobtrail_webhook_deliveries",
             "Webhook deliveries answered by this server process",

@@ -30,3 +30,35 @@ GROUP BY 1, 2;
 -- ids is a JSON array of task ids.
 SELECT * FROM jobtrail_tasks
 WHERE id IN (SELECT jsonb_array_elements_text(%(ids)s::jsonb)::bigint);
+
+-- name: view_counts_between
+-- /metrics counters: what the log gained in (after, upto], through the (at) index, so the cost
+-- follows the rows appended since the last scrape, never the size of the log.
+SELECT t.queue, t.kind, x.reason, x.to_state, COUNT(*) AS n
+FROM jobtrail_transitions x JOIN jobtrail_tasks t ON t.id = x.task_id
+WHERE x.at > %(after)s::timestamptz AND x.at <= %(upto)s::timestamptz
+GROUP BY t.queue, t.kind, x.reason, x.to_state;
+
+-- name: view_waits_between
+-- Queue wait (claimed − due) of the claims in (after, upto].
+SELECT t.queue, t.kind, (x.data ->> 'waited')::float8 AS seconds
+FROM jobtrail_transitions x JOIN jobtrail_tasks t ON t.id = x.task_id
+WHERE x.at > %(after)s::timestamptz AND x.at <= %(upto)s::timestamptz
+  AND x.reason = 'claimed';
+
+-- name: view_runs_between
+-- Run time of the attempts that ended in (after, upto]: outcome − the claim just before it
+-- (the rule of stats_runs).
+SELECT t.queue, t.kind, EXTRACT(EPOCH FROM x.at - c.at)::float8 AS seconds
+FROM jobtrail_transitions x
+CROSS JOIN LATERAL (
+    SELECT c.at FROM jobtrail_transitions c
+    WHERE c.task_id = x.task_id AND c.seq < x.seq AND c.reason = 'claimed'
+    ORDER BY c.seq DESC LIMIT 1
+) c
+JOIN jobtrail_tasks t ON t.id = x.task_id
+WHERE x.at > %(after)s::timestamptz AND x.at <= %(upto)s::timestamptz
+  AND x.from_state IN ('leased', 'cancel_requested')
+  AND x.reason NOT IN ('cancel_requested', 'lease_expired', 'lease_expired_cancelled',
+                       'lease_expired_effect_uncertain', 'manual_fix')
+  AND x.from_state <> x.to_state;

@@ -28,3 +28,32 @@ GROUP BY t.queue, CAST((x.at - :since) / :bucket AS INTEGER);
 -- name: view_tasks_by_ids
 -- :ids is a JSON array of task ids.
 SELECT * FROM jobtrail_tasks WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: view_counts_between
+-- /metrics counters: what the log gained in (after, upto], through the (at) index, so the cost
+-- follows the rows appended since the last scrape, never the size of the log.
+SELECT t.queue, t.kind, x.reason, x.to_state, COUNT(*) AS n
+FROM jobtrail_transitions x JOIN jobtrail_tasks t ON t.id = x.task_id
+WHERE x.at > :after AND x.at <= :upto
+GROUP BY t.queue, t.kind, x.reason, x.to_state;
+
+-- name: view_waits_between
+-- Queue wait (claimed − due) of the claims in (after, upto].
+SELECT t.queue, t.kind, json_extract(x.data, '$.waited') AS seconds
+FROM jobtrail_transitions x JOIN jobtrail_tasks t ON t.id = x.task_id
+WHERE x.at > :after AND x.at <= :upto AND x.reason = 'claimed';
+
+-- name: view_runs_between
+-- Run time of the attempts that ended in (after, upto]: outcome − the claim just before it
+-- (the rule of stats_runs).
+SELECT t.queue, t.kind,
+       x.at - (SELECT c.at FROM jobtrail_transitions c
+               WHERE c.task_id = x.task_id AND c.seq < x.seq AND c.reason = 'claimed'
+               ORDER BY c.seq DESC LIMIT 1) AS seconds
+FROM jobtrail_transitions x
+JOIN jobtrail_tasks t ON t.id = x.task_id
+WHERE x.at > :after AND x.at <= :upto
+  AND x.from_state IN ('leased', 'cancel_requested')
+  AND x.reason NOT IN ('cancel_requested', 'lease_expired', 'lease_expired_cancelled',
+                       'lease_expired_effect_uncertain', 'manual_fix')
+  AND x.from_state <> x.to_state;
