@@ -40,7 +40,6 @@ from ..base import (
 from .connection import (
     CHANNEL,
     CHECK_AFTER_IDLE,
-    LISTEN_PING,
     READ_TIMEOUT,
     TCP_SETTINGS,
     _Holder,
@@ -52,11 +51,12 @@ from .connection import (
 )
 from .direct import DirectStatement
 from .insert import insert_statement, int_array, text_array
+from .listen import Listening
 
 log = logging.getLogger("jobtrail.store")
 
 
-class PostgresDriver(Driver):
+class PostgresDriver(Listening, Driver):
     dialect = "postgres"
     logs_in_statement = True
     claims_in_one_statement = True
@@ -378,53 +378,6 @@ class PostgresDriver(Driver):
             tx.conn.execute(self.sql["notify_queued"], {"queue": queue})
         else:
             tx.one("notify_queued", {"queue": queue})
-
-    def wake(self) -> None:
-        if not self._wakeup.is_set():  # set() takes the event's lock even when set already
-            self._wakeup.set()
-
-    def wait_for_work(self, timeout: float) -> bool:
-        self._ensure_listener()
-        woke = self._wakeup.wait(timeout)
-        self._wakeup.clear()
-        return woke
-
-    def _ensure_listener(self) -> None:
-        with self._listener_lock:
-            if self._listener is None and not self._closed.is_set():
-                self._listener = threading.Thread(
-                    target=self._listen, name="jobtrail-listen", daemon=True
-                )
-                self._listener.start()
-
-    def _listen(self) -> None:
-        delay = 0.2
-        while not self._closed.is_set():
-            try:
-                with psycopg.connect(self.url, autocommit=True, **self._connect_kwargs) as conn:
-                    conn.execute(f"LISTEN {CHANNEL}")
-                    delay = 0.2
-                    self._wakeup.set()  # we may have missed notifications while away
-                    pinged = time.monotonic()
-                    while not self._closed.is_set():
-                        for _ in conn.notifies(timeout=0.5, stop_after=1):
-                            self._wakeup.set()
-                        if self._watchdog is not None and time.monotonic() - pinged >= LISTEN_PING:
-                            # a stalled stream brings no notification and no error: ask
-                            self._watchdog.enter(conn)
-                            try:
-                                conn.execute("")
-                            finally:
-                                self._watchdog.leave(conn)
-                            pinged = time.monotonic()
-            except psycopg.Error as exc:
-                if self._closed.is_set():
-                    return
-                log.warning(
-                    "LISTEN connection lost (%s); reconnecting in %.1fs", type(exc).__name__, delay
-                )
-                self._closed.wait(delay)
-                delay = min(5.0, delay * 2)
 
     def is_outage(self, error: BaseException) -> bool:
         # serialization failures and deadlocks are worth the same write again
