@@ -21,7 +21,7 @@ Each violation is a dict with ``rule``, ``task_id`` (str) and the detail that sh
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .machine import Reason, State, find_edge
@@ -31,14 +31,14 @@ from .workflow import aggregate
 #: Transitions read per page by the edge check.
 PAGE = 5000
 
-_SIMPLE_RULES = (
-    ("state_is_last_transition", "check_state_projection"),
-    ("seq_contiguous", "check_seq_contiguous"),
-    ("log_chain", "check_log_chain"),
-    ("terminal_finished", "check_terminal_finished"),
-    ("effect_key_unique", "check_effect_keys"),
-    ("held_has_lease", "check_held_lease"),
-    ("queued_without_lease", "check_queued_lease"),
+_SIMPLE_RULES: tuple[tuple[str, Callable[[Driver, Tx], list[Row]]], ...] = (
+    ("state_is_last_transition", Driver.check_state_projection),
+    ("seq_contiguous", Driver.check_seq_contiguous),
+    ("log_chain", Driver.check_log_chain),
+    ("terminal_finished", Driver.check_terminal_finished),
+    ("effect_key_unique", Driver.check_effect_keys),
+    ("held_has_lease", Driver.check_held_lease),
+    ("queued_without_lease", Driver.check_queued_lease),
 )
 
 
@@ -48,7 +48,7 @@ def run(driver: Driver, *, page: int = PAGE) -> list[dict[str, Any]]:
         driver.check_read_only(tx)
         out: list[dict[str, Any]] = []
         for rule, query in _SIMPLE_RULES:
-            out.extend(_violation(rule, row) for row in driver.check_rule(tx, query))
+            out.extend(_violation(rule, row) for row in query(driver, tx))
         out.extend(_edges(driver, tx, page))
         out.extend(_parents(driver, tx))
         return out

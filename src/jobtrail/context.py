@@ -20,7 +20,7 @@ from .machine import State
 from .models import Task
 
 if TYPE_CHECKING:
-    from .store.base import Driver
+    from .store.base import Driver, Row, Tx
 
 
 @dataclass(eq=False)
@@ -188,7 +188,7 @@ class Context:
                     "unknown; check the provider, then replay or force the task",
                     category="unclassified",
                 )
-        self._write("effect_intent", {"name": name, "effect_key": key})
+        self._write(self._driver.effect_intent, {"name": name, "effect_key": key})
         self._steps()[name] = {
             "name": name,
             "is_effect": True,
@@ -237,7 +237,7 @@ class Context:
     def _confirm(self, name: str, result: Any, *, effect_key: str | None) -> None:
         text, _ = payloads.encode(result, DEFAULT_MAX_PAYLOAD)
         self._write(
-            "step_confirm",
+            self._driver.step_confirm,
             {
                 "name": name,
                 "effect_key": effect_key,
@@ -253,13 +253,14 @@ class Context:
             "result": result,
         }
 
-    def _write(self, query: str, params: dict[str, Any]) -> None:
+    def _write(
+        self, write: Callable[[Tx, dict[str, Any]], Row | None], params: dict[str, Any]
+    ) -> None:
         """A holder-conditional write: nothing is written once the lease is lost."""
         self._ensure_held()
         with self._driver.transaction() as tx:
-            row = self._driver.task_write_held(
+            row = write(
                 tx,
-                query,
                 {
                     "id": self._attempt.task_id,
                     "owner": self._attempt.owner,

@@ -244,26 +244,24 @@ def test_receipts_and_dead(world: dict[str, Any]) -> None:
         assert d.dead_groups(tx) == []
 
 
-@covers("task_write_held", "step_list", "effect_confirmed_count", "effect_forget")
+@covers("effect_intent", "step_confirm", "step_list", "effect_confirmed_count", "effect_forget")
 @covers("effect_note_error")
 def test_steps_and_effects(world: dict[str, Any]) -> None:
     d: Driver = world["d"]
     held = {"id": world["leased"], "owner": OWNER, "attempt": 1}
     with rolled_back(d) as tx:
-        row = d.task_write_held(tx, "effect_intent", {**held, "name": "e", "effect_key": "k1"})
+        row = d.effect_intent(tx, {**held, "name": "e", "effect_key": "k1"})
         assert row is not None
-        assert (
-            d.task_write_held(
-                tx, "effect_intent", {**held, "owner": "x", "name": "f", "effect_key": "k2"}
-            )
-            is None
-        )
-        assert [s["name"] for s in d.step_list(tx, id=world["leased"])] == ["e"]
+        other = {**held, "owner": "x", "name": "f", "effect_key": "k2"}
+        assert d.effect_intent(tx, other) is None  # not the holder: nothing written
+        step = {**held, "name": "s", "effect_key": None, "is_effect": False, "result": dumps(1)}
+        assert d.step_confirm(tx, step) is not None
+        assert [s["name"] for s in d.step_list(tx, id=world["leased"])] == ["e", "s"]
         count = d.effect_confirmed_count(tx, id=world["leased"])
         assert count is not None and int(count["n"]) == 0
         assert d.effect_note_error(tx, id=world["leased"], name="e", error="boom") == 1
         assert d.effect_forget(tx, id=world["leased"], name="e") == 1
-        assert d.step_list(tx, id=world["leased"]) == []
+        assert [s["name"] for s in d.step_list(tx, id=world["leased"])] == ["s"]
 
 
 # -- the outbox ----------------------------------------------------------------------------------
@@ -399,13 +397,24 @@ def test_what_the_log_gained_in_a_span(world: dict[str, Any]) -> None:
 
 
 # -- the invariant check and pruning -------------------------------------------------------------
-@covers("check_read_only", "check_rule", "check_transitions_page", "check_parents")
+@covers("check_read_only", "check_transitions_page", "check_parents", "check_state_projection")
+@covers("check_seq_contiguous", "check_log_chain", "check_terminal_finished", "check_effect_keys")
+@covers("check_held_lease", "check_queued_lease")
 @covers("invariant_violations")
 def test_check_statements(world: dict[str, Any]) -> None:
     d: Driver = world["d"]
     with d.transaction(write=False) as tx:
         d.check_read_only(tx)
-        assert d.check_rule(tx, "check_held_lease") == []
+        for rule in (
+            d.check_state_projection,
+            d.check_seq_contiguous,
+            d.check_log_chain,
+            d.check_terminal_finished,
+            d.check_effect_keys,
+            d.check_held_lease,
+            d.check_queued_lease,
+        ):
+            assert rule(tx) == []
         page = d.check_transitions_page(tx, after_task=0, after_seq=0, limit=10)
         assert len(page) == 3  # two enqueued, one claimed
         assert d.check_parents(tx) == []

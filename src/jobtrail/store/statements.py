@@ -244,10 +244,6 @@ class Statements:
     def dead_groups(self, tx: Tx) -> list[Row]:
         return tx.all("dead_groups")
 
-    def check_rule(self, tx: Tx, query: str) -> list[Row]:
-        """The rows breaking one of ``check.py``'s simple rules (``query``: its statement)."""
-        return tx.all(query)
-
     def prune_guard(self, tx: Tx, *, on: bool) -> None:
         """Lift (``on``) or restore the transition log's delete guard for a prune batch (a
         function returning a row on PostgreSQL, a statement on SQLite)."""
@@ -257,7 +253,31 @@ class Statements:
         else:
             tx.run(name)
 
-    def task_write_held(self, tx: Tx, query: str, params: dict[str, Any]) -> Row | None:
-        """A holder-conditional write of the handler's context (``effect_intent``,
-        ``step_confirm``...): ``None`` once the task is no longer held by the attempt."""
-        return tx.one(query, params)
+    # -- the invariant check's simple rules (check.py names them) ------------------------------
+    def check_state_projection(self, tx: Tx) -> list[Row]:
+        return tx.all("check_state_projection")
+
+    def check_seq_contiguous(self, tx: Tx) -> list[Row]:
+        return tx.all("check_seq_contiguous")
+
+    def check_log_chain(self, tx: Tx) -> list[Row]:
+        return tx.all("check_log_chain")
+
+    def check_terminal_finished(self, tx: Tx) -> list[Row]:
+        return tx.all("check_terminal_finished")
+
+    def check_effect_keys(self, tx: Tx) -> list[Row]:
+        return tx.all("check_effect_keys")
+
+    def check_held_lease(self, tx: Tx) -> list[Row]:
+        return tx.all("check_held_lease")
+
+    def check_queued_lease(self, tx: Tx) -> list[Row]:
+        return tx.all("check_queued_lease")
+
+    # -- the handler context's holder-conditional writes (``None``: no longer held) -----------
+    def effect_intent(self, tx: Tx, params: dict[str, Any]) -> Row | None:
+        return tx.one("effect_intent", params)
+
+    def step_confirm(self, tx: Tx, params: dict[str, Any]) -> Row | None:
+        return tx.one("step_confirm", params)
