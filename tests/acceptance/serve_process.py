@@ -34,6 +34,11 @@ APP_MODULE = textwrap.dedent("""
         return payload
 
 
+    @app.task("send_email")
+    def send_email(ctx, payload):
+        return None
+
+
     @app.webhook("pay")
     def pay(ctx, event):
         return None

@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,40 +15,12 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import unavailable
+from serve_process import APP_MODULE, SECRET, SRC, free_port
 
 import jobtrail
 from jobtrail.web.signatures import parse_secret, sign
 
-SRC = str(Path(jobtrail.__file__).resolve().parent.parent)
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 ADM = {"Authorization": "Bearer adm"}
-TOKENS = "adm:admin,rd:read,ta:admin:tenantA"
-APP_MODULE = textwrap.dedent("""
-    import jobtrail
-
-    app = jobtrail.App()
-
-
-    @app.task("send")
-    def send(ctx, payload):
-        return payload
-
-
-    @app.task("send_email")
-    def send_email(ctx, payload):
-        return None
-
-
-    @app.webhook("pay")
-    def pay(ctx, event):
-        return None
-""")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Server:
