@@ -70,8 +70,10 @@ class Serve:
         *args: str,
         tokens: str | None = TOKENS,
         env: dict[str, str] | None = None,
+        app_module: str = APP_MODULE,
+        wait: bool = True,
     ) -> None:
-        (tmp / "httpapp.py").write_text(APP_MODULE)
+        (tmp / "httpapp.py").write_text(app_module)
         self.db_url = db_url
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -93,7 +95,8 @@ class Serve:
             stdout=self.log.open("w"),
             stderr=subprocess.STDOUT,
         )
-        self._wait()
+        if wait:
+            self._wait()
 
     def _wait(self) -> None:
         deadline = time.monotonic() + 30

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import unavailable
-from serve_process import APP_MODULE, SECRET, SRC, free_port
+from serve_process import SECRET, SRC, TOKENS, Serve
 
 import jobtrail
 from jobtrail.web.signatures import parse_secret, sign
@@ -23,62 +23,15 @@ from jobtrail.web.signatures import parse_secret, sign
 ADM = {"Authorization": "Bearer adm"}
 
 
-class Server:
-    def __init__(
-        self,
-        tmp: Path,
-        db_url: str,
-        *args: str,
-        tokens: str | None = "adm:admin,rd:read,ta:admin:tenantA",
-    ) -> None:
-        (tmp / "httpapp.py").write_text(APP_MODULE)
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("JOBTRAIL_")}
-        env.update(
-            PYTHONPATH=SRC,
-            JOBTRAIL_DATABASE_URL=db_url,
-            JOBTRAIL_WEBHOOK_SECRETS=f"pay={SECRET}",
-        )
-        if tokens is not None:
-            env["JOBTRAIL_TOKENS"] = tokens
-        self.log = tmp / "server.log"
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "jobtrail",
-                "serve",
-                "--app",
-                "httpapp:app",
-                "--port",
-                str(self.port),
-                *args,
-            ],
-            cwd=tmp,
-            env=env,
-            stdout=self.log.open("w"),
-            stderr=subprocess.STDOUT,
-        )
+class Server(Serve):
+    """A ``Serve`` that is waited for by hand: ``Server(...).wait()``."""
+
+    def __init__(self, tmp: Path, db_url: str, *args: str, tokens: str | None = TOKENS) -> None:
+        super().__init__(tmp, db_url, *args, tokens=tokens, wait=False)
 
     def wait(self) -> Server:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()
-            try:
-                if httpx.get(self.base + "/openapi.json", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise AssertionError("server did not answer: " + self.log.read_text())
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        self._wait()
+        return self
 
 
 @pytest.fixture

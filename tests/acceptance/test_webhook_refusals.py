@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -18,12 +17,10 @@ from typing import Any
 
 import httpx
 import pytest
+from serve_process import SECRET, SRC, Serve
 
-import jobtrail
 from jobtrail.web.signatures import parse_secret, sign
 
-SRC = str(Path(jobtrail.__file__).resolve().parent.parent)
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 TOKENS = "adm:admin,ta:admin:tenantA"
 APP_MODULE = textwrap.dedent("""
     import jobtrail
@@ -54,43 +51,14 @@ def env_for(db_url: str) -> dict[str, str]:
     return env
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def served(store: Any, tmp_path: Path) -> Iterator[str]:
     """``jobtrail serve`` on the test's store; yields its base URL."""
-    (tmp_path / "secapp.py").write_text(APP_MODULE)
-    port = free_port()
-    env = env_for(store.url)
-    env.update(JOBTRAIL_TOKENS=TOKENS, JOBTRAIL_WEBHOOK_SECRETS=f"pay={SECRET}")
-    log = tmp_path / "server.log"
-    argv = [sys.executable, "-m", "jobtrail", "serve", "--app", "secapp:app", "--port", str(port)]
-    with log.open("w") as out:
-        proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
+    server = Serve(tmp_path, store.url, tokens=TOKENS, app_module=APP_MODULE)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, log.read_text()
-            try:
-                if httpx.get(base + "/openapi.json", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "server did not answer: " + log.read_text()
-            time.sleep(0.1)
-        yield base
+        yield server.base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        server.stop()
 
 
 def bearer(token: str) -> dict[str, str]:
