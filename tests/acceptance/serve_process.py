@@ -14,7 +14,9 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -125,6 +127,17 @@ class Serve:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def serving(factory: Any, name: str) -> Iterator[Serve]:
+    """A module's ``served`` fixture: ``Serve`` on a fresh SQLite file of its own, stopped after
+    the module (``yield from serving(tmp_path_factory, "csrf")``)."""
+    tmp = factory.mktemp(name)
+    s = Serve(tmp, f"sqlite:///{tmp}/{name}.db")
+    try:
+        yield s
+    finally:
+        s.stop()
 
 
 HOSTILE_QUEUE = "../tasks/17/cancel?"

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from serve_process import Serve
+from serve_process import Serve, serving
 
 ADM = {"Authorization": "Bearer adm"}
 COOKIE = "jobtrail_token"
@@ -24,12 +24,7 @@ COOKIE = "jobtrail_token"
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
-    tmp = tmp_path_factory.mktemp("csrf")
-    s = Serve(tmp, f"sqlite:///{tmp}/csrf.db")
-    try:
-        yield s
-    finally:
-        s.stop()
+    yield from serving(tmp_path_factory, "csrf")
 
 
 def queued_task(s: Serve) -> str:

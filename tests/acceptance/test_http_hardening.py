@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve_process import Serve
+from serve_process import Serve, serving
 
 ADM = {"Authorization": "Bearer adm"}
 COOKIE = "jobtrail_token"
@@ -19,12 +19,7 @@ COOKIE = "jobtrail_token"
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
-    tmp = tmp_path_factory.mktemp("hardening")
-    s = Serve(tmp, f"sqlite:///{tmp}/hardening.db")
-    try:
-        yield s
-    finally:
-        s.stop()
+    yield from serving(tmp_path_factory, "hardening")
 
 
 def own(s: Serve) -> dict[str, str]:

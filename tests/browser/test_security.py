@@ -20,7 +20,13 @@ from hostile_site import HostileSite
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "acceptance"))
 
-from serve_process import HOSTILE_QUEUE, OTHER_TENANTS_QUEUE, Serve, seed_hostile  # noqa: E402
+from serve_process import (  # noqa: E402
+    HOSTILE_QUEUE,
+    OTHER_TENANTS_QUEUE,
+    Serve,
+    seed_hostile,
+    serving,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 ADM = {"Authorization": "Bearer adm"}
@@ -29,12 +35,7 @@ COOKIE = "jobtrail_token"
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
-    tmp = tmp_path_factory.mktemp("browser-security")
-    s = Serve(tmp, f"sqlite:///{tmp}/security.db")
-    try:
-        yield s
-    finally:
-        s.stop()
+    yield from serving(tmp_path_factory, "browser-security")
 
 
 @pytest.fixture(scope="module")
