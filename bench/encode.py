@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from jobtrail.payloads import encode
+from jobtrail.core.payloads import encode
 
 NO_LIMIT = 1 << 40
 

@@ -24,7 +24,7 @@ from urllib.parse import quote
 import psycopg
 
 import jobtrail
-from jobtrail import transition
+from jobtrail.core import transition
 from jobtrail.store.base import Claim
 
 PG_URL = os.environ.get("JOBTRAIL_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")

@@ -1,12 +1,13 @@
 """jobtrail — durable background tasks whose every state can be explained.
 
 A task is a row in exactly one state; every change is a conditional update along an allowed
-edge (``jobtrail.machine.EDGES``) that appends a transition with a stable reason code.
+edge (``jobtrail.model.machine.EDGES``) that appends a transition with a stable reason code.
 """
 
 from .app import App
-from .context import Context
-from .errors import (
+from .core.context import Context
+from .core.payloads import intent_key
+from .model.errors import (
     Cancelled,
     IdempotencyConflict,
     IllegalTransition,
@@ -19,9 +20,8 @@ from .errors import (
     TransientError,
     UnknownKind,
 )
-from .machine import EDGES, Actor, Edge, ErrorCategory, Reason, State
-from .models import CancelResult, Task, Transition
-from .payloads import intent_key
+from .model.machine import EDGES, Actor, Edge, ErrorCategory, Reason, State
+from .model.models import CancelResult, Task, Transition
 
 __version__ = "0.1.0"
 

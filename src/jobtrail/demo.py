@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import i18n
 from .app import App
-from .context import Context
-from .errors import PermanentError, TransientError
-from .machine import State
+from .core.context import Context
+from .model import i18n
+from .model.errors import PermanentError, TransientError
+from .model.machine import State
 
 
 class Platform:

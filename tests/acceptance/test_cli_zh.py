@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from test_cli_ops import Cli, make_work
 
-from jobtrail import i18n
+from jobtrail.model import i18n
 
 VERBS = [
     ("list",),

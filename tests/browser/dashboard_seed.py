@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import jobtrail
-from jobtrail import transition
+from jobtrail.core import transition
 from jobtrail.store.base import Claim
 
 

@@ -13,7 +13,7 @@ import pytest
 from dashboard_seed import Seeded, Served, seed
 from fastapi import HTTPException, Request
 
-from jobtrail.machine import State
+from jobtrail.model.machine import State
 
 
 class NoRedirect(urllib.request.HTTPRedirectHandler):

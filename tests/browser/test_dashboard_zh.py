@@ -24,7 +24,7 @@ from chromium import (
 from dashboard_seed import Seeded, Served, seed
 from test_dashboard_pages import fetch
 
-from jobtrail import i18n
+from jobtrail.model import i18n
 
 SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 

@@ -12,9 +12,9 @@ from datetime import datetime
 from typing import Any
 
 import jobtrail
-from jobtrail import transition
-from jobtrail.machine import State
-from jobtrail.models import Transition
+from jobtrail.core import transition
+from jobtrail.model.machine import State
+from jobtrail.model.models import Transition
 from jobtrail.store.base import Claim
 
 #: What a worker's owner id looks like (``host:pid:boot``, SPEC §5).

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import jobtrail
-from jobtrail import transition
+from jobtrail.core import transition
 from jobtrail.store.base import Claim
 
 

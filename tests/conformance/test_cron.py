@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import jobtrail
-from jobtrail import scheduler
+from jobtrail.services import scheduler
 
 DAY = timedelta(days=1)
 HOUR = timedelta(hours=1)

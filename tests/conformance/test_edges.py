@@ -1,4 +1,4 @@
-"""SPEC §4: the edge table, walked. Every edge of ``jobtrail.machine.EDGES`` is driven here
+"""SPEC §4: the edge table, walked. Every edge of ``jobtrail.model.machine.EDGES`` is driven here
 with a real task through the public API (worker and sweeper included) and its transition row
 checked."""
 
@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 import jobtrail
-from jobtrail.machine import EDGES, Actor
+from jobtrail.model.machine import EDGES, Actor
 
 from .support import (
     DEAD_OWNER,

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 import pytest
 
 import jobtrail
-from jobtrail.models import iso
+from jobtrail.model.models import iso
 
 from .support import DEAD_OWNER, claim_as_dead_worker, drain, run
 

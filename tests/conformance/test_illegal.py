@@ -10,9 +10,9 @@ import psycopg
 import pytest
 
 import jobtrail
-from jobtrail import transition
-from jobtrail.context import Attempt, Context
-from jobtrail.machine import EDGES, Reason, State
+from jobtrail.core import transition
+from jobtrail.core.context import Attempt, Context
+from jobtrail.model.machine import EDGES, Reason, State
 from jobtrail.store.base import Move
 
 from .support import (

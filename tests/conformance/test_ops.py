@@ -17,9 +17,9 @@ import psycopg
 import pytest
 
 import jobtrail
-from jobtrail import stats as stats_module
-from jobtrail import transition
-from jobtrail.errors import IllegalTransition, PermanentError, TaskNotFound, TransientError
+from jobtrail.core import transition
+from jobtrail.model.errors import IllegalTransition, PermanentError, TaskNotFound, TransientError
+from jobtrail.services import stats as stats_module
 from jobtrail.store.base import Claim
 from jobtrail.store.sqlite import path_from_url
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import jobtrail
-from jobtrail.decide import backoff
+from jobtrail.core.decide import backoff
 
 from .support import (
     assert_row,

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import jobtrail
-from jobtrail.errors import PermanentError
+from jobtrail.model.errors import PermanentError
 
 GAP = 1.0  # seconds between the dead end and the replay: what a wrong pairing would count
 RUN = 0.05

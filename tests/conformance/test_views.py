@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import jobtrail
-from jobtrail.errors import TaskNotFound
+from jobtrail.model.errors import TaskNotFound
 
 
 def _kinds(app: jobtrail.App) -> None:

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 import jobtrail
-from jobtrail import transition
-from jobtrail.machine import State
+from jobtrail.core import transition
+from jobtrail.model.machine import State
 from jobtrail.store.base import Claim, Driver, Move, Tx, dumps
 
 COVERED: set[str] = set()

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import jobtrail
-from jobtrail import transition
+from jobtrail.core import transition
 from jobtrail.store.base import Claim
 
 T = TypeVar("T")

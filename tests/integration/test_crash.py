@@ -22,7 +22,7 @@ import pytest
 from _integration_helpers import WorkerDir, reasons, task_row, wait_until
 
 import jobtrail
-from jobtrail.machine import State
+from jobtrail.model.machine import State
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 from conftest import Store
 
 import jobtrail
-from jobtrail import transition
+from jobtrail.core import transition
 from jobtrail.store.postgres import PostgresDriver
 
 

@@ -12,7 +12,7 @@ import pytest
 from conftest import PG_URL, Store
 
 import jobtrail
-from jobtrail import transition
+from jobtrail.core import transition
 from jobtrail.store.postgres import PostgresDriver
 
 

@@ -38,7 +38,7 @@ from _integration_helpers import WorkerDir, wait_until
 from conftest import unavailable
 
 import jobtrail
-from jobtrail.machine import State
+from jobtrail.model.machine import State
 
 pytestmark = pytest.mark.pg_restart
 

@@ -27,8 +27,8 @@ from _integration_helpers import (
 )
 
 import jobtrail
-from jobtrail import transition
-from jobtrail.machine import State
+from jobtrail.core import transition
+from jobtrail.model.machine import State
 from jobtrail.store.base import Move
 
 SPAWN = multiprocessing.get_context("spawn")

@@ -34,9 +34,9 @@ from hypothesis.stateful import (
 from reliability.support import expire_lease, make_due, raw
 
 import jobtrail
-from jobtrail import transition
-from jobtrail.decide import decide_failure, decide_success
-from jobtrail.machine import HELD, State
+from jobtrail.core import transition
+from jobtrail.core.decide import decide_failure, decide_success
+from jobtrail.model.machine import HELD, State
 from jobtrail.store.base import Claim, Move
 
 settings.register_profile(

@@ -1,5 +1,5 @@
-"""The invariant checker (jobtrail.check, `jobtrail check`): clean on a healthy store, and each
-rule fires on a store corrupted on purpose with raw SQL."""
+"""The invariant checker (jobtrail.services.check, `jobtrail check`): clean on a healthy store,
+and each rule fires on a store corrupted on purpose with raw SQL."""
 
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ def test_check_is_read_only(loose: Store) -> None:
     assert app.check() == []
     assert (app.get(task.id).updated_at, len(app.transitions(task.id))) == before
     if loose.backend == "postgres":
-        from jobtrail.machine import State
+        from jobtrail.model.machine import State
         from jobtrail.store.base import Move
 
         with pytest.raises(Exception, match="read-only"):  # noqa: PT011

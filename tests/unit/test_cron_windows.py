@@ -1,5 +1,5 @@
-"""Cron windows as pure computation (``jobtrail.scheduler``): time zones, daylight saving time,
-the catch-up plan. The rules tested here are the ones docs/cron.md states.
+"""Cron windows as pure computation (``jobtrail.services.scheduler``): time zones, daylight
+saving time, the catch-up plan. The rules tested here are the ones docs/cron.md states.
 
 Europe/Berlin 2026: clocks go forward on 29 March at 02:00 CET (→ 03:00 CEST; 02:00–02:59 does
 not exist) and back on 25 October at 03:00 CEST (→ 02:00 CET; 02:00–02:59 happens twice).
@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from jobtrail.scheduler import (
+from jobtrail.services.scheduler import (
     SKIPPED_ROWS,
     Schedule,
     make_schedule,

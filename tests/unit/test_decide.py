@@ -7,7 +7,7 @@ import random
 import pytest
 
 from jobtrail import PermanentError, Snooze, TransientError
-from jobtrail.decide import (
+from jobtrail.core.decide import (
     backoff,
     backoff_ceiling,
     classify,
@@ -15,9 +15,9 @@ from jobtrail.decide import (
     decide_failure,
     decide_success,
 )
-from jobtrail.errors import Cancelled
-from jobtrail.kinds import KindSpec
-from jobtrail.machine import ErrorCategory, Reason, State
+from jobtrail.model.errors import Cancelled
+from jobtrail.model.kinds import KindSpec
+from jobtrail.model.machine import ErrorCategory, Reason, State
 
 
 def spec(**kw: object) -> KindSpec:

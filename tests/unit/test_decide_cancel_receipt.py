@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from jobtrail.decide import (
+from jobtrail.core.decide import (
     Decision,
     decide_cancel,
     decide_receipt_outcome,
     decide_receipt_verdict,
 )
-from jobtrail.kinds import KindSpec
-from jobtrail.machine import TERMINAL, ErrorCategory, Reason, State
+from jobtrail.model.kinds import KindSpec
+from jobtrail.model.machine import TERMINAL, ErrorCategory, Reason, State
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from jobtrail import docs
-from jobtrail.explain import sentence
-from jobtrail.machine import EDGES, TERMINAL, WINDOW_REASONS, Reason, State
+from jobtrail.core.explain import sentence
+from jobtrail.model.machine import EDGES, TERMINAL, WINDOW_REASONS, Reason, State
 
 BLOCKS = ("state-diagram", "reason-codes")
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from jobtrail.explain import LANGUAGES, SENTENCES, render, sentence, why_not_running
-from jobtrail.machine import Reason, State
-from jobtrail.models import Task, Transition
+from jobtrail.core.explain import LANGUAGES, SENTENCES, render, sentence, why_not_running
+from jobtrail.model.machine import Reason, State
+from jobtrail.model.models import Task, Transition
 
 T0 = datetime(2026, 11, 29, 10, 0, 0, 120000, tzinfo=UTC)
 # A database "now" far from the machine clock: results must follow it, not time.time().

@@ -1,4 +1,4 @@
-"""The string catalog (``jobtrail.i18n``, issue 17 item 6): every entry in every language with
+"""The string catalog (``jobtrail.model.i18n``, issue 17 item 6): every entry in every language with
 the same placeholders, every key the code and the templates use exists, and no English text
 in a dashboard template bypasses the catalog."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jobtrail import i18n
+from jobtrail.model import i18n
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "jobtrail"

@@ -1,5 +1,5 @@
 """One transition path, provably: the driver methods that write a task's state
-(``store.base.STATE_WRITERS``) are called only from ``transition.py`` (and by the drivers
+(``store.base.STATE_WRITERS``) are called only from ``core/transition.py`` (and by the drivers
 themselves, inside ``store/``), and a ``Move`` is built from a ``Decision`` in one place."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import jobtrail
 from jobtrail.store.base import STATE_WRITERS, Driver
 
 ROOT = Path(jobtrail.__file__).parent
-TRANSITION = ROOT / "transition.py"
+TRANSITION = ROOT / "core" / "transition.py"
 STORE = ROOT / "store"
 
 
@@ -80,4 +80,4 @@ def test_a_move_is_built_from_a_decision_in_one_place() -> None:
                     )
                 ):
                     found.append(f"{path.relative_to(ROOT)}:{fn.name}")
-    assert found == ["transition.py:move_for"]
+    assert found == ["core/transition.py:move_for"]

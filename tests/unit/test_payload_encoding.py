@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from jobtrail import payloads
-from jobtrail.payloads import encode
+from jobtrail.core import payloads
+from jobtrail.core.payloads import encode
 from jobtrail.store.base import dumps
 
 LIMIT = 1 << 30

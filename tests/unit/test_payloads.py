@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jobtrail import intent_key
-from jobtrail.payloads import encode
+from jobtrail.core.payloads import encode
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from jobtrail.machine import State
-from jobtrail.models import Task, task_from_fields
+from jobtrail.model.machine import State
+from jobtrail.model.models import Task, task_from_fields
 
 NOW = datetime(2026, 11, 30, 1, 2, 3, 456000, tzinfo=UTC)
 FIELDS = {

@@ -10,14 +10,15 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from .. import payloads, transition, validate
-from ..errors import IdempotencyConflict, TaskNotFound, UnknownKind
-from ..kinds import Classifier, KindSpec
-from ..models import Task, task_from_row
-from ..outbox import Sink
-from ..scheduler import Schedule
+from ..core import payloads, transition
+from ..model import validate
+from ..model.errors import IdempotencyConflict, TaskNotFound, UnknownKind
+from ..model.kinds import Classifier, KindSpec
+from ..model.models import Task, task_from_row
+from ..model.timeparse import parse_time
+from ..services.outbox import Sink
+from ..services.scheduler import Schedule
 from ..store.base import Driver, NewTask, Row, Tx
-from ..timeparse import parse_time
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -10,10 +10,10 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
 
-from .. import payloads
-from ..kinds import KindSpec
-from ..models import iso
-from ..scheduler import (
+from ..core import payloads
+from ..model.kinds import KindSpec
+from ..model.models import iso
+from ..services.scheduler import (
     ACTOR,
     ENQUEUED,
     SKIPPED,

@@ -8,14 +8,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from .. import payloads, transition, workflow
-from ..decide import decide_receipt_outcome
-from ..errors import IdempotencyConflict, IllegalTransition, TaskNotFound
-from ..kinds import KindSpec
-from ..machine import Reason, State
-from ..models import Task, task_from_row
-from ..outbox import Sink, dispatch, http_sink
-from ..receipts import apply_outcome
+from ..core import payloads, transition, workflow
+from ..core.decide import decide_receipt_outcome
+from ..model.errors import IdempotencyConflict, IllegalTransition, TaskNotFound
+from ..model.kinds import KindSpec
+from ..model.machine import Reason, State
+from ..model.models import Task, task_from_row
+from ..services.outbox import Sink, dispatch, http_sink
+from ..services.receipts import apply_outcome
 from ..store.base import Driver, NewTask
 from .core import AppCore
 

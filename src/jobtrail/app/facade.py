@@ -14,16 +14,17 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .. import payloads, transition, validate
-from ..decide import decide_cancel
-from ..errors import IdempotencyConflict, IllegalTransition, UnknownKind
-from ..kinds import DEFAULT_MAX_PAYLOAD, KindSpec
-from ..machine import Reason, State
-from ..models import CancelResult, Task, Transition, task_from_fields, task_from_row
-from ..scheduler import Schedule
+from ..core import payloads, transition
+from ..core.decide import decide_cancel
+from ..model import validate
+from ..model.errors import IdempotencyConflict, IllegalTransition, UnknownKind
+from ..model.kinds import DEFAULT_MAX_PAYLOAD, KindSpec
+from ..model.machine import Reason, State
+from ..model.models import CancelResult, Task, Transition, task_from_fields, task_from_row
+from ..model.timeparse import parse_time
+from ..services.scheduler import Schedule
 from ..store.base import NEW_TASK_DEFAULTS, Driver, Move, NewTask, Row, Tx
 from ..store.open import open_driver
-from ..timeparse import parse_time
 from .core import (
     _require_name,
     _require_text,
@@ -305,7 +306,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
 
     def explain(self, task_id: str | int, lang: str = "en") -> str:
         """How the task got here, and why it is not running now (§11)."""
-        from .. import explain
+        from ..core import explain
 
         if lang not in explain.LANGUAGES:
             raise ValueError(
@@ -561,7 +562,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
     # -- moving parts ---------------------------------------------------------------------------
     def sweep(self) -> dict[str, int]:
         """Move expired leases now (edges 7, 8, 18); returns counts by reason code."""
-        from ..sweeper import sweep
+        from ..services.sweeper import sweep
 
         return sweep(self._driver, self._kinds)
 
@@ -618,9 +619,10 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
         )
 
     def check(self) -> builtins.list[dict[str, Any]]:
-        """Every invariant violation in the store (``jobtrail.check``; read-only). Each is a
-        dict with ``rule``, ``task_id`` and its detail; the list is empty when all hold."""
-        from .. import check
+        """Every invariant violation in the store (``jobtrail.services.check``; read-only).
+        Each is a dict with ``rule``, ``task_id`` and its detail; the list is empty when
+        all hold."""
+        from ..services import check
 
         return check.run(self._driver)
 

@@ -7,14 +7,15 @@ import builtins
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from .. import explain_facts, validate
-from .. import stats as stats_module
+from ..core import explain_facts
+from ..model import validate
+from ..model.timeparse import parse_duration
+from ..services import stats as stats_module
 from ..store.base import Driver, Row, Tx, dumps
-from ..timeparse import parse_duration
 from .core import AppCore, _require_name, _require_text
 
 if TYPE_CHECKING:
-    from ..kinds import KindSpec
+    from ..model.kinds import KindSpec
 
 PRUNE_BATCH = 500
 
@@ -255,6 +256,6 @@ class OpsAPI(AppCore):
 
 
 def _iso(value: datetime | None) -> str:
-    from ..models import iso
+    from ..model.models import iso
 
     return iso(value) if value is not None else "?"

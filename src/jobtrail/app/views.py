@@ -9,14 +9,14 @@ import json
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from .. import validate
-from ..models import task_from_row
+from ..model import validate
+from ..model.models import task_from_row
+from ..model.timeparse import parse_time
 from ..store.base import Driver
-from ..timeparse import parse_time
 from .ops import OpsAPI
 
 if TYPE_CHECKING:
-    from ..models import Task
+    from ..model.models import Task
 
 OPEN_STATES = ("queued", "leased", "cancel_requested", "awaiting_receipt", "waiting")
 
@@ -51,7 +51,7 @@ class ViewsAPI(OpsAPI):
         """``why``: the sentence saying why the task is not running now (``None`` when it is
         running or about to), from the live store; ``details``: extra facts (workflow
         children, effects); ``now``: the database clock."""
-        from .. import explain
+        from ..core import explain
 
         if lang not in explain.LANGUAGES:
             raise ValueError(f"unknown language {lang!r}")

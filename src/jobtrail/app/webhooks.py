@@ -29,13 +29,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import IllegalTransition, PermanentError, TaskNotFound
+from ..model.errors import IllegalTransition, PermanentError, TaskNotFound
 from ..store.base import Driver, NewTask
 from .core import WEBHOOK_PREFIX
 from .effects import EffectsAPI
 
 if TYPE_CHECKING:
-    from ..kinds import KindSpec
+    from ..model.kinds import KindSpec
 
 log = logging.getLogger("jobtrail.webhooks")
 

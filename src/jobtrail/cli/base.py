@@ -24,12 +24,12 @@ from typing import Any
 
 import click
 
-from .. import i18n
 from ..app import App
-from ..errors import JobtrailError
-from ..models import Transition
+from ..model import i18n
+from ..model.errors import JobtrailError
+from ..model.models import Transition
+from ..model.timeparse import looks_like_duration, parse_duration, parse_time
 from ..store import failures
-from ..timeparse import looks_like_duration, parse_duration, parse_time
 from . import format as fmt
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2

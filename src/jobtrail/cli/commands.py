@@ -10,9 +10,9 @@ from typing import Any
 
 import click
 
-from .. import i18n, validate
-from ..errors import UnknownKind
-from ..timeparse import parse_duration, parse_time
+from ..model import i18n, validate
+from ..model.errors import UnknownKind
+from ..model.timeparse import parse_duration, parse_time
 from . import format as fmt
 from .base import (
     EXIT_OK,
@@ -415,7 +415,7 @@ def cron_list(rt: Runtime, skipped: int, lang: str) -> None:
 
 
 def _cron_text(items: list[dict[str, Any]], lang: str = "en") -> str:
-    from ..explain import sentence
+    from ..core.explain import sentence
 
     def tr(key: str, **args: object) -> str:
         return i18n.t(key, lang, **args)

@@ -21,8 +21,8 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .. import i18n
-from ..models import CancelResult, Task, iso
+from ..model import i18n
+from ..model.models import CancelResult, Task, iso
 
 # C0 controls but newline and tab, DEL, C1 controls; the bidirectional overrides and
 # isolates, which reorder what a terminal shows ("Trojan Source"); and lone surrogates (an

@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from .. import i18n, validate
-from ..timeparse import parse_duration
+from ..model import i18n, validate
+from ..model.timeparse import parse_duration
 from . import format as fmt
 from .base import EXIT_OK, Fail, Runtime, _required, lang_option, verb
 

@@ -13,8 +13,8 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
-from ..errors import StoreUnavailable
-from ..machine import HELD, TERMINAL, State
+from ..model.errors import StoreUnavailable
+from ..model.machine import HELD, TERMINAL, State
 from . import queries
 from .statements import Statements
 from .types import (
@@ -501,7 +501,7 @@ def _exact_retry_at(data: dict[str, Any], row: Row) -> dict[str, Any]:
     """On SQLite the update and the transition are two statements, each reading the clock:
     write the run_at the update stored, not the caller's estimate, into ``retry_at``."""
     if "retry_at" in data and isinstance(row.get("run_at"), datetime):
-        from ..models import iso
+        from ..model.models import iso
 
         return {**data, "retry_at": iso(row["run_at"])}
     return data

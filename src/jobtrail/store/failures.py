@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 
-from ..errors import StoreUnavailable
+from ..model.errors import StoreUnavailable
 
 #: SQLite's result codes for a write the medium refuses (``sqlite3.Error.sqlite_errorname``):
 #: a full disk or database file, the WAL index that cannot grow on a full disk (a new

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
-from ..machine import State
+from ..model.machine import State
 
 Row = dict[str, Any]
 T = TypeVar("T")

@@ -17,9 +17,9 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Requ
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..app import App
-from ..errors import TaskNotFound
-from ..machine import TERMINAL, State
-from ..models import Task, iso
+from ..model.errors import TaskNotFound
+from ..model.machine import TERMINAL, State
+from ..model.models import Task, iso
 from . import schemas as s
 from .auth import Principal, Token, authenticate
 

@@ -23,8 +23,8 @@ from pydantic import (
     field_validator,
 )
 
-from .. import validate
-from ..timeparse import parse_time
+from ..model import validate
+from ..model.timeparse import parse_time
 
 MAX_PRIORITY = 2**31 - 1
 MAX_DELAY = 10 * 365 * 86400  # as App.enqueue

@@ -18,7 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from psycopg_pool import PoolTimeout
 
 from ..app import App
-from ..errors import (
+from ..model.errors import (
     IdempotencyConflict,
     IllegalTransition,
     StoreUnavailable,

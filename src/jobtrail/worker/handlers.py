@@ -9,8 +9,8 @@ import threading
 import time
 from typing import Any
 
-from ..context import Attempt, Context
-from ..models import task_from_row
+from ..core.context import Attempt, Context
+from ..model.models import task_from_row
 from .outcomes import Outcomes
 from .pool import _attempt_timeout
 

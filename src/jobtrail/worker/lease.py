@@ -8,8 +8,8 @@ import logging
 import threading
 import time
 
-from ..context import Attempt
-from ..machine import State
+from ..core.context import Attempt
+from ..model.machine import State
 from .handlers import Handlers
 from .pool import _attempt_timeout
 

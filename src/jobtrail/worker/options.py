@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..kinds import KindSpec
-from ..outbox import Sink
+from ..model.kinds import KindSpec
+from ..services.outbox import Sink
 from ..store.base import Driver
 
 

@@ -10,12 +10,12 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from .. import transition
-from ..context import Attempt
-from ..decide import Decision, decide_failure, decide_success
-from ..errors import LeaseLost
-from ..machine import HELD, State
-from ..models import iso
+from ..core import transition
+from ..core.context import Attempt
+from ..core.decide import Decision, decide_failure, decide_success
+from ..model.errors import LeaseLost
+from ..model.machine import HELD, State
+from ..model.models import iso
 from .pool import OutcomeNotRecorded, _batchable
 from .state import WorkerState
 

@@ -8,8 +8,8 @@ import queue
 import threading
 from collections.abc import Callable
 
-from ..context import Attempt
-from ..machine import ErrorCategory
+from ..core.context import Attempt
+from ..model.machine import ErrorCategory
 
 
 def _batchable(attempt: Attempt) -> bool:

@@ -25,12 +25,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from .. import transition
-from ..context import Attempt
-from ..machine import State
-from ..outbox import dispatch
+from ..core import transition
+from ..core.context import Attempt
+from ..model.machine import State
+from ..services.outbox import dispatch
+from ..services.sweeper import sweep
 from ..store.base import Claim
-from ..sweeper import sweep
 from .lease import LeaseRenewal
 from .options import Collaborators, ProvidesCollaborators, WorkerOptions, make_owner_id
 from .pool import _Completions, _HandlerPool

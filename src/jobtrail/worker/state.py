@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from ..context import Attempt
+from ..core.context import Attempt
 from ..store.base import Driver
 from .options import Collaborators, WorkerOptions
 from .pool import _Completions, _HandlerPool

@@ -26,7 +26,7 @@ from psycopg import pq
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ...errors import StoreUnavailable
+from ...model.errors import StoreUnavailable
 from .. import queries
 from ..base import (
     Claim,

@@ -22,12 +22,13 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import pass_context
 from markupsafe import Markup
 
-from ... import explain, i18n
 from ...app import App
-from ...errors import IllegalTransition, TaskNotFound
-from ...machine import State
-from ...models import Task, iso
-from ...timeparse import looks_like_duration, parse_duration, parse_time
+from ...core import explain
+from ...model import i18n
+from ...model.errors import IllegalTransition, TaskNotFound
+from ...model.machine import State
+from ...model.models import Task, iso
+from ...model.timeparse import looks_like_duration, parse_duration, parse_time
 from .origin import refusal
 
 Authorize = Callable[[Request, str], str | None]

@@ -14,7 +14,7 @@ import secrets
 from decimal import Decimal
 from typing import Any
 
-from .store.base import dumps
+from ..store.base import dumps
 
 MAX_DEPTH = 100
 

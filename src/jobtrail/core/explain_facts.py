@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from ..model.machine import State
+from ..store.base import Driver, Row, Tx
 from . import workflow
-from .machine import State
-from .store.base import Driver, Row, Tx
 
 _WORDS = {
     "en": {

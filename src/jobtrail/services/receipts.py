@@ -11,13 +11,13 @@ import logging
 from collections import Counter
 from typing import Any
 
-from . import transition
-from .decide import Decision, decide_receipt_verdict
-from .kinds import KindSpec
-from .machine import Reason, State
-from .store.base import Driver, Move, Row, Tx
+from ..core import transition
+from ..core.decide import Decision, decide_receipt_verdict
+from ..model.kinds import KindSpec
+from ..model.machine import Reason, State
+from ..store.base import Driver, Move, Row, Tx
 
-log = logging.getLogger("jobtrail.receipts")
+log = logging.getLogger("jobtrail.services.receipts")
 
 
 def apply_outcome(

@@ -13,8 +13,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from .machine import Reason, State
-from .models import Task, Transition, iso
+from ..model.machine import Reason, State
+from ..model.models import Task, Transition, iso
 
 #: The languages every sentence and narrative exists in.
 LANGUAGES = ("en", "zh")

@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
+from ..model.errors import IllegalTransition
+from ..model.machine import TERMINAL, Reason, State, find_edge
+from ..store.base import Claim, Driver, Move, NewTask, Row, T, Tx
 from . import workflow
 from .decide import Decision
-from .errors import IllegalTransition
-from .machine import TERMINAL, Reason, State, find_edge
-from .store.base import Claim, Driver, Move, NewTask, Row, T, Tx
 
 
 def check(task_id: int | str, source: State | None, target: State, reason: str) -> None:

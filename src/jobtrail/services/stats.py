@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from .machine import TERMINAL, Reason
-from .models import iso
-from .store.base import Driver, Tx
+from ..model.machine import TERMINAL, Reason
+from ..model.models import iso
+from ..store.base import Driver, Tx
 
 OPEN_STATES = ("queued", "leased", "cancel_requested", "awaiting_receipt", "waiting")
 LEASE_EXPIRIES = {

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
-from .machine import TERMINAL, Reason, State
-from .store.base import Driver, Move, Row, Tx
+from ..model.machine import TERMINAL, Reason, State
+from ..store.base import Driver, Move, Row, Tx
 
 #: ``run_at`` of a sequential child whose previous sibling has not succeeded yet.
 NOT_YET = datetime(9999, 12, 31, tzinfo=UTC)

@@ -9,8 +9,8 @@ Each violation is a dict with ``rule``, ``task_id`` (str) and the detail that sh
 - ``state_is_last_transition``: a task's state is the ``to_state`` of its last transition;
 - ``seq_contiguous``: its log is numbered 1..n without gaps and the task's ``seq`` is n;
 - ``log_chain``: each transition starts where the one before it ended;
-- ``edge_allowed``: every ``(from_state, to_state, reason)`` is an edge of ``jobtrail.machine``
-  (the first one from nothing);
+- ``edge_allowed``: every ``(from_state, to_state, reason)`` is an edge of
+  ``jobtrail.model.machine`` (the first one from nothing);
 - ``terminal_finished``: a terminal task has ``finished_at``;
 - ``effect_key_unique``: no two confirmed effects share a key;
 - ``held_has_lease``: a leased (or cancel-requested) task has an owner and an expiry;
@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .machine import Reason, State, find_edge
-from .store.base import Driver, Row, Tx
-from .workflow import aggregate
+from ..core.workflow import aggregate
+from ..model.machine import Reason, State, find_edge
+from ..store.base import Driver, Row, Tx
 
 #: Transitions read per page by the edge check.
 PAGE = 5000

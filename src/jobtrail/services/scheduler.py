@@ -39,9 +39,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, CroniterError, croniter
 
-from . import transition
-from .machine import Reason
-from .store.base import Driver, NewTask, Row, Tx
+from ..core import transition
+from ..model.machine import Reason
+from ..store.base import Driver, NewTask, Row, Tx
 
 log = logging.getLogger("jobtrail.cron")
 

@@ -13,14 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..model.errors import Cancelled, LeaseLost, PermanentError, Snooze, TransientError
+from ..model.kinds import DEFAULT_MAX_PAYLOAD, KindSpec
+from ..model.machine import State
+from ..model.models import Task
 from . import payloads
-from .errors import Cancelled, LeaseLost, PermanentError, Snooze, TransientError
-from .kinds import DEFAULT_MAX_PAYLOAD, KindSpec
-from .machine import State
-from .models import Task
 
 if TYPE_CHECKING:
-    from .store.base import Driver, Row, Tx
+    from ..store.base import Driver, Row, Tx
 
 
 @dataclass(eq=False)

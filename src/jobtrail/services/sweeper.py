@@ -11,14 +11,14 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from . import transition
-from .decide import decide_expired
-from .kinds import KindSpec
-from .machine import State
+from ..core import transition
+from ..core.decide import decide_expired
+from ..model.kinds import KindSpec
+from ..model.machine import State
+from ..store.base import Driver
 from .receipts import sweep_receipts
-from .store.base import Driver
 
-log = logging.getLogger("jobtrail.sweeper")
+log = logging.getLogger("jobtrail.services.sweeper")
 
 BATCH = 200
 

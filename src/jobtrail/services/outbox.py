@@ -17,9 +17,9 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from .store.base import Driver
+from ..store.base import Driver
 
-log = logging.getLogger("jobtrail.outbox")
+log = logging.getLogger("jobtrail.services.outbox")
 
 Sink = Callable[[int, str, Any], object]
 

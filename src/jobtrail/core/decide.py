@@ -10,9 +10,9 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .errors import Cancelled, PermanentError, Snooze, TransientError
-from .kinds import KindSpec
-from .machine import TERMINAL, ErrorCategory, Reason, State
+from ..model.errors import Cancelled, PermanentError, Snooze, TransientError
+from ..model.kinds import KindSpec
+from ..model.machine import TERMINAL, ErrorCategory, Reason, State
 
 _HTTP_CATEGORIES = {
     429: ErrorCategory.RATE_LIMITED,

@@ -1,0 +1,130 @@
+"""Exceptions users raise (outcomes of a handler) and receive (refusals of the store).
+
+Handlers signal outcomes with a category that is an enum, never a match on message text (§7).
+"""
+
+from __future__ import annotations
+
+from .machine import PERMANENT_CATEGORIES, TRANSIENT_CATEGORIES, ErrorCategory, State
+
+
+class JobtrailError(Exception):
+    """Base class of everything jobtrail raises on purpose."""
+
+
+def _category(
+    value: ErrorCategory | str, allowed: frozenset[ErrorCategory], kind: str
+) -> ErrorCategory:
+    try:
+        category = ErrorCategory(value)
+    except ValueError:
+        names = ", ".join(sorted(c.value for c in allowed))
+        raise ValueError(
+            f"unknown error category {value!r}; a {kind} error takes one of: {names}"
+        ) from None
+    if category not in allowed:
+        names = ", ".join(sorted(c.value for c in allowed))
+        raise ValueError(f"{category.value!r} is not a {kind} category; use one of: {names}")
+    return category
+
+
+class TransientError(JobtrailError):
+    """The attempt failed for a reason that may pass: it is retried with backoff.
+
+    ``retry_after`` (seconds) is honoured instead of the computed backoff, even above the cap,
+    but never past the kind's ``max_elapsed`` budget.
+    """
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        category: ErrorCategory | str = ErrorCategory.UNAVAILABLE,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.category = _category(
+            category, TRANSIENT_CATEGORIES | {ErrorCategory.UNCLASSIFIED}, "transient"
+        )
+        if retry_after is not None and (retry_after != retry_after or retry_after < 0):
+            raise ValueError("retry_after must be a non-negative number of seconds")
+        self.retry_after = retry_after
+
+
+class PermanentError(JobtrailError):
+    """The attempt failed for a reason a retry cannot fix: the task goes to ``dead``."""
+
+    def __init__(
+        self, message: str = "", *, category: ErrorCategory | str = ErrorCategory.INVALID_INPUT
+    ) -> None:
+        super().__init__(message)
+        self.category = _category(
+            category, PERMANENT_CATEGORIES | {ErrorCategory.UNCLASSIFIED}, "permanent"
+        )
+
+
+class Snooze(JobtrailError):  # noqa: N818 - the public name is fixed by the spec
+    """Not a failure: put the task back for ``seconds`` without counting the attempt."""
+
+    def __init__(self, seconds: float) -> None:
+        if seconds != seconds or seconds < 0:
+            raise ValueError("Snooze needs a non-negative number of seconds")
+        super().__init__(f"snoozed for {seconds}s")
+        self.seconds = float(seconds)
+
+
+class Cancelled(JobtrailError):  # noqa: N818
+    """Raised at a boundary when the task's cancel was requested; the worker confirms it."""
+
+
+class LeaseLost(JobtrailError):  # noqa: N818
+    """This attempt no longer holds the task (expired, swept, taken over or force-fixed).
+
+    The worker writes nothing further for the attempt; a newer attempt may be running.
+    """
+
+
+class IdempotencyConflict(JobtrailError):
+    """The idempotency key already names a task with a different payload."""
+
+    def __init__(self, task_id: str, key: str) -> None:
+        super().__init__(
+            f"idempotency key {key!r} already belongs to task {task_id} with a different payload; "
+            "a changed input needs a new key"
+        )
+        self.task_id = task_id
+        self.key = key
+
+
+class IllegalTransition(JobtrailError):
+    """The requested move is not an edge from the task's current state."""
+
+    def __init__(self, task_id: str, current: State | str, attempted: str) -> None:
+        super().__init__(f"task {task_id} is {current}: cannot {attempted}")
+        self.task_id = task_id
+        self.current_state = State(current)
+        self.attempted = attempted
+
+
+class TaskNotFound(JobtrailError, LookupError):
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"no task with id {task_id!r}")
+        self.task_id = task_id
+
+
+class UnknownKind(JobtrailError, LookupError):
+    def __init__(self, kind: str, known: list[str] | None = None) -> None:
+        hint = ""
+        if known is not None:
+            hint = (
+                f"; registered kinds: {', '.join(sorted(known))}"
+                if known
+                else "; this App has no registered kinds (pass --app module:attr or set "
+                "JOBTRAIL_APP)"
+            )
+        super().__init__(f"unknown task kind {kind!r}{hint}")
+        self.kind = kind
+
+
+class StoreUnavailable(JobtrailError):
+    """The store could not be reached; nothing was written (or the outcome is unknown)."""

@@ -1,0 +1,164 @@
+"""Read-only snapshots handed to users: ``Task``, ``Transition``, ``CancelResult``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .machine import STATE_OF, State
+
+
+@dataclass(frozen=True)
+class Task:
+    """A snapshot of one task row (§6.3); it does not follow the row: call ``app.get`` again."""
+
+    id: str
+    kind: str
+    queue: str
+    tenant: str
+    state: State
+    payload: Any
+    priority: int
+    attempts: int
+    max_attempts: int
+    run_at: datetime | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    last_reason: str | None
+    last_error_category: str | None
+    last_error: str | None
+    replay_count: int
+    receipt_id: str | None
+    parent_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None = None
+    idempotency_key: str | None = None
+    receipt_deadline: datetime | None = None
+    dismissed: bool = False
+    created: bool = False
+    steps: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def terminal(self) -> bool:
+        return self.state.terminal
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form with the §6.3 field names (times as ISO 8601 UTC)."""
+        out: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if isinstance(value, datetime):
+                value = iso(value)
+            elif isinstance(value, State):
+                value = value.value
+            out[name] = value
+        return out
+
+
+def task_from_fields(fields: dict[str, Any]) -> Task:
+    """``Task(**fields)`` without the frozen dataclass's ``object.__setattr__`` per field (a
+    tenth of the time; tasks are built per row read, in bulk by ``enqueue_many`` and
+    ``list``). ``fields`` must hold every field of ``Task`` (checked by the unit tests); the
+    result is the same object ``Task(**fields)`` makes (``Task`` has no ``__post_init__``)."""
+    task = object.__new__(Task)
+    task.__dict__.update(fields)
+    return task
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One row of the append-only transition log."""
+
+    seq: int
+    from_state: State | None
+    to_state: State
+    reason: str
+    error_category: str | None
+    error: str | None
+    actor: str
+    attempt: int
+    at: datetime
+    note: str | None = None
+    corrects: int | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "from_state": self.from_state.value if self.from_state else None,
+            "to_state": self.to_state.value,
+            "reason": self.reason,
+            "error_category": self.error_category,
+            "error": self.error,
+            "actor": self.actor,
+            "attempt": self.attempt,
+            "at": iso(self.at),
+            "note": self.note,
+            "corrects": self.corrects,
+            "data": self.data,
+        }
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    """What ``app.cancel`` did: ``outcome`` is ``cancelled``, ``cancel_requested``,
+    ``already_terminal`` or ``too_late``; ``state`` and ``reason`` are the task's afterwards."""
+
+    task_id: str
+    outcome: str
+    state: State
+    reason: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "outcome": self.outcome,
+            "state": self.state.value,
+            "reason": self.reason,
+        }
+
+
+def iso(value: datetime) -> str:
+    """``2026-11-29T10:00:00.120Z``: UTC with milliseconds, the form every output uses."""
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def task_from_row(
+    row: Mapping[str, Any], *, created: bool = False, steps: dict[str, Any] | None = None
+) -> Task:
+    """The ``Task`` snapshot of a task row as the store returns it (every reader: the facade,
+    the worker, the dashboard)."""
+    parent_id = row["parent_id"]
+    return task_from_fields(
+        {
+            "id": str(row["id"]),
+            "kind": row["kind"],
+            "queue": row["queue"],
+            "tenant": row["tenant"],
+            "state": STATE_OF[row["state"]],
+            "payload": row["payload"],
+            "priority": row["priority"],
+            "attempts": row["attempts"],
+            "max_attempts": row["max_attempts"],
+            "run_at": row["run_at"],
+            "lease_owner": row["lease_owner"],
+            "lease_expires_at": row["lease_expires_at"],
+            "last_reason": row["last_reason"],
+            "last_error_category": row["last_error_category"],
+            "last_error": row["last_error"],
+            "replay_count": row["replay_count"],
+            "receipt_id": row["receipt_id"],
+            "parent_id": str(parent_id) if parent_id is not None else None,
+            "created_at": row["created_at"],
+            "updated_at": row["updated_at"],
+            "finished_at": row["finished_at"],
+            "idempotency_key": row["idempotency_key"],
+            "receipt_deadline": row["receipt_deadline"],
+            "dismissed": row["dismissed_at"] is not None,
+            "created": created,
+            "steps": steps or {},
+        }
+    )
