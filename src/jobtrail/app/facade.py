@@ -25,6 +25,7 @@ from ..model.timeparse import parse_time
 from ..services.scheduler import Schedule
 from ..store.base import NEW_TASK_DEFAULTS, Driver, Move, NewTask, Row, Tx
 from ..store.open import open_driver
+from .connections import dbapi_connection
 from .core import (
     _require_name,
     _require_text,
@@ -144,7 +145,9 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
         """Store one task (edge 1). With ``idempotency_key`` a repeat returns the existing task
         (``created`` False); a changed payload raises ``IdempotencyConflict``. With
         ``connection=`` the task is written in the caller's open transaction and exists if and
-        only if the caller commits."""
+        only if the caller commits (a ``sqlite3``/psycopg connection, or a SQLAlchemy 2
+        ``Connection`` or ``Session`` on one)."""
+        connection = dbapi_connection(connection)
         new = self._new_task(
             dict(
                 kind=kind,
@@ -177,6 +180,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
     ) -> list[Task]:
         """Store several tasks in one transaction: all or nothing. Each item is a dict of
         ``enqueue``'s keyword arguments (``{"kind": ..., "payload": ...}``)."""
+        connection = dbapi_connection(connection)
         items = items if isinstance(items, builtins.list) else builtins.list(items)
         if not items:
             return []
