@@ -1,0 +1,59 @@
+"""``examples/django_project`` as a user runs it, on SQLite and on PostgreSQL: Django's and
+jobtrail's migrations, a POST to the view (order row + task in one ``atomic()``), a burst
+worker, then the order page with the task's result, and ``jobtrail explain`` of it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from conftest import Store
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "django_project"
+
+POST = (
+    "import json; from django.test import Client; "
+    "r = Client().post('/orders', json.dumps({'item': %r}), content_type='application/json'); "
+    "print(json.dumps([r.status_code, r.json()]))"
+)
+GET = (
+    "import json; from django.test import Client; "
+    "print(json.dumps(Client().get('/orders/%d').json()))"
+)
+
+
+def run(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=EXAMPLE,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, f"manage.py {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def last_json(out: str) -> Any:
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_view_worker_result(store: Store) -> None:
+    env = {"EXAMPLE_DATABASE": store.url}
+    run(env, "migrate")
+    run(env, "jobtrail", "migrate")
+    status, body = last_json(run(env, "shell", "-c", POST % "teapot"))
+    assert status == 202 and body["status"] == "READY"
+    status, bad = last_json(run(env, "shell", "-c", POST % ""))
+    assert status == 400  # refused before the atomic block: no order, no task
+    assert "processed 1 task(s)" in run(env, "jobtrail", "worker", "--burst")
+    page = last_json(run(env, "shell", "-c", GET % body["order"]))
+    assert page["status"] == "SUCCESSFUL"
+    assert page["confirmation"] == f"R-{body['order']:05d}"
+    explained = run(env, "jobtrail", "explain", body["task"])
+    assert "shop.tasks.confirm_order" in explained and "step   reserve: confirmed" in explained
