@@ -54,12 +54,13 @@ def django_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, s
         with connections[alias].schema_editor() as editor:
             editor.create_model(Note)
         migrate(alias)
+    migrate("separate")
     try:
         yield env
     finally:
         from jobtrail.contrib.django.compat import task_backends
 
-        for alias in ALIASES:
+        for alias in [*ALIASES, "separate"]:
             task_backends[alias].close()
         connections.close_all()
         with psycopg.connect(PG_URL, autocommit=True) as conn:

@@ -22,7 +22,13 @@ def backends():  # noqa: ANN201 - the framework's objects are untyped
 
 
 def test_flags_and_framework(alias: str) -> None:
+    import django
+
     from jobtrail.contrib.django import JobtrailBackend
+    from jobtrail.contrib.django.compat import FRAMEWORK
+
+    # the matrix: the built-in framework on Django >= 6, the backport before
+    assert FRAMEWORK == ("django.tasks" if django.VERSION >= (6, 0) else "django_tasks")
 
     backend = backends()[alias]
     assert isinstance(backend, JobtrailBackend)

@@ -32,7 +32,7 @@ _OPTIONS = {
         "testapp.tasks.fail_permanently": {"max_attempts": 5},
     }
 }
-QUEUES = ["default", "other"]
+QUEUES = ["default", "other", "spare"]
 TASKS = {
     "default": {
         "BACKEND": "jobtrail.contrib.django.JobtrailBackend",
@@ -43,5 +43,11 @@ TASKS = {
         "BACKEND": "jobtrail.contrib.django.JobtrailBackend",
         "QUEUES": QUEUES,
         "OPTIONS": {"DATABASE": "pg", **_OPTIONS},
+    },
+    # jobtrail's tables in a database of their own: enqueues commit on their own
+    "separate": {
+        "BACKEND": "jobtrail.contrib.django.JobtrailBackend",
+        "QUEUES": QUEUES,
+        "OPTIONS": {"DATABASE_URL": f"sqlite:///{os.environ['JT_DJ_SQLITE']}.separate", **_OPTIONS},
     },
 }

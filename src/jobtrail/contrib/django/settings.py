@@ -78,7 +78,13 @@ def database_url(alias: str) -> str:
             f"jobtrail: OPTIONS['DATABASE'] is {alias!r}, which is not in DATABASES "
             f"({', '.join(sorted(databases))})"
         )
-    db = databases[alias]
+    return url_of_database(alias, databases[alias])
+
+
+def url_of_database(alias: str, db: dict[str, Any]) -> str:
+    """The jobtrail URL of one ``DATABASES`` entry (``alias`` names it in errors)."""
+    from django.core.exceptions import ImproperlyConfigured
+
     engine = db.get("ENGINE", "")
     name = str(db.get("NAME") or "")
     if engine.endswith("sqlite3"):
