@@ -79,6 +79,7 @@ class JobtrailBackend(BaseTaskBackend):  # type: ignore[misc]
         self.app_options: dict[str, Any] = dict(options.get("APP_OPTIONS") or {})
         self.modules: list[str] = list(options.get("MODULES") or [])
         self._app: App | None = None
+        self._registered: set[str] = set()
         self._lock = threading.Lock()
 
     # -- the jobtrail App behind the backend ---------------------------------------------------
@@ -103,9 +104,10 @@ class JobtrailBackend(BaseTaskBackend):  # type: ignore[misc]
         kind: str = task.module_path
         app = self.app
         with self._lock:
-            if kind not in app._kinds:
+            if kind not in self._registered:
                 settings = kind_settings(kind, task.func, self.task_settings)
                 app.task(kind, queue=task.queue_name, **settings)(handler_for(self, kind, task))
+                self._registered.add(kind)
         return kind
 
     def discover(self) -> list[str]:
@@ -227,6 +229,7 @@ class JobtrailBackend(BaseTaskBackend):  # type: ignore[misc]
             if self._app is not None:
                 self._app.close()
                 self._app = None
+                self._registered.clear()
 
 
 def errors_of(log: list[Transition]) -> list[Any]:
