@@ -30,7 +30,8 @@ def run(env: dict[str, str], *args: str) -> str:
     done = subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=EXAMPLE,
-        env={**os.environ, **env},
+        # the project's own settings, whatever another test of the session set up
+        env={**os.environ, **env, "DJANGO_SETTINGS_MODULE": "example.settings"},
         capture_output=True,
         text=True,
         timeout=60,
