@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "jobtrail"
 #: imported only where the feature is asked for, with a message naming the extra
-OPTIONAL: set[str] = set()
+OPTIONAL: set[str] = {"django"}  # jobtrail.contrib.django: the extra jobtrail[django]
 
 
 def base_dependencies() -> set[str]:

@@ -13,6 +13,12 @@ __all__ = ["JobtrailBackend", "JobtrailTaskContext", "jobtrail_options"]
 
 
 def __getattr__(name: str) -> Any:
+    try:
+        import django  # noqa: F401
+    except ImportError:
+        raise ImportError(
+            f"jobtrail.contrib.django.{name} needs Django: pip install 'jobtrail[django]'"
+        ) from None
     if name == "JobtrailBackend":
         from .backend import JobtrailBackend
 

@@ -10,11 +10,16 @@ from typing import Any
 
 
 def _framework() -> str:
-    try:
-        importlib.import_module("django.tasks")
-    except ImportError:
-        return "django_tasks"
-    return "django.tasks"
+    for name in ("django.tasks", "django_tasks"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
+        return name
+    raise ImportError(
+        "jobtrail.contrib.django needs Django's task framework: Django >= 6.0, or the "
+        "django-tasks backport on Django 5.2 (pip install 'jobtrail[django]')"
+    )
 
 
 #: ``"django.tasks"`` (built in, Django >= 6.0) or ``"django_tasks"`` (the backport).
