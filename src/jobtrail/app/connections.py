@@ -42,3 +42,38 @@ def dbapi_connection(connection: Any) -> Any:
     if raw is None:  # pragma: no cover - a detached pool proxy
         raise ValueError("connection= is a SQLAlchemy Connection with no DBAPI connection")
     return raw
+
+
+async def adbapi_connection(connection: Any) -> Any:
+    """``dbapi_connection`` for ``aenqueue``: a SQLAlchemy ``AsyncConnection`` or
+    ``AsyncSession`` on psycopg 3 (``postgresql+psycopg://``) becomes its open
+    ``psycopg.AsyncConnection``, its transaction begun; anything else is left to
+    ``dbapi_connection``."""
+    if connection is None:
+        return None
+    module = type(connection).__module__ or ""
+    if not module.startswith("sqlalchemy.ext.asyncio"):
+        return dbapi_connection(connection)
+    kind = type(connection)
+    if hasattr(kind, "get_bind") and hasattr(kind, "connection"):  # an AsyncSession
+        connection = await connection.connection()
+        kind = type(connection)
+    if not hasattr(kind, "get_raw_connection") or not hasattr(kind, "in_transaction"):
+        raise TypeError(
+            "connection= must be a SQLAlchemy AsyncConnection or AsyncSession, got "
+            f"{type(connection).__name__}"
+        )
+    if connection.closed:
+        raise ValueError("connection= is a closed SQLAlchemy AsyncConnection")
+    if not connection.in_transaction():
+        await connection.begin()
+    fairy = await connection.get_raw_connection()
+    raw = fairy.driver_connection
+    if type(raw).__module__.split(".")[0] != "psycopg":
+        raise TypeError(
+            "connection= is a SQLAlchemy AsyncConnection on "
+            f"{type(raw).__module__}.{type(raw).__name__}: aenqueue joins async "
+            "transactions on psycopg 3 (postgresql+psycopg://); on SQLite pass a sync "
+            "Connection or Session to enqueue"
+        )
+    return raw
