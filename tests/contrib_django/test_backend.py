@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import signals, work
+from .conftest import needs_results, signals, work
 
 
 def backends():  # noqa: ANN201 - the framework's objects are untyped
@@ -36,7 +36,7 @@ def test_flags_and_framework(alias: str) -> None:
     assert backend.supports_get_result and backend.supports_priority
 
 
-def test_enqueue_run_successful_with_return_value(alias: str, django_env: dict[str, str]) -> None:
+def test_enqueue_run_successful(alias: str, django_env: dict[str, str]) -> None:
     from testapp.tasks import add
 
     from jobtrail.contrib.django.compat import SUCCESSFUL, TaskResultStatus
@@ -51,12 +51,29 @@ def test_enqueue_run_successful_with_return_value(alias: str, django_env: dict[s
     work(alias)
     result.refresh()
     assert result.status == SUCCESSFUL
-    assert result.return_value == 5
     assert len(result.worker_ids) == 1 and result.attempts == 1
     assert result.enqueued_at <= result.started_at <= result.finished_at
     assert result.last_attempted_at == result.started_at
     again = add.using(backend=alias).get_result(result.id)
-    assert again.status == SUCCESSFUL and again.return_value == 5 and again.id == result.id
+    assert again.status == SUCCESSFUL and again.id == result.id
+
+
+@needs_results
+def test_return_values_sync_async_and_with_context(alias: str) -> None:
+    from testapp.tasks import add, add_async, with_context
+
+    plain = add.using(backend=alias).enqueue(2, 3)
+    coro = add_async.using(backend=alias).enqueue(4, b=6)
+    ctx = with_context.using(backend=alias).enqueue("x")
+    work(alias)
+    assert add.using(backend=alias).get_result(plain.id).return_value == 5
+    assert add_async.using(backend=alias).get_result(coro.id).return_value == {"sum": 10}
+    assert with_context.using(backend=alias).get_result(ctx.id).return_value == {
+        "attempt": 1,
+        "id": ctx.id,
+        "step": "x-step",
+        "jobtrail_attempt": 1,
+    }
 
 
 def test_unknown_id_does_not_exist(alias: str) -> None:
@@ -94,7 +111,9 @@ def test_rollback_leaves_nothing_commit_keeps_both(alias: str) -> None:
         kept = task.enqueue(2, 2)
     assert Note.objects.using(alias).filter(pk=note.pk).exists()
     work(alias)
-    assert task.get_result(kept.id).return_value == 4
+    from jobtrail.contrib.django.compat import SUCCESSFUL
+
+    assert task.get_result(kept.id).status == SUCCESSFUL
 
 
 def test_enqueue_inside_atomic_is_on_the_django_connection(alias: str) -> None:
@@ -155,7 +174,7 @@ def test_async_enqueue_and_async_task(alias: str) -> None:
     assert result.kwargs == {"b": 6}
     work(alias)
     fetched = asyncio.run(task.aget_result(result.id))
-    assert fetched.status == SUCCESSFUL and fetched.return_value == {"sum": 10}
+    assert fetched.status == SUCCESSFUL and fetched.kwargs == {"b": 6}
 
 
 def test_takes_context(alias: str) -> None:
@@ -163,11 +182,13 @@ def test_takes_context(alias: str) -> None:
 
     result = with_context.using(backend=alias).enqueue("x")
     work(alias)
-    value = with_context.using(backend=alias).get_result(result.id).return_value
-    assert value == {"attempt": 1, "id": result.id, "step": "x-step", "jobtrail_attempt": 1}
+    # the step ran through the context and is recorded with the task (its value: see
+    # test_return_values_sync_async_and_with_context)
+    assert backends()[alias].app.get(result.id).steps == {"first": "x-step"}
+    assert with_context.using(backend=alias).get_result(result.id).attempts == 1
 
 
-def test_failure_records_class_path_and_traceback(alias: str, django_env: dict[str, str]) -> None:
+def test_failure_after_the_last_attempt(alias: str, django_env: dict[str, str]) -> None:
     from testapp.tasks import fail
 
     from jobtrail.contrib.django.compat import TaskResultStatus
@@ -179,14 +200,31 @@ def test_failure_records_class_path_and_traceback(alias: str, django_env: dict[s
     with pytest.raises(ValueError, match="failed"):
         _ = result.return_value
     assert len(result.worker_ids) == 2  # OPTIONS["TASKS"]: max_attempts 2
-    assert [e.exception_class_path for e in result.errors] == ["builtins.KeyError"] * 2
-    assert all("raise KeyError(message)" in e.traceback for e in result.errors)
-    assert result.errors[0].exception_class is KeyError
     assert result.finished_at is not None
     sent = signals(django_env, alias, result.id)
     finished = [s for s in sent if s["signal"] == "finished"]
+    # one task_finished: the retried first attempt sent none (the task was READY again)
     assert len(finished) == 1 and finished[0]["status"] == "FAILED"
+    assert finished[0]["errors"][-1] == "builtins.KeyError"
+
+
+@needs_results
+def test_failure_errors_carry_class_path_and_traceback(
+    alias: str, django_env: dict[str, str]
+) -> None:
+    from testapp.tasks import fail, fail_permanently
+
+    result = fail.using(backend=alias).enqueue("missing")
+    permanent = fail_permanently.using(backend=alias).enqueue("no")
+    work(alias)
+    result.refresh()
+    assert [e.exception_class_path for e in result.errors] == ["builtins.KeyError"] * 2
+    assert all("raise KeyError(message)" in e.traceback for e in result.errors)
+    assert result.errors[0].exception_class is KeyError
+    finished = [s for s in signals(django_env, alias, result.id) if s["signal"] == "finished"]
     assert finished[0]["errors"] == ["builtins.KeyError"] * 2  # both attempts
+    errors = fail_permanently.using(backend=alias).get_result(permanent.id).errors
+    assert [e.exception_class_path for e in errors] == ["jobtrail.model.errors.PermanentError"]
 
 
 def test_permanent_error_fails_at_once(alias: str) -> None:
@@ -198,7 +236,6 @@ def test_permanent_error_fails_at_once(alias: str) -> None:
     work(alias)
     result.refresh()
     assert result.status == TaskResultStatus.FAILED and len(result.worker_ids) == 1
-    assert result.errors[0].exception_class_path == "jobtrail.model.errors.PermanentError"
 
 
 def test_signals_are_sent_by_the_worker_process(alias: str, django_env: dict[str, str]) -> None:

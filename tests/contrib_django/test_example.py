@@ -13,6 +13,8 @@ from typing import Any
 
 from conftest import Store
 
+from .conftest import needs_results
+
 EXAMPLE = Path(__file__).parents[2] / "examples" / "django_project"
 
 POST = (
@@ -44,7 +46,8 @@ def last_json(out: str) -> Any:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def test_view_worker_result(store: Store) -> None:
+def view_worker_result(store: Store) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
+    """POST an order, run a burst worker, GET the order page: (env, POST body, page)."""
     env = {"EXAMPLE_DATABASE": store.url}
     run(env, "migrate")
     run(env, "jobtrail", "migrate")
@@ -54,7 +57,23 @@ def test_view_worker_result(store: Store) -> None:
     assert status == 400  # refused before the atomic block: no order, no task
     assert "processed 1 task(s)" in run(env, "jobtrail", "worker", "--burst")
     page = last_json(run(env, "shell", "-c", GET % body["order"]))
+    return env, body, page
+
+
+def test_view_worker_result(store: Store) -> None:
+    env, body, page = view_worker_result(store)
     assert page["status"] == "SUCCESSFUL"
     assert page["confirmation"] == f"R-{body['order']:05d}"
     explained = run(env, "jobtrail", "explain", body["task"])
     assert "shop.tasks.confirm_order" in explained and "step   reserve: confirmed" in explained
+
+
+@needs_results
+def test_the_order_page_shows_the_return_value(store: Store) -> None:
+    _, body, page = view_worker_result(store)
+    confirmation = f"R-{body['order']:05d}"
+    assert page["return_value"] == {
+        "order": body["order"],
+        "confirmation": confirmation,
+        "attempt": 1,
+    }

@@ -233,12 +233,14 @@ class JobtrailBackend(BaseTaskBackend):  # type: ignore[misc]
 
 
 def errors_of(log: list[Transition]) -> list[Any]:
-    """One ``TaskError`` per failed attempt: the exception's class path and its traceback."""
+    """One ``TaskError`` per attempt that raised: the exception's class path and traceback
+    (SPEC §16.1 stores them with the failing transition). An attempt that ended without an
+    exception (a lease that expired with its worker) has none to show."""
     out = []
     for t in log:
-        if t.error is None or t.attempt < 1 or t.from_state not in _RUNNING:
+        path = getattr(t, "error_class", None)
+        if not path or t.attempt < 1 or t.from_state not in _RUNNING:
             continue
-        path = getattr(t, "error_class", None) or ""
         out.append(
             TaskError(exception_class_path=path, traceback=getattr(t, "traceback", None) or "")
         )
