@@ -19,6 +19,8 @@ VERBS = [
     ("queues",),
     ("queues", "--history", "default"),
     ("dead",),
+    ("dead-preview",),
+    ("replay-runs",),
     ("cron", "list"),
 ]
 
@@ -73,7 +75,10 @@ def test_every_human_output_follows_lang_and_json_does_not(cli: Cli) -> None:
     assert "没有变更记录" in cli("queues", "--history", "nope", "--lang", "zh").stdout
 
     dead_out = cli("dead", "--lang", "zh").stdout
-    assert dead_out.splitlines()[0].split() == ["原因", "类型", "数量", "最早", "版本"]
+    assert dead_out.splitlines()[0].split() == [
+        "原因", "类型", "数量", "最早", "版本", "错误分类", "尝试", "首次失败", "末次失败",
+    ]  # fmt: skip
+    assert dead_out.splitlines()[3].split()[:2] == ["任务", dead]
     assert "permanent_error" in dead_out
 
     assert cli("cron", "list", "--lang", "zh").stdout.startswith("没有定时计划")
