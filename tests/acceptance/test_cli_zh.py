@@ -26,10 +26,11 @@ VERBS = [
 
 
 def shape(doc: Any) -> Any:
-    """A JSON document without what changes with the clock (ages, rates, ``at``)."""
+    """A JSON document without what changes with the clock (ages, rates, ``at``, a
+    preview's ``until``)."""
     if isinstance(doc, dict):
         # ``explain --json`` carries the explanation in the asked language (as before)
-        return {k: k if k in ("at", "explanation") else shape(v) for k, v in doc.items()}
+        return {k: k if k in ("at", "until", "explanation") else shape(v) for k, v in doc.items()}
     if isinstance(doc, list):
         return [shape(v) for v in doc]
     return "number" if isinstance(doc, float) else doc
