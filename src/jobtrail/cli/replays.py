@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from ..core.replays import stop_reason
+from ..core import replays
 from ..model import i18n, validate
 from . import format as fmt
 from .base import Runtime, _time_arg, lang_option, verb
@@ -165,27 +165,21 @@ def dead_preview(
     rt.emit(data, preview_text(result, lang))
 
 
-def _filter(f: Mapping[str, Any]) -> str:
-    shown = [f"{k}={f[k]}" for k in ("reason", "kind", "since", "until", "limit") if f.get(k)]
-    return " ".join(shown) or "-"
-
-
 def runs_text(runs: Sequence[Mapping[str, Any]], lang: str = "en") -> str:
     if not runs:
         return i18n.t("cli.no_replay_runs", lang)
     rows = []
     for r in runs:
-        outcome = stop_reason(r, lang) or i18n.t(f"replay_run.state.{r['state']}", lang)
         rows.append(
             [
                 str(r["id"]),
-                i18n.t(f"replay_run.state.{r['state']}", lang),
+                i18n.t(replays.STATE_KEYS[r["state"]], lang),
                 r["by"],
-                _filter(r["filter"]),
+                replays.filter_text(r["filter"]),
                 f"{r['replayed']}/{r['total']}",
                 str(r["died_now"]),
                 fmt.when(r["started_at"]),
-                outcome,
+                replays.outcome(r, lang),
             ]
         )
     return fmt.table([i18n.t(key, lang) for key in RUN_HEADERS], rows)

@@ -23,6 +23,15 @@ COMPLETED, STOPPED, RUNNING = "completed", "stopped", "running"
 #: outage): the tasks it replayed stay replayed, the rest stay dead.
 DIED_AGAIN, NOT_SETTLED, INTERRUPTED = "died_again", "not_settled", "interrupted"
 
+#: The catalog key of each run state's word.
+STATE_KEYS = {
+    RUNNING: "replay_run.state.running",
+    COMPLETED: "replay_run.state.completed",
+    STOPPED: "replay_run.state.stopped",
+}
+#: The parts of a run's recorded filter shown to people, in this order.
+FILTER_KEYS = ("reason", "kind", "since", "until", "limit")
+
 #: The keys of a recorded effect result that name the provider's object, in the order looked.
 PROVIDER_ID_KEYS = ("provider_id", "id", "receipt_id", "message_id", "external_id")
 
@@ -74,18 +83,36 @@ def stop_reason(run: Mapping[str, Any], lang: str = "en") -> str | None:
     return None
 
 
+def filter_text(recorded: Mapping[str, Any]) -> str:
+    """A run's filter in one line: ``kind=publish until=2026-…`` (``-`` for none)."""
+    shown = [f"{k}={recorded[k]}" for k in FILTER_KEYS if recorded.get(k)]
+    return " ".join(shown) or "-"
+
+
+def outcome(run: Mapping[str, Any], lang: str = "en") -> str:
+    """How a run ended (or that it runs), in words: the stop reason, else its state's word."""
+    return stop_reason(run, lang) or i18n.t(STATE_KEYS[run["state"]], lang)
+
+
 def provider_ids(result: Any) -> list[str]:
     """The provider ids an effect's recorded result names: the first of ``PROVIDER_ID_KEYS``
-    holding a string or a number (a result that is not an object names none)."""
+    holding a string or a number, else the values of its ``*_id`` keys (``post_id``), in key
+    order. A result that is not an object names none."""
     if not isinstance(result, Mapping):
         return []
     for key in PROVIDER_ID_KEYS:
-        value = result.get(key)
-        if isinstance(value, str) and value:
+        if (value := _scalar(result.get(key))) is not None:
             return [value]
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return [str(value)]
-    return []
+    found = [_scalar(result[k]) for k in sorted(result) if isinstance(k, str) and k.endswith("_id")]
+    return [v for v in found if v is not None]
+
+
+def _scalar(value: Any) -> str | None:
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return None
 
 
 def split_effects(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, list[dict[str, Any]]]]:

@@ -246,7 +246,6 @@ MESSAGES: dict[str, dict[str, str]] = {
     "dead.col_providers": {"en": "provider ids", "zh": "provider ID"},
     "preview.effects_again": {"en": "performs again", "zh": "将再次执行"},
     "preview.effects_skip": {"en": "skips (confirmed)", "zh": "跳过（已确认）"},
-    "preview.effects_none": {"en": "no effect recorded", "zh": "没有记录副作用"},
     "preview.effects_note": {
         "en": "Effects a replay performs again have no confirmed receipt; confirmed ones are "
         "skipped. Effects the handler never reached are not listed.",
