@@ -154,6 +154,8 @@ def test_every_batch_replay_is_a_run_and_its_return_value_is_unchanged(
     assert app.replay_runs(limit=1) == [newest]
     assert app.replay_runs(run_id=first["id"]) == [first]
     assert last(app, ids[0]).data == {"replay_run": first["id"]}
+    assert f'by ops: "n" (replay run {first["id"]})' in app.explain(ids[0])
+    assert f"（重放批次 {first['id']}）" in app.explain(ids[0], lang="zh")
     # a single replay is not a run and names none
     run(app)
     app.replay(ids[0], by="ops", note="one")
