@@ -16,12 +16,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from _integration_helpers import wait_until
 from conftest import PG_URL, Store, bouncer, make_store
 
 import jobtrail
 from jobtrail.worker import Worker, WorkerOptions
-
-from _integration_helpers import wait_until
 
 
 @pytest.fixture
