@@ -74,10 +74,27 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         default_queue: str = "default",
         version: str | None = None,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
+        pooler: str | None = None,
+        listen_url: str | None = None,
+        poll_interval: float = 1.0,
         **driver_options: Any,
     ) -> None:
+        """``pooler="transaction"`` when PostgreSQL is reached through a pooler in transaction
+        mode (PgBouncer's ``pool_mode=transaction``, Supavisor, RDS Proxy): no named prepared
+        statements, no session settings, LISTEN only through ``listen_url`` (a direct or
+        session-pooled URL), else idle workers poll every ``poll_interval`` seconds (the
+        default of ``run_worker``). ``pooler`` and ``listen_url`` default to
+        ``JOBTRAIL_POOLER`` and ``JOBTRAIL_LISTEN_URL``; SQLite ignores them (docs/postgres.md).
+        """
         _require_name(default_queue, "default_queue")
+        if not isinstance(poll_interval, int | float) or not 0 < poll_interval <= 3600:
+            raise ValueError(
+                f"poll_interval must be a number of seconds in (0, 3600], not {poll_interval!r}"
+            )
         self.url = url or os.environ.get("JOBTRAIL_DATABASE_URL") or "sqlite:///jobtrail.db"
+        self.pooler = pooler or os.environ.get("JOBTRAIL_POOLER") or None
+        self.listen_url = listen_url or os.environ.get("JOBTRAIL_LISTEN_URL") or None
+        self.poll_interval = float(poll_interval)
         self.default_queue = default_queue
         self._version = version or os.environ.get("JOBTRAIL_APP_VERSION")
         self.max_payload_bytes = max_payload_bytes
@@ -85,7 +102,9 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         self._sinks: dict[str, builtins.list[Any]] = {}
         self._periodic: dict[str, Schedule] = {}  # cron (app/cron.py)
         self._webhook_tenants: dict[str, str] = {}  # the tenant of each source (app/webhooks.py)
-        self._driver: Driver = open_driver(self.url, **driver_options)
+        self._driver: Driver = open_driver(
+            self.url, pooler=self.pooler, listen_url=self.listen_url, **driver_options
+        )
 
     # -- lifecycle ------------------------------------------------------------------------------
     def migrate(self) -> list[int]:
@@ -496,7 +515,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         concurrency: int = 4,
         prefetch: int = 0,
         burst: bool = False,
-        poll_interval: float = 1.0,
+        poll_interval: float | None = None,
         sweep_interval: float = 1.0,
         grace: float = 30.0,
     ) -> int:
@@ -506,7 +525,8 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         ``concurrency`` handlers run at once; ``prefetch`` more tasks may be claimed ahead and
         held (leased to this worker) until a handler is free, so that the next claim's round
         trip overlaps the running handlers. Keep it 0 for long tasks: a task claimed ahead
-        waits behind this worker's running ones even when another worker is idle."""
+        waits behind this worker's running ones even when another worker is idle.
+        ``poll_interval`` defaults to the App's."""
         from ..worker import Worker, WorkerOptions
 
         chosen = queues or sorted(
@@ -521,7 +541,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
                 concurrency=concurrency,
                 prefetch=prefetch,
                 burst=burst,
-                poll_interval=poll_interval,
+                poll_interval=self.poll_interval if poll_interval is None else poll_interval,
                 sweep_interval=sweep_interval,
                 grace=grace,
             ),
