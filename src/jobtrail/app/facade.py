@@ -4,6 +4,7 @@ questions, and carries out the operator's actions — each through the one trans
 from __future__ import annotations
 
 import builtins
+import functools
 import gc
 import itertools
 import logging
@@ -36,7 +37,8 @@ from .views import ViewsAPI  # read helpers for people (the dashboard)
 from .webhooks import WebhooksAPI  # webhooks (§12)
 
 if TYPE_CHECKING:
-    from ..worker import Collaborators
+    from ..worker import Collaborators, Worker
+    from .background import WorkerHandle
 
 log = logging.getLogger("jobtrail")
 
@@ -222,10 +224,14 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
         # kind alone makes, checked once per kind (an error still names the item)
         alone: dict[str, NewTask] = {}
 
+        def typed_kind(kind: str) -> bool:
+            spec = self._kinds.get(kind)
+            return spec is not None and spec.payload_type is not None
+
         def one(i: int, item: Any) -> NewTask:
             kind = item.get("kind") if type(item) is dict else None
-            if type(kind) is not str or not _KIND_AND_PAYLOAD.issuperset(item):
-                return self._item_task(i, item)
+            if type(kind) is not str or not _KIND_AND_PAYLOAD.issuperset(item) or typed_kind(kind):
+                return self._item_task(i, item)  # typed payloads are checked by _new_task
             base = alone.get(kind)
             if base is None:
                 base = alone[kind] = self._item_task(i, {"kind": kind})
@@ -324,6 +330,104 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
             extra=facts.why or None,
         )
         return text + "".join("\n" + line for line in facts.details)
+
+    # -- the async API (§16.3): the sync methods' own code, awaited ------------------------------
+    # On PostgreSQL each runs on this event loop's async connections (psycopg AsyncConnection,
+    # AsyncConnectionPool) through store/bridge.py: no thread per call, and only the Python
+    # work between round trips runs on the loop. On SQLite each runs on a thread of the
+    # driver's own (store/offloop.py). Same arguments, same errors, same transactions.
+    async def aenqueue(
+        self,
+        kind: str,
+        payload: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        tenant: str = "",
+        queue: str | None = None,
+        priority: int = 0,
+        run_at: datetime | str | None = None,
+        delay: float | None = None,
+        max_attempts: int | None = None,
+        parent: str | None = None,
+        connection: Any = None,
+    ) -> Task:
+        """``enqueue`` from a coroutine. On PostgreSQL ``connection=`` takes an open
+        ``psycopg.AsyncConnection``: the task is written in the caller's async transaction
+        and exists if and only if the caller commits. (On SQLite a caller's ``sqlite3``
+        connection is used on the calling thread, as it must be.)"""
+        call = functools.partial(
+            self.enqueue,
+            kind,
+            payload,
+            idempotency_key=idempotency_key,
+            tenant=tenant,
+            queue=queue,
+            priority=priority,
+            run_at=run_at,
+            delay=delay,
+            max_attempts=max_attempts,
+            parent=parent,
+            connection=connection,
+        )
+        if connection is not None and self._driver.dialect == "sqlite":
+            return call()
+        return await self._driver.run_async(call)
+
+    async def aenqueue_many(
+        self, items: Iterable[Mapping[str, Any]], *, connection: Any = None
+    ) -> builtins.list[Task]:
+        """``enqueue_many`` from a coroutine (``connection=`` as for ``aenqueue``)."""
+        items = items if isinstance(items, builtins.list) else builtins.list(items)
+        if connection is not None and self._driver.dialect == "sqlite":
+            return self.enqueue_many(items, connection=connection)
+        return await self._driver.run_async(self.enqueue_many, items, connection=connection)
+
+    async def aget(self, task_id: str | int) -> Task:
+        """``get`` from a coroutine."""
+        return await self._driver.run_async(self.get, task_id)
+
+    async def alist(
+        self,
+        *,
+        state: str | None = None,
+        kind: str | None = None,
+        queue: str | None = None,
+        tenant: str | None = None,
+        limit: int = 100,
+        before: str | None = None,
+    ) -> builtins.list[Task]:
+        """``list`` from a coroutine."""
+        return await self._driver.run_async(
+            self.list,
+            state=state,
+            kind=kind,
+            queue=queue,
+            tenant=tenant,
+            limit=limit,
+            before=before,
+        )
+
+    async def atransitions(self, task_id: str | int) -> builtins.list[Transition]:
+        """``transitions`` from a coroutine."""
+        return await self._driver.run_async(self.transitions, task_id)
+
+    async def aexplain(self, task_id: str | int, lang: str = "en") -> str:
+        """``explain`` from a coroutine."""
+        return await self._driver.run_async(self.explain, task_id, lang)
+
+    async def acancel(
+        self, task_id: str | int, *, by: str, note: str | None = None
+    ) -> CancelResult:
+        """``cancel`` from a coroutine."""
+        return await self._driver.run_async(self.cancel, task_id, by=by, note=note)
+
+    async def areplay(self, task_id: str | int, *, by: str, note: str) -> Task:
+        """``replay`` from a coroutine."""
+        return await self._driver.run_async(self.replay, task_id, by=by, note=note)
+
+    async def aclose(self) -> None:
+        """``close`` from a coroutine: PostgreSQL's async pool is closed on the running loop."""
+        await self._driver.aclose()
 
     # -- operator and caller actions ------------------------------------------------------------
     def cancel(self, task_id: str | int, *, by: str, note: str | None = None) -> CancelResult:
@@ -584,6 +688,17 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
         held (leased to this worker) until a handler is free, so that the next claim's round
         trip overlaps the running handlers. Keep it 0 for long tasks: a task claimed ahead
         waits behind this worker's running ones even when another worker is idle."""
+        return self._worker(
+            queues=queues,
+            concurrency=concurrency,
+            prefetch=prefetch,
+            burst=burst,
+            poll_interval=poll_interval,
+            sweep_interval=sweep_interval,
+            grace=grace,
+        ).run()
+
+    def _worker(self, *, queues: builtins.list[str] | None = None, **options: Any) -> Worker:
         from ..worker import Worker, WorkerOptions
 
         chosen = queues or sorted(
@@ -591,19 +706,22 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
         )
         for q in chosen:
             _require_name(q, "queue")
-        worker = Worker(
-            self.worker_collaborators(),
-            WorkerOptions(
-                queues=list(chosen),
-                concurrency=concurrency,
-                prefetch=prefetch,
-                burst=burst,
-                poll_interval=poll_interval,
-                sweep_interval=sweep_interval,
-                grace=grace,
-            ),
-        )
-        return worker.run()
+        return Worker(self.worker_collaborators(), WorkerOptions(queues=list(chosen), **options))
+
+    def start_worker(self, **run_worker_options: Any) -> WorkerHandle:
+        """Run a worker on a thread of this process (an ASGI lifespan, a notebook, a test) with
+        ``run_worker``'s options; ``handle.stop(grace=None)`` stops it as SIGTERM stops
+        ``run_worker`` (no new claims, running handlers get the grace period) and waits for it.
+        Signals stay with the process: the worker installs no handlers."""
+        from .background import RUN_WORKER_OPTIONS, WorkerHandle
+
+        unknown = sorted(set(run_worker_options) - set(RUN_WORKER_OPTIONS))
+        if unknown:
+            raise TypeError(
+                f"start_worker got unknown options {unknown}; run_worker's options are: "
+                + ", ".join(RUN_WORKER_OPTIONS)
+            )
+        return WorkerHandle.start(self._worker(install_signals=False, **run_worker_options))
 
     def worker_collaborators(self) -> Collaborators:
         """What a worker of this app is given (``jobtrail.worker.Collaborators``): the driver,

@@ -9,6 +9,7 @@ import threading
 import time
 from typing import Any
 
+from ..core import typed
 from ..core.context import Attempt, Context
 from ..model.models import task_from_row
 from .outcomes import Outcomes
@@ -48,7 +49,7 @@ class Handlers(Outcomes):
         assert handler is not None
         outcome: BaseException | None = None
         try:
-            handler(ctx, attempt.task.payload)
+            handler(ctx, _payload(attempt))
         except BaseException as exc:  # noqa: BLE001 - every outcome is classified
             outcome = exc
         keep = self._handler_done(attempt)
@@ -74,9 +75,9 @@ class Handlers(Outcomes):
         assert handler is not None
         try:
             if attempt.spec.timeout is not None:
-                await asyncio.wait_for(handler(ctx, attempt.task.payload), attempt.spec.timeout)
+                await asyncio.wait_for(handler(ctx, _payload(attempt)), attempt.spec.timeout)
             else:
-                await handler(ctx, attempt.task.payload)
+                await handler(ctx, _payload(attempt))
         except TimeoutError:
             return _attempt_timeout(attempt)
         except BaseException as exc:  # noqa: BLE001
@@ -109,3 +110,12 @@ class Handlers(Outcomes):
                 return False
             attempt.handler_done = True
             return True
+
+
+def _payload(attempt: Attempt) -> Any:
+    """The handler's payload argument: the stored JSON, or the kind's payload type rebuilt
+    from it (a payload that does not fit is a ``PermanentError``)."""
+    spec = attempt.spec
+    if spec.payload_type is None:
+        return attempt.task.payload
+    return typed.load(spec.name, spec.payload_type, attempt.task.payload)
