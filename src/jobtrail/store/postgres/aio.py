@@ -94,6 +94,7 @@ class AsyncSide:
     def __init__(self, url: str, *, max_size: int, timeout: float, kwargs: dict[str, Any]) -> None:
         self.url, self.max_size, self.timeout, self.kwargs = url, max_size, timeout, kwargs
         self.pools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool] = {}
+        self.guards: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
         self.closed = False
 
     async def pool(self) -> AsyncConnectionPool:
@@ -103,12 +104,16 @@ class AsyncSide:
             raise RuntimeError("this App is closed")
         loop = asyncio.get_running_loop()
         for other in [o for o in self.pools if o is not loop and o.is_closed()]:
+            self.guards.pop(other, None)
             _abandon(self.pools.pop(other))
         found = self.pools.get(loop)
         if found is None:
             found = self.pools[loop] = AsyncConnectionPool(
                 self.url,
-                min_size=1,
+                # no connection opened in the background: each is opened for a checkout that
+                # waits for it, so a loop that ends (asyncio.run) never cancels a connect
+                # half way (the pool's worker would retry it while the loop shuts down)
+                min_size=0,
                 max_size=self.max_size,
                 open=False,
                 timeout=self.timeout,
@@ -118,6 +123,12 @@ class AsyncSide:
                 name="jobtrail-async",
             )
             await found.open(wait=False)
+            # psycopg_pool's own tasks survive a cancel (they take it for a failed run and
+            # loop again): when the loop ends without aclose() (the end of asyncio.run
+            # cancels every task), this task closes the pool first, or the end would hang
+            self.guards[loop] = loop.create_task(
+                _close_when_cancelled(found), name="jobtrail-async-guard"
+            )
         return found
 
     @contextmanager
@@ -149,8 +160,13 @@ class AsyncSide:
         self.closed = True
         loop = asyncio.get_running_loop()
         pools, self.pools = self.pools, {}
+        guards, self.guards = self.guards, {}
         for owner, pool in pools.items():
             if owner is loop:
+                guard = guards.get(owner)
+                if guard is not None:
+                    guard.cancel()  # it closes the pool
+                    await asyncio.gather(guard, return_exceptions=True)
                 await pool.close()
             else:
                 _abandon(pool)
@@ -160,6 +176,7 @@ class AsyncSide:
         one whose loop ended has its connections closed directly."""
         self.closed = True
         pools, self.pools = self.pools, {}
+        self.guards = {}
         for loop, pool in pools.items():
             if not loop.is_closed() and not loop.is_running():
                 loop.run_until_complete(pool.close())
@@ -177,6 +194,13 @@ def _transaction(conn: psycopg.AsyncConnection[Any]) -> Iterator[None]:
         await_(block.__aexit__(type(exc), exc, exc.__traceback__))
         raise
     await_(block.__aexit__(None, None, None))
+
+
+async def _close_when_cancelled(pool: AsyncConnectionPool) -> None:
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await pool.close(timeout=1.0)
 
 
 async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
