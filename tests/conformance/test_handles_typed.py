@@ -126,7 +126,9 @@ def test_a_bad_typed_payload_is_refused_before_anything_is_written(
         note.enqueue(payload)
     assert words in str(refused.value) and "kind 'note' (Note)" in str(refused.value)
     with pytest.raises(TypeError, match="item 1: payload of kind 'note'"):
-        app.enqueue_many([{"kind": "note", "payload": Note("ok")}, {"kind": "note", "payload": payload}])
+        app.enqueue_many(
+            [{"kind": "note", "payload": Note("ok")}, {"kind": "note", "payload": payload}]
+        )
     with pytest.raises((TypeError, ValueError)):
         asyncio.run(note.aenqueue(payload))
     assert app.list() == []
