@@ -14,11 +14,10 @@ from pathlib import Path
 
 import httpx
 import psycopg
+from conftest import Store
+from serve_process import SRC, free_port, wait_until
 
 import jobtrail
-from conftest import Store
-
-from serve_process import SRC, free_port, wait_until
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fastapi_app"
 

@@ -95,6 +95,38 @@ def test_transactions(world: dict[str, Any]) -> None:
     assert d.encode_time(now) is not None
 
 
+@covers("run_async", "aclose")
+def test_run_async_runs_driver_code_off_the_loop_and_aclose(world: dict[str, Any]) -> None:
+    """``run_async`` awaits synchronous code that uses the driver (the async API's path):
+    it sees the store, its writes commit, its errors come back as raised."""
+    import asyncio
+
+    d: Driver = world["d"]
+
+    def read(task_id: int) -> Any:
+        with d.transaction(write=False) as tx:
+            return d.task_get(tx, task_id)
+
+    def fail() -> None:
+        with d.transaction() as tx:
+            d.task_get(tx, world["queued"])
+            raise KeyError("inside")
+
+    async def go() -> Any:
+        row = await d.run_async(read, world["queued"])
+        with pytest.raises(KeyError, match="inside"):
+            await d.run_async(fail)
+        return row
+
+    row = asyncio.run(go())
+    assert row is not None and row["id"] == world["queued"]
+    other = jobtrail.App(world["app"].url)
+    other.task("k")(lambda ctx, p: None)
+    asyncio.run(other._driver.aclose())
+    with pytest.raises(RuntimeError, match="closed"):
+        other.enqueue("k")
+
+
 @covers("migrate", "close")
 def test_migrate_is_idempotent_and_close(world: dict[str, Any]) -> None:
     app: jobtrail.App = world["app"]
