@@ -272,3 +272,45 @@ def test_aenqueue_on_postgres_starts_no_thread(pg: Any) -> None:
         return {t.name for t in threading.enumerate()} - before
 
     assert arun(go) == set()
+
+
+def test_cancelled_aenqueues_leave_the_store_and_the_pool_whole(app: jobtrail.App) -> None:
+    """A caller that gives up (a request timeout) cancels the await mid-flight: the task
+    exists or not, whole (the invariant check after the test), and no connection is lost to
+    the pool — later calls still run."""
+    _kinds(app)
+
+    async def go() -> tuple[int, int]:
+        await app.aenqueue("ok")
+        gave_up = 0
+        for i in range(60):
+            try:
+                await asyncio.wait_for(app.aenqueue("ok", i), timeout=0.0002 * (i % 10))
+            except TimeoutError:
+                gave_up += 1
+        done = await asyncio.gather(*(app.aenqueue("ok", -1) for _ in range(30)))
+        return gave_up, len(done)
+
+    gave_up, later = arun(go)
+    assert later == 30
+    stored = [t for t in app.list(limit=1000) if t.payload != -1]
+    assert 1 <= len(stored) <= 61 and gave_up >= 1
+    assert all(t.state == "queued" for t in stored)
+    assert all(len(app.transitions(t.id)) == 1 for t in stored)
+
+
+def test_an_unreachable_postgres_is_store_unavailable_as_for_enqueue(tmp_path: Any) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: nothing listens there
+    app = jobtrail.App(f"postgresql://postgres@127.0.0.1:{port}/x", connect_timeout=1)
+    try:
+        app.task("ok")(lambda ctx, p: None)
+        with pytest.raises(jobtrail.StoreUnavailable):
+            app.enqueue("ok")
+        with pytest.raises(jobtrail.StoreUnavailable, match="PostgreSQL is unreachable"):
+            arun(lambda: app.aenqueue("ok"))
+    finally:
+        app.close()
