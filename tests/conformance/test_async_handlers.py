@@ -165,6 +165,9 @@ def test_stop_with_a_short_grace_leaves_the_task_to_the_lease_rules(app: jobtrai
     assert time.monotonic() - t0 < 3
     assert app.get(task.id).state == "leased"  # held until its lease expires, as after SIGTERM
     release.set()
+    # Python cannot stop a thread: the abandoned handler ends on its own and, still holding
+    # the lease, writes its outcome (fenced like any write); the App is closed only after it
+    wait_for(lambda: app.get(task.id).state == "succeeded", what="the abandoned handler's end")
 
 
 def test_start_worker_refuses_unknown_options(app: jobtrail.App) -> None:

@@ -27,8 +27,10 @@ class WorkerHandle:
     """A running background worker. ``stop(grace=None)`` stops claiming, gives running
     handlers ``grace`` seconds (default: the worker's ``grace``) to reach an outcome, and
     returns once the worker has stopped; what it still holds then is recovered by the lease
-    rules, as after a SIGTERM. ``processed``: attempts finished so far; ``error``: what ended
-    the worker, if it failed."""
+    rules, as after a SIGTERM. A handler still running then keeps running on its thread (Python
+    cannot stop a thread) and writes its outcome if it still holds the lease: close the App
+    only after such handlers end. ``processed``: attempts finished so far; ``error``: what
+    ended the worker, if it failed."""
 
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
