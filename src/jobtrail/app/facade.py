@@ -75,10 +75,27 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         default_queue: str = "default",
         version: str | None = None,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
+        pooler: str | None = None,
+        listen_url: str | None = None,
+        poll_interval: float = 1.0,
         **driver_options: Any,
     ) -> None:
+        """``pooler="transaction"`` when PostgreSQL is reached through a pooler in transaction
+        mode (PgBouncer's ``pool_mode=transaction``, Supavisor, RDS Proxy): no named prepared
+        statements, no session settings, LISTEN only through ``listen_url`` (a direct or
+        session-pooled URL), else idle workers poll every ``poll_interval`` seconds (the
+        default of ``run_worker``). ``pooler`` and ``listen_url`` default to
+        ``JOBTRAIL_POOLER`` and ``JOBTRAIL_LISTEN_URL``; SQLite ignores them (docs/postgres.md).
+        """
         _require_name(default_queue, "default_queue")
+        if not isinstance(poll_interval, int | float) or not 0 < poll_interval <= 3600:
+            raise ValueError(
+                f"poll_interval must be a number of seconds in (0, 3600], not {poll_interval!r}"
+            )
         self.url = url or os.environ.get("JOBTRAIL_DATABASE_URL") or "sqlite:///jobtrail.db"
+        self.pooler = pooler or os.environ.get("JOBTRAIL_POOLER") or None
+        self.listen_url = listen_url or os.environ.get("JOBTRAIL_LISTEN_URL") or None
+        self.poll_interval = float(poll_interval)
         self.default_queue = default_queue
         self._version = version or os.environ.get("JOBTRAIL_APP_VERSION")
         self.max_payload_bytes = max_payload_bytes
@@ -86,7 +103,9 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         self._sinks: dict[str, builtins.list[Any]] = {}
         self._periodic: dict[str, Schedule] = {}  # cron (app/cron.py)
         self._webhook_tenants: dict[str, str] = {}  # the tenant of each source (app/webhooks.py)
-        self._driver: Driver = open_driver(self.url, **driver_options)
+        self._driver: Driver = open_driver(
+            self.url, pooler=self.pooler, listen_url=self.listen_url, **driver_options
+        )
 
     # -- lifecycle ------------------------------------------------------------------------------
     def migrate(self) -> list[int]:
@@ -596,7 +615,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         concurrency: int = 4,
         prefetch: int = 0,
         burst: bool = False,
-        poll_interval: float = 1.0,
+        poll_interval: float | None = None,
         sweep_interval: float = 1.0,
         grace: float = 30.0,
     ) -> int:
@@ -606,7 +625,8 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         ``concurrency`` handlers run at once; ``prefetch`` more tasks may be claimed ahead and
         held (leased to this worker) until a handler is free, so that the next claim's round
         trip overlaps the running handlers. Keep it 0 for long tasks: a task claimed ahead
-        waits behind this worker's running ones even when another worker is idle."""
+        waits behind this worker's running ones even when another worker is idle.
+        ``poll_interval`` defaults to the App's."""
         return self._worker(
             queues=queues,
             concurrency=concurrency,
@@ -617,7 +637,13 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
             grace=grace,
         ).run()
 
-    def _worker(self, *, queues: builtins.list[str] | None = None, **options: Any) -> Worker:
+    def _worker(
+        self,
+        *,
+        queues: builtins.list[str] | None = None,
+        poll_interval: float | None = None,
+        **options: Any,
+    ) -> Worker:
         from ..worker import Worker, WorkerOptions
 
         chosen = queues or sorted(
@@ -625,7 +651,14 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         )
         for q in chosen:
             _require_name(q, "queue")
-        return Worker(self.worker_collaborators(), WorkerOptions(queues=list(chosen), **options))
+        return Worker(
+            self.worker_collaborators(),
+            WorkerOptions(
+                queues=list(chosen),
+                poll_interval=self.poll_interval if poll_interval is None else poll_interval,
+                **options,
+            ),
+        )
 
     def start_worker(self, **run_worker_options: Any) -> WorkerHandle:
         """Run a worker on a thread of this process (an ASGI lifespan, a notebook, a test) with

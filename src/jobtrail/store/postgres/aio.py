@@ -91,8 +91,18 @@ def _tx(conn: psycopg.AsyncConnection[Any], sql: dict[str, str], *, utc: bool) -
 class AsyncSide:
     """The async pool of one driver (opened on the first async call of each event loop)."""
 
-    def __init__(self, url: str, *, max_size: int, timeout: float, kwargs: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_size: int,
+        timeout: float,
+        kwargs: dict[str, Any],
+        pooled: bool = False,
+    ) -> None:
         self.url, self.max_size, self.timeout, self.kwargs = url, max_size, timeout, kwargs
+        # behind a transaction pooler: no session settings, times converted client-side
+        self.pooled = pooled
         self.pools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool] = {}
         self.guards: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
         self.closed = False
@@ -118,7 +128,7 @@ class AsyncSide:
                 open=False,
                 timeout=self.timeout,
                 kwargs={"autocommit": True, **self.kwargs},
-                configure=_configure,
+                configure=None if self.pooled else _configure,
                 reconnect_timeout=3600.0,
                 name="jobtrail-async",
             )
@@ -139,10 +149,10 @@ class AsyncSide:
         conn = await_(pool.getconn())
         try:
             if autocommit:
-                yield _tx(conn, sql, utc=True)
+                yield _tx(conn, sql, utc=not self.pooled)
             else:
                 with _transaction(conn):
-                    yield _tx(conn, sql, utc=True)
+                    yield _tx(conn, sql, utc=not self.pooled)
         finally:
             await_(pool.putconn(conn))
 
