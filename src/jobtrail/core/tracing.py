@@ -37,9 +37,10 @@ def available() -> bool:
     """True when ``opentelemetry-api`` is installed (checked once, without importing it)."""
     global _available
     if _available is None:
-        _available = importlib.util.find_spec("opentelemetry") is not None and (
-            importlib.util.find_spec("opentelemetry.trace") is not None
-        )
+        try:
+            _available = importlib.util.find_spec("opentelemetry.trace") is not None
+        except (ImportError, ValueError):  # not installed, or its import blocked
+            _available = False
     return _available
 
 
