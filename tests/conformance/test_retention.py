@@ -13,6 +13,7 @@ import pytest
 from prometheus_client import generate_latest
 
 import jobtrail
+from jobtrail.cli.ops import stats_text
 from jobtrail.model.errors import PermanentError, TaskNotFound
 from jobtrail.services import retention
 from jobtrail.web.metrics import Metrics
@@ -101,6 +102,10 @@ def test_a_worker_prunes_what_is_older_than_its_state_retention(store: Any) -> N
         "cancelled": {"tasks": 1, "transitions": transitions_cancelled},
         "dead": {"tasks": 0, "transitions": 0},
     }
+
+    report = app.stats()
+    assert stats_text(report).endswith("\npruned so far: 2 succeeded, 1 cancelled, 0 dead tasks")
+    assert stats_text(report, "zh").endswith("\n已清理：成功 2 个、已取消 1 个、死信 0 个任务")
 
     # the counts are the store's: another app (a restart, another machine) reads the same,
     # and /metrics exports them
