@@ -20,7 +20,9 @@ and after (and after VACUUM).
 tasks/s) until ``--tasks`` were enqueued; every ``--every`` seconds prints the live tasks and the
 size of the tasks and transitions tables with their indexes and TOAST
 (``pg_total_relation_size``), so one can see whether it levels off. ``--autovacuum tuned``
-sets the per-table autovacuum settings of docs/postgres.md first.
+sets the per-table autovacuum settings of docs/postgres.md first; ``--vacuum-every S`` runs
+``VACUUM (ANALYZE)`` of both tables every S seconds instead, for a server where autovacuum is
+off (``SHOW autovacuum``).
 
 PostgreSQL: ``--pg`` (default ``JOBTRAIL_TEST_PG_URL``); the database ``bench_retention`` is
 dropped and made again.
@@ -221,13 +223,17 @@ def bench_steady(args: argparse.Namespace) -> None:
     )
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
+    vacuumer = None
+    if args.vacuum_every:
+        vacuumer = Vacuumer(url, args.vacuum_every)
+        vacuumer.start()
     enqueued = 0
     start = time.monotonic()
     next_report = start
     batch = 100
     print(
         f"retention {args.retention} s, rate {args.rate}/s, {args.tasks} tasks,"
-        f" autovacuum {args.autovacuum}"
+        f" autovacuum {args.autovacuum}, VACUUM every {args.vacuum_every or '-'} s"
     )
     while enqueued < args.tasks:
         due = start + enqueued / args.rate
@@ -246,8 +252,33 @@ def bench_steady(args: argparse.Namespace) -> None:
         report(conn, time.monotonic() - start, enqueued)
     worker.stop()
     thread.join(timeout=30)
+    if vacuumer is not None:
+        vacuumer.stop.set()
+        vacuumer.join()
+        print(f"{vacuumer.runs} VACUUMs, the longest {vacuumer.longest:.1f} s")
     app.close()
     conn.close()
+
+
+class Vacuumer(threading.Thread):
+    """``VACUUM (ANALYZE)`` of both tables every ``every`` seconds: what autovacuum does on a
+    server where it is on (``--vacuum-every``, for a server where it is off)."""
+
+    def __init__(self, url: str, every: float) -> None:
+        super().__init__(daemon=True)
+        self.url = url
+        self.every = every
+        self.stop = threading.Event()
+        self.runs = 0
+        self.longest = 0.0
+
+    def run(self) -> None:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            while not self.stop.wait(self.every):
+                start = time.monotonic()
+                conn.execute("VACUUM (ANALYZE) jobtrail_tasks, jobtrail_transitions")
+                self.runs += 1
+                self.longest = max(self.longest, time.monotonic() - start)
 
 
 def report(conn: psycopg.Connection[Any], t: float, enqueued: int) -> None:
@@ -256,7 +287,7 @@ def report(conn: psycopg.Connection[Any], t: float, enqueued: int) -> None:
     ).fetchone()
     pruned = conn.execute("SELECT COALESCE(sum(tasks), 0) FROM jobtrail_pruned").fetchone()
     vac = conn.execute(
-        "SELECT relname, n_dead_tup, autovacuum_count FROM pg_stat_user_tables"
+        "SELECT relname, n_dead_tup, autovacuum_count + vacuum_count FROM pg_stat_user_tables"
         " WHERE relname IN ('jobtrail_tasks', 'jobtrail_transitions') ORDER BY relname"
     ).fetchall()
     s = sizes(conn)
@@ -265,7 +296,7 @@ def report(conn: psycopg.Connection[Any], t: float, enqueued: int) -> None:
         f"t={t:6.0f}s enqueued {enqueued:8} live {row[0]:7} (succeeded {row[1]:7})"
         f" pruned {pruned[0]:8}  tasks {s['tasks_total_mb']:6.1f} MB"
         f"  transitions {s['transitions_total_mb']:6.1f} MB"
-        f"  dead tuples {vac[0][1]}/{vac[1][1]} autovacuums {vac[0][2]}/{vac[1][2]}",
+        f"  dead tuples {vac[0][1]}/{vac[1][1]} vacuums {vac[0][2]}/{vac[1][2]}",
         flush=True,
     )
 
@@ -280,6 +311,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=800.0)
     parser.add_argument("--every", type=float, default=15.0)
     parser.add_argument("--autovacuum", choices=("default", "tuned"), default="default")
+    parser.add_argument("--vacuum-every", type=float, default=0.0)
     parser.add_argument(
         "--pg",
         default=os.environ.get("JOBTRAIL_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"),

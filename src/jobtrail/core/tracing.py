@@ -165,10 +165,13 @@ def process(
 
 
 def recording() -> bool:
-    """True when spans started now would record (a configured SDK provider): the worker then
-    reads the stored contexts of what it claims (one statement per claim round)."""
+    """True when an SDK tracer provider is configured: the worker then reads the stored
+    contexts of what it claims (one statement per claim round)."""
     if not available():
         return False
-    # a probe that is never ended is never exported; the API has no "is a provider set"
+    # A probe that is never ended is never exported; the API has no "is a provider set". A
+    # configured SDK gives a valid context even to a span its sampler drops (then the stored
+    # context of a sampled enqueue still decides, through a parent-based sampler); the API
+    # alone gives the invalid one.
     span = _tracer().start_span("jobtrail.probe")
-    return bool(span.is_recording())
+    return bool(span.is_recording() or span.get_span_context().is_valid)
