@@ -514,3 +514,26 @@ def test_prune_statements(world: dict[str, Any]) -> None:
         d.prune_outbox(tx, ids=listed)
         assert d.prune_tasks(tx, ids=listed) == 0
         d.prune_guard(tx, on=False)
+
+
+@covers("retention_select", "retention_delete_tasks", "pruned_add", "pruned_list")
+def test_retention_statements(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with rolled_back(d) as tx:
+        # the world holds a queued and a leased task: nothing finished to select
+        assert d.retention_select(tx, state="succeeded", older_than=0, limit=10) == []
+        assert d.retention_delete_tasks(tx, ids=d._list([world["queued"]]), state="dead") == 0
+        assert d.pruned_list(tx) == []
+        d.pruned_add(tx, state="cancelled", tasks=3, transitions=9)
+        d.pruned_add(tx, state="cancelled", tasks=2, transitions=6)
+        assert [dict(r) for r in d.pruned_list(tx)] == [
+            {"state": "cancelled", "tasks": 5, "transitions": 15}
+        ]
+
+
+@covers("trace_contexts")
+def test_trace_contexts(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with d.transaction(write=False) as tx:
+        # enqueued without a recording tracer: no context stored
+        assert d.trace_contexts(tx, ids=d._list([world["queued"], world["leased"]])) == []

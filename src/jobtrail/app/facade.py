@@ -11,16 +11,17 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..core import payloads, transition
+from ..core import payloads, tracing, transition
 from ..core.decide import decide_cancel
 from ..model import validate
 from ..model.errors import IdempotencyConflict, IllegalTransition, UnknownKind
 from ..model.kinds import DEFAULT_MAX_PAYLOAD, KindSpec
 from ..model.machine import Reason, State
 from ..model.models import CancelResult, Task, Transition, task_from_fields, task_from_row
+from ..services.retention import parse_retention
 from ..services.scheduler import Schedule
 from ..store.base import NEW_TASK_DEFAULTS, Driver, Move, NewTask, Row, Tx
 from ..store.open import open_driver
@@ -66,6 +67,9 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
     ``url`` is ``sqlite:///path.db`` or ``postgresql://…``; else ``JOBTRAIL_DATABASE_URL``; else
     ``sqlite:///jobtrail.db``. ``version`` is recorded on every claim so a dead letter shows
     which code failed it (else ``JOBTRAIL_APP_VERSION``, else the handlers' package version).
+    ``retention`` gives, per finished state, how long its tasks are kept before a worker
+    prunes them (seconds or a ``timedelta``; ``None`` keeps for ever): by default
+    ``{"succeeded": 7 days, "cancelled": 7 days, "dead": None}``.
     """
 
     def __init__(
@@ -78,6 +82,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         pooler: str | None = None,
         listen_url: str | None = None,
         poll_interval: float = 1.0,
+        retention: Mapping[str, float | timedelta | None] | None = None,
         **driver_options: Any,
     ) -> None:
         """``pooler="transaction"`` when PostgreSQL is reached through a pooler in transaction
@@ -92,6 +97,8 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
             raise ValueError(
                 f"poll_interval must be a number of seconds in (0, 3600], not {poll_interval!r}"
             )
+        #: seconds each finished state is kept before the worker prunes it (SPEC §16.5)
+        self.retention = parse_retention(retention)
         self.url = url or os.environ.get("JOBTRAIL_DATABASE_URL") or "sqlite:///jobtrail.db"
         self.pooler = pooler or os.environ.get("JOBTRAIL_POOLER") or None
         self.listen_url = listen_url or os.environ.get("JOBTRAIL_LISTEN_URL") or None
@@ -179,15 +186,19 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
                 parent=parent,
             )
         )
-        if connection is None and new.parent_id is None:
-            # its own transaction: one statement on PostgreSQL (insert, log, wake-up)
-            row, created = transition.create_alone(self._driver, new)
-            if not created and row["payload_hash"] != new.payload_hash:
-                raise IdempotencyConflict(str(row["id"]), new.idempotency_key or "")
-            task = task_from_row(row, created=created)
-        else:
-            with self._driver.transaction(connection=connection) as tx:
-                task = self._insert(tx, new)
+        with tracing.send(new.queue) as span:
+            if span is not None:
+                _traced(new)
+            if connection is None and new.parent_id is None:
+                # its own transaction: one statement on PostgreSQL (insert, log, wake-up)
+                row, created = transition.create_alone(self._driver, new)
+                if not created and row["payload_hash"] != new.payload_hash:
+                    raise IdempotencyConflict(str(row["id"]), new.idempotency_key or "")
+                task = task_from_row(row, created=created)
+            else:
+                with self._driver.transaction(connection=connection) as tx:
+                    task = self._insert(tx, new)
+            tracing.sent(span, task.id, task.kind)
         if connection is None and task.created:
             self._driver.wake()
         return task
@@ -200,18 +211,20 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         items = items if isinstance(items, builtins.list) else builtins.list(items)
         if not items:
             return []
-        if all(
-            type(item) is dict
-            and item.get("idempotency_key") is None
-            and item.get("parent") is None
-            for item in items
-        ):
-            with _collector_paused():
-                tasks = self._insert_plain(items, connection)
-        else:
-            news = [self._item_task(i, item) for i, item in enumerate(items)]
-            with self._driver.transaction(connection=connection) as tx:
-                tasks = [self._insert(tx, new) for new in news]
+        with tracing.send(self._first_queue(items[0]), count=len(items)) as span:
+            if all(
+                type(item) is dict
+                and item.get("idempotency_key") is None
+                and item.get("parent") is None
+                for item in items
+            ):
+                with _collector_paused():
+                    tasks = self._insert_plain(items, connection, traced=span is not None)
+            else:
+                news = [self._item_task(i, item) for i, item in enumerate(items)]
+                with self._driver.transaction(connection=connection) as tx:
+                    tasks = [self._insert(tx, _traced(n) if span else n) for n in news]
+            tracing.sent(span, tasks[0].id, tasks[0].kind)
         if connection is None and any(t.created for t in tasks):
             self._driver.wake()
         return tasks
@@ -231,7 +244,20 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         except (TypeError, ValueError, UnknownKind) as exc:
             raise type(exc)(f"enqueue_many item {i}: {exc}") from exc
 
-    def _insert_plain(self, items: builtins.list[Any], connection: Any) -> builtins.list[Task]:
+    def _first_queue(self, item: Any) -> str:
+        """The queue the first item of ``enqueue_many`` names (its span's name)."""
+        if isinstance(item, Mapping):
+            queue = item.get("queue")
+            if isinstance(queue, str) and queue:
+                return queue
+            spec = self._kinds.get(item.get("kind"))  # type: ignore[arg-type]
+            if spec is not None:
+                return spec.queue
+        return self.default_queue
+
+    def _insert_plain(
+        self, items: builtins.list[Any], connection: Any, *, traced: bool = False
+    ) -> builtins.list[Task]:
         """Items without idempotency keys or parents: nothing can conflict and no parent needs
         checking, so they go in batches (``Driver.task_insert_batches``: pipelined statements
         on PostgreSQL, so the database inserts one batch while the next is validated). The first
@@ -253,6 +279,8 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
             base = alone.get(kind)
             if base is None:
                 base = alone[kind] = self._item_task(i, {"kind": kind})
+                if traced:
+                    _traced(base)  # with_payload copies it to each item of the kind
             try:
                 text, digest = payloads.encode(item.get("payload"), self.max_payload_bytes)
             except (TypeError, ValueError) as exc:
@@ -262,6 +290,8 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         def batches() -> Iterator[builtins.list[NewTask]]:
             for lo in range(0, len(items), size):
                 batch = [one(i, items[i]) for i in range(lo, min(lo + size, len(items)))]
+                if traced:
+                    batch = [_traced(n) for n in batch]
                 news.extend(batch)
                 yield batch
 
@@ -686,6 +716,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
             sinks=self._sinks,
             cron_tick=self._cron_tick,
             version=self.version,
+            retention=self.retention,
         )
 
     def check(self) -> builtins.list[dict[str, Any]]:
@@ -759,3 +790,12 @@ def _task_from_new(
     fields["idempotency_key"] = new.idempotency_key
     fields["steps"] = {}
     return task
+
+
+def _traced(new: NewTask) -> NewTask:
+    """``new`` carrying the current span's context (``tracing.carrier``) in the data of its
+    creating transition: stored in the insert itself."""
+    headers = tracing.carrier()
+    if headers is not None and new.data.get(tracing.KEY) != headers:
+        new.data = {**new.data, tracing.KEY: headers}
+    return new

@@ -53,6 +53,10 @@ class Attempt:
     pending_receipt: tuple[str, float] | None = None
     #: Messages from ``ctx.emit``, committed with the completing transition.
     outbox: list[tuple[str, str]] = field(default_factory=list)
+    #: Traced (a recording tracer when it was claimed) and the trace context stored with the
+    #: task at its enqueue (``tracing.carrier``), if any.
+    traced: bool = False
+    trace: dict[str, str] | None = None
 
     @property
     def effect_confirmed(self) -> bool:
