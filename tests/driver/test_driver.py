@@ -95,6 +95,38 @@ def test_transactions(world: dict[str, Any]) -> None:
     assert d.encode_time(now) is not None
 
 
+@covers("run_async", "aclose")
+def test_run_async_runs_driver_code_off_the_loop_and_aclose(world: dict[str, Any]) -> None:
+    """``run_async`` awaits synchronous code that uses the driver (the async API's path):
+    it sees the store, its writes commit, its errors come back as raised."""
+    import asyncio
+
+    d: Driver = world["d"]
+
+    def read(task_id: int) -> Any:
+        with d.transaction(write=False) as tx:
+            return d.task_get(tx, task_id)
+
+    def fail() -> None:
+        with d.transaction() as tx:
+            d.task_get(tx, world["queued"])
+            raise KeyError("inside")
+
+    async def go() -> Any:
+        row = await d.run_async(read, world["queued"])
+        with pytest.raises(KeyError, match="inside"):
+            await d.run_async(fail)
+        return row
+
+    row = asyncio.run(go())
+    assert row is not None and row["id"] == world["queued"]
+    other = jobtrail.App(world["app"].url)
+    other.task("k")(lambda ctx, p: None)
+    asyncio.run(other._driver.aclose())
+    with pytest.raises(RuntimeError, match="closed"):
+        other.enqueue("k")
+
+
 @covers("migrate", "close")
 def test_migrate_is_idempotent_and_close(world: dict[str, Any]) -> None:
     app: jobtrail.App = world["app"]
@@ -482,3 +514,26 @@ def test_prune_statements(world: dict[str, Any]) -> None:
         d.prune_outbox(tx, ids=listed)
         assert d.prune_tasks(tx, ids=listed) == 0
         d.prune_guard(tx, on=False)
+
+
+@covers("retention_select", "retention_delete_tasks", "pruned_add", "pruned_list")
+def test_retention_statements(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with rolled_back(d) as tx:
+        # the world holds a queued and a leased task: nothing finished to select
+        assert d.retention_select(tx, state="succeeded", older_than=0, limit=10) == []
+        assert d.retention_delete_tasks(tx, ids=d._list([world["queued"]]), state="dead") == 0
+        assert d.pruned_list(tx) == []
+        d.pruned_add(tx, state="cancelled", tasks=3, transitions=9)
+        d.pruned_add(tx, state="cancelled", tasks=2, transitions=6)
+        assert [dict(r) for r in d.pruned_list(tx)] == [
+            {"state": "cancelled", "tasks": 5, "transitions": 15}
+        ]
+
+
+@covers("trace_contexts")
+def test_trace_contexts(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with d.transaction(write=False) as tx:
+        # enqueued without a recording tracer: no context stored
+        assert d.trace_contexts(tx, ids=d._list([world["queued"], world["leased"]])) == []

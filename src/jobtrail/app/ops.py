@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..core import explain_facts
 from ..model import validate
 from ..model.timeparse import parse_duration
+from ..services import retention
 from ..services import stats as stats_module
 from ..store.base import Driver, Row, Tx, dumps
 from .core import AppCore, _require_name, _require_text
@@ -17,7 +18,7 @@ from .core import AppCore, _require_name, _require_text
 if TYPE_CHECKING:
     from ..model.kinds import KindSpec
 
-PRUNE_BATCH = 500
+PRUNE_BATCH = retention.BATCH  # the batch of `prune`, retention.py's
 
 
 def _queue_view(row: Row | None, name: str) -> dict[str, Any]:
@@ -171,23 +172,10 @@ class OpsAPI(AppCore):
         documented exception to the append-only log. Dead tasks are kept."""
         seconds = parse_duration(older_than, "older_than")
         total = {"tasks": 0, "transitions": 0}
-        while True:
-            with self._driver.transaction() as tx:
-                ids = [
-                    r["id"]
-                    for r in self._driver.prune_select(tx, older_than=seconds, limit=PRUNE_BATCH)
-                ]
-                if not ids:
-                    break
-                listed = self._driver._list(ids)
-                self._driver.prune_guard(tx, on=True)
-                total["transitions"] += self._driver.prune_transitions(tx, ids=listed)
-                self._driver.prune_steps(tx, ids=listed)
-                self._driver.prune_outbox(tx, ids=listed)
-                total["tasks"] += self._driver.prune_tasks(tx, ids=listed)
-                self._driver.prune_guard(tx, on=False)
-            # no early exit on a short batch: a workflow's parent becomes prunable only once
-            # its children are gone, so keep going until nothing is left to select
+        for state in ("succeeded", "cancelled"):  # the same batches as retention's
+            tasks, transitions = retention.prune_state(self._driver, state, seconds)
+            total["tasks"] += tasks
+            total["transitions"] += transitions
         return total
 
     # -- live facts for explanations -------------------------------------------------------------

@@ -79,9 +79,11 @@ def stats_text(report: dict[str, Any], lang: str = "en") -> str:
         )
     window = f"{report['window_seconds']:g}"
     head = i18n.t("cli.stats_head", lang, at=report["at"], window=window) + "\n"
+    pruned = {state: n["tasks"] for state, n in report.get("pruned", {}).items()}
+    tail = "\n" + i18n.t("cli.stats_pruned", lang, **pruned) if any(pruned.values()) else ""
     if not rows:
-        return head + i18n.t("cli.no_tasks", lang)
-    return head + fmt.table([i18n.t(key, lang) for key in STATS_HEADERS], rows)
+        return head + i18n.t("cli.no_tasks", lang) + tail
+    return head + fmt.table([i18n.t(key, lang) for key in STATS_HEADERS], rows) + tail
 
 
 def queue_text(q: dict[str, Any], lang: str = "en") -> str:

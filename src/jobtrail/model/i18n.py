@@ -355,6 +355,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "queue health at {at} (rates per minute over the last {window}s)",
         "zh": "队列健康状况，截至 {at}（最近 {window} 秒内每分钟的速率）",
     },
+    "cli.stats_pruned": {
+        "en": "pruned so far: {succeeded} succeeded, {cancelled} cancelled, {dead} dead tasks",
+        "zh": "已清理：成功 {succeeded} 个、已取消 {cancelled} 个、死信 {dead} 个任务",
+    },
     "cli.q_paused": {
         "en": 'paused by {by} since {since} ("{note}")',
         "zh": "已暂停，操作人 {by}，始于 {since}（“{note}”）",

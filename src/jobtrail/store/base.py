@@ -124,6 +124,16 @@ class Driver(Statements, abc.ABC):
     @abc.abstractmethod
     def close(self) -> None: ...
 
+    async def aclose(self) -> None:
+        """``close`` from a coroutine (PostgreSQL closes its async pool on the running loop)."""
+        self.close()
+
+    @abc.abstractmethod
+    async def run_async(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` (synchronous code that uses this driver) awaited without
+        blocking the event loop: PostgreSQL runs its statements on async connections
+        (``bridge.py``), SQLite runs the call on a thread of its own (``offloop.py``)."""
+
     @abc.abstractmethod
     def wait_for_work(self, timeout: float) -> bool:
         """Block until a wake-up arrives or ``timeout`` passes. A wake-up is only a hint."""

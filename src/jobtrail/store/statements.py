@@ -220,6 +220,25 @@ class Statements:
     def prune_transitions(self, tx: Tx, *, ids: Any) -> int:
         return tx.run("prune_transitions", {"ids": ids})
 
+    # -- retention (SPEC §16.5): bounded prune batches by state, and their counts ---------------
+    def retention_select(self, tx: Tx, *, state: Any, older_than: Any, limit: Any) -> list[Row]:
+        return tx.all(
+            "retention_select", {"state": state, "older_than": older_than, "limit": limit}
+        )
+
+    def retention_delete_tasks(self, tx: Tx, *, ids: Any, state: Any) -> int:
+        return tx.run("retention_delete_tasks", {"ids": ids, "state": state})
+
+    def pruned_add(self, tx: Tx, *, state: Any, tasks: Any, transitions: Any) -> int:
+        return tx.run("pruned_add", {"state": state, "tasks": tasks, "transitions": transitions})
+
+    def pruned_list(self, tx: Tx) -> list[Row]:
+        return tx.all("pruned_list")
+
+    # -- tracing: the contexts stored with tasks at enqueue ---------------------------------
+    def trace_contexts(self, tx: Tx, *, ids: Any) -> list[Row]:
+        return tx.all("trace_contexts", {"ids": ids})
+
     # -- tasks (reads and non-state writes) ----------------------------------------------------
     def task_by_receipt(self, tx: Tx, *, receipt_id: Any, kind: Any, tenant: Any) -> list[Row]:
         return tx.all("task_by_receipt", {"receipt_id": receipt_id, "kind": kind, "tenant": tenant})

@@ -9,7 +9,10 @@ import threading
 import time
 from typing import Any
 
+from ..core import tracing, typed
 from ..core.context import Attempt, Context
+from ..core.decide import classify
+from ..model.errors import Cancelled, Snooze
 from ..model.models import task_from_row
 from .outcomes import Outcomes
 from .pool import _attempt_timeout
@@ -47,10 +50,18 @@ class Handlers(Outcomes):
         handler = attempt.spec.handler
         assert handler is not None
         outcome: BaseException | None = None
-        try:
-            handler(ctx, attempt.task.payload)
-        except BaseException as exc:  # noqa: BLE001 - every outcome is classified
-            outcome = exc
+        if attempt.traced:
+            with _processing(attempt) as span:
+                try:
+                    handler(ctx, _payload(attempt))
+                except BaseException as exc:  # noqa: BLE001 - every outcome is classified
+                    outcome = exc
+                    _failed(span, attempt, exc)
+        else:
+            try:
+                handler(ctx, _payload(attempt))
+            except BaseException as exc:  # noqa: BLE001 - every outcome is classified
+                outcome = exc
         keep = self._handler_done(attempt)
         self._finish(attempt, outcome)
         return keep
@@ -61,7 +72,13 @@ class Handlers(Outcomes):
         async with self._async_slots:  # at most `concurrency` async handlers at once
             attempt.started = time.monotonic()
             attempt.begun = True
-            outcome = await self._await_handler(attempt)
+            if attempt.traced:
+                with _processing(attempt) as span:
+                    outcome = await self._await_handler(attempt)
+                    if outcome is not None:
+                        _failed(span, attempt, outcome)
+            else:
+                outcome = await self._await_handler(attempt)
         self._handler_done(attempt)
         if outcome is None and self._finish_batched(attempt):
             return
@@ -74,9 +91,9 @@ class Handlers(Outcomes):
         assert handler is not None
         try:
             if attempt.spec.timeout is not None:
-                await asyncio.wait_for(handler(ctx, attempt.task.payload), attempt.spec.timeout)
+                await asyncio.wait_for(handler(ctx, _payload(attempt)), attempt.spec.timeout)
             else:
-                await handler(ctx, attempt.task.payload)
+                await handler(ctx, _payload(attempt))
         except TimeoutError:
             return _attempt_timeout(attempt)
         except BaseException as exc:  # noqa: BLE001
@@ -109,3 +126,36 @@ class Handlers(Outcomes):
                 return False
             attempt.handler_done = True
             return True
+
+
+def _payload(attempt: Attempt) -> Any:
+    """The handler's payload argument: the stored JSON, or the kind's payload type rebuilt
+    from it (a payload that does not fit is a ``PermanentError``)."""
+    spec = attempt.spec
+    if spec.payload_type is None:
+        return attempt.task.payload
+    return typed.load(spec.name, spec.payload_type, attempt.task.payload)
+
+
+def _processing(attempt: Attempt) -> Any:
+    """The attempt's CONSUMER span (``tracing.process``)."""
+    task = attempt.task
+    return tracing.process(
+        queue=task.queue,
+        task_id=task.id,
+        kind=task.kind,
+        attempt=attempt.number,
+        stored=attempt.trace,
+    )
+
+
+def _failed(span: tracing.Processing | None, attempt: Attempt, exc: BaseException) -> None:
+    """Error status and category on the span of an attempt that raised (a snooze and a
+    confirmed cancel are outcomes, not errors)."""
+    if span is None or isinstance(exc, Snooze | Cancelled):
+        return
+    try:
+        category = classify(exc, attempt.spec.classify).value
+    except Exception:  # noqa: BLE001 - the kind's hook failed: decide() records that
+        category = "unclassified"
+    span.failed(exc, category)

@@ -38,13 +38,16 @@ class WorkerOptions:
 class Collaborators:
     """What a worker needs from the layers below it, composed by ``App.run_worker`` (the facade
     above owns them; the worker never reaches into it): the driver, the kind registry, the
-    outbox sinks, the cron pass, and the code version claims are made for."""
+    outbox sinks, the cron pass, the code version claims are made for, and the retention
+    of finished tasks."""
 
     driver: Driver
     kinds: dict[str, KindSpec]
     sinks: dict[str, list[Sink]]
     cron_tick: Callable[[], None]
     version: str | None
+    #: seconds each finished state is kept (``services.retention``); ``None``: no pruning
+    retention: dict[str, float | None] | None = None
 
 
 class ProvidesCollaborators(Protocol):

@@ -17,6 +17,7 @@ PostgreSQL, one transaction — one fsync — on SQLite) and only then frees the
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import signal
 import threading
@@ -25,10 +26,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ..core import transition
+from ..core import tracing, transition
 from ..core.context import Attempt
 from ..model.machine import State
 from ..services.outbox import dispatch
+from ..services.retention import prune_retained
 from ..services.sweeper import sweep
 from ..store.base import Claim
 from .lease import LeaseRenewal
@@ -95,6 +97,7 @@ class Worker(LeaseRenewal):
         )
         self._check_wakeups()
         self._completions.open()
+        pruner = self._start_retention()
         try:
             self._claim_loop()
             self._drain(self.options.grace)
@@ -105,6 +108,8 @@ class Worker(LeaseRenewal):
             self._done.set()
             self._outbox_wake.set()
             heartbeat.join(timeout=5)
+            if pruner is not None:
+                pruner.join(timeout=5)
             if outbox is not None:
                 outbox.join(timeout=5)
                 self._dispatch_once()  # flush what the last attempts emitted
@@ -203,6 +208,34 @@ class Worker(LeaseRenewal):
                 min(self.options.poll_interval, max(0.01, next_sweep - time.monotonic()))
             )
 
+    # -- retention: pruning finished tasks on a thread of its own ----------------------------
+    def _start_retention(self) -> threading.Thread | None:
+        """A burst worker prunes once before it claims; a running one on its own thread, one
+        pass every sweep interval, so that no prune batch ever waits in the claim loop."""
+        retention = self.collab.retention
+        if not retention or all(age is None for age in retention.values()):
+            return None
+        if self.options.burst:
+            self._prune(retention)
+            return None
+        thread = threading.Thread(
+            target=self._retention_loop, args=(retention,), name="jobtrail-retention", daemon=True
+        )
+        thread.start()
+        return thread
+
+    def _retention_loop(self, retention: dict[str, float | None]) -> None:
+        while not self._done.is_set():
+            self._prune(retention)
+            self._done.wait(self.options.sweep_interval)
+
+    def _prune(self, retention: dict[str, float | None]) -> None:
+        try:
+            # a short pause between batches leaves the store to the claims
+            prune_retained(self.driver, retention, stop=self._done, pause=0.005)
+        except Exception as exc:  # the store is down: keep running, try later
+            log.warning("retention pass failed: %s", type(exc).__name__)
+
     def _sweep(self) -> float:
         """Expired leases and receipt deadlines, then cron windows; returns the next time."""
         try:
@@ -229,9 +262,31 @@ class Worker(LeaseRenewal):
             self._release([a for a in done if a.task_id in moved])
             # The guard failed (a cancel was requested, or the lease was lost): decide alone.
             self._settle_alone([a for a in done if a.task_id not in moved])
+        traces = self._traces(rows) if rows and tracing.recording() else None
         for row in rows:
-            self._start(self._attempt(row))
+            attempt = self._attempt(row)
+            if traces is not None:
+                attempt.traced = True
+                attempt.trace = traces.get(row["id"])
+            self._start(attempt)
         return len(rows)
+
+    def _traces(self, rows: list[dict[str, Any]]) -> dict[int, dict[str, str]]:
+        """The trace contexts stored with the claimed tasks (one read, only when tracing)."""
+        try:
+            with self.driver.transaction(write=False) as tx:
+                found = self.driver.trace_contexts(
+                    tx, ids=self.driver._list([r["id"] for r in rows])
+                )
+        except Exception as exc:  # the attempts run all the same, in traces of their own
+            log.warning("reading trace contexts failed: %s", type(exc).__name__)
+            return {}
+        out = {}
+        for r in found:
+            trace = json.loads(r["trace"]) if isinstance(r["trace"], str) else r["trace"]
+            if isinstance(trace, dict):
+                out[r["task_id"]] = {str(k): str(v) for k, v in trace.items()}
+        return out
 
     def _complete_and_claim(
         self, pairs: list[tuple[int, int]], free: int
