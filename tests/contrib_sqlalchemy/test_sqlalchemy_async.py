@@ -54,3 +54,38 @@ def test_sync_objects_go_the_sync_way() -> None:
     assert asyncio.run(adbapi_connection(None)) is None
     sentinel = object()
     assert asyncio.run(adbapi_connection(sentinel)) is sentinel
+
+
+def test_aenqueue_joins_an_async_session_transaction(tmp_path: Any) -> None:
+    import jobtrail
+
+    store = make_store("postgres", tmp_path)
+    app = store.app()
+
+    @app.task("note")
+    def note(ctx: jobtrail.Context, payload: Any) -> None:
+        pass
+
+    async def go() -> tuple[str, str]:
+        engine = create_async_engine("postgresql+psycopg://" + store.url.split("://", 1)[1])
+        try:
+            async with AsyncSession(engine) as session:
+                lost = await app.aenqueue("note", {"n": 1}, connection=session)
+                await session.rollback()
+            async with engine.connect() as conn:
+                kept = await app.aenqueue("note", {"n": 2}, connection=conn)
+                await conn.commit()
+            return lost.id, kept.id
+        finally:
+            await engine.dispose()
+
+    try:
+        lost, kept = asyncio.run(go())
+        from jobtrail.model.errors import TaskNotFound
+
+        with pytest.raises(TaskNotFound):
+            app.get(lost)
+        assert app.get(kept).state.value == "queued"
+        assert app.run_worker(burst=True) == 1
+    finally:
+        store.close()

@@ -25,7 +25,7 @@ from ..services.retention import parse_retention
 from ..services.scheduler import Schedule
 from ..store.base import NEW_TASK_DEFAULTS, Driver, Move, NewTask, Row, Tx
 from ..store.open import open_driver
-from .connections import dbapi_connection
+from .connections import adbapi_connection, dbapi_connection
 from .core import (
     _require_name,
     _require_text,
@@ -406,7 +406,10 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         """``enqueue`` from a coroutine. On PostgreSQL ``connection=`` takes an open
         ``psycopg.AsyncConnection``: the task is written in the caller's async transaction
         and exists if and only if the caller commits. (On SQLite a caller's ``sqlite3``
-        connection is used on the calling thread, as it must be.)"""
+        connection is used on the calling thread, as it must be.) A SQLAlchemy
+        ``AsyncConnection`` or ``AsyncSession`` on psycopg 3 is taken as its psycopg
+        connection."""
+        connection = await adbapi_connection(connection)
         call = functools.partial(
             self.enqueue,
             kind,
@@ -429,6 +432,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         self, items: Iterable[Mapping[str, Any]], *, connection: Any = None
     ) -> builtins.list[Task]:
         """``enqueue_many`` from a coroutine (``connection=`` as for ``aenqueue``)."""
+        connection = await adbapi_connection(connection)
         items = items if isinstance(items, builtins.list) else builtins.list(items)
         if connection is not None and self._driver.dialect == "sqlite":
             return self.enqueue_many(items, connection=connection)
