@@ -18,23 +18,57 @@ SELECT now() AS now;
         last_reason = 'claimed',
         updated_at = now()
 
--- fragment: claim_unlimited_where
--- Due tasks of one queue without concurrency limits, checked in the same statement (a queue
--- that has a limit yields nothing here and is claimed by task_claim under its queue lock);
--- the shape is task_claim's.
+-- fragment: claim_due_head
+-- The claim's WHERE: the first :limit due tasks of one queue in the fair order (fair_due
+-- follows, then a tail saying which queues may be claimed so). SKIP LOCKED lets many workers
+-- claim at once without waiting on each other: the lock is taken on the rows the claim takes,
+-- in fair order, not on every candidate; the id = ANY(ARRAY(...)) shape keeps the update on
+-- the primary key for any batch size.
     WHERE t.id = ANY(ARRAY(
-        SELECT id FROM jobtrail_tasks
-        WHERE state = 'queued'
-          AND run_at <= now()
-          AND queue = %(queue)s
-          AND kind = ANY(%(kinds)s::text[])
+        SELECT w.id FROM (
+
+-- fragment: fair_due
+-- Fairness (SPEC §16.6): priority first, then tenants in turn, then due time. The tenants with
+-- queued tasks of the queue are walked as a skip scan of jobtrail_tasks_due_tenant (one probe
+-- per tenant, not one row per task); each tenant gives at most :limit of its due tasks, in its
+-- own order (which is all the first :limit of the fair order can need from it). tn: a task's
+-- place within its tenant; turn: within its tenant and priority (the round it is taken in).
+            WITH RECURSIVE tenants AS (
+                (SELECT tenant FROM jobtrail_tasks
+                 WHERE state = 'queued' AND queue = %(queue)s ORDER BY tenant LIMIT 1)
+                UNION ALL
+                SELECT (SELECT n.tenant FROM jobtrail_tasks n
+                        WHERE n.state = 'queued' AND n.queue = %(queue)s
+                          AND n.tenant > tenants.tenant
+                        ORDER BY n.tenant LIMIT 1)
+                FROM tenants WHERE tenants.tenant IS NOT NULL
+            )
+            SELECT c.id, c.tenant, c.priority, c.run_at,
+                   ROW_NUMBER() OVER (PARTITION BY c.tenant
+                                      ORDER BY c.priority DESC, c.run_at, c.id) AS tn,
+                   ROW_NUMBER() OVER (PARTITION BY c.tenant, c.priority
+                                      ORDER BY c.run_at, c.id) AS turn
+            FROM tenants CROSS JOIN LATERAL (
+                SELECT id, tenant, priority, run_at FROM jobtrail_tasks
+                WHERE state = 'queued' AND queue = %(queue)s AND tenant = tenants.tenant
+                  AND run_at <= now() AND kind = ANY(%(kinds)s::text[])
+                ORDER BY priority DESC, run_at, id
+                LIMIT %(limit)s) c
+
+-- fragment: claim_unlimited_tail
+-- For a queue without concurrency or rate limits, checked in the same statement (a queue
+-- that has one yields nothing here and is claimed by task_claim under its queue lock).
+        ) f JOIN jobtrail_tasks w ON w.id = f.id
+        WHERE w.state = 'queued'
           AND NOT EXISTS (SELECT 1 FROM jobtrail_queues q
                           WHERE q.name = %(queue)s
                             AND (q.paused OR q.limit_total IS NOT NULL
-                                 OR q.limit_per_tenant IS NOT NULL))
-        ORDER BY priority DESC, run_at, id
+                                 OR q.limit_per_tenant IS NOT NULL
+                                 OR q.rate_per_second IS NOT NULL
+                                 OR q.rate_per_tenant IS NOT NULL))
+        ORDER BY f.priority DESC, f.turn, f.run_at, f.id
         LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED))
+        FOR UPDATE OF w SKIP LOCKED))
     RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
 
 -- fragment: claim_log
@@ -177,22 +211,19 @@ WHERE tenant = %(tenant)s AND kind = %(kind)s AND idempotency_key = %(idempotenc
 SELECT *, now() AS db_now FROM jobtrail_tasks WHERE id = %(id)s;
 
 -- name: task_claim
--- One queue at a time, so the claim reads the due index (queue, priority, run_at, id) in
--- order and stops at the limit instead of sorting every queued row of several queues.
--- SKIP LOCKED lets many workers claim at once without waiting on each other; the
--- id = ANY(ARRAY(...)) shape keeps the update on the primary key for any batch size.
+-- One queue at a time (of those task_claim found without limits under their locks), so the
+-- claim reads the queue's due tasks in order and stops at the limit instead of sorting every
+-- queued row of several queues.
 WITH upd AS (
     -- include: claim_set
-    WHERE t.id = ANY(ARRAY(
-        SELECT id FROM jobtrail_tasks
-        WHERE state = 'queued'
-          AND run_at <= now()
-          AND queue = %(queue)s
-          AND kind = ANY(%(kinds)s::text[])
-          AND queue NOT IN (SELECT name FROM jobtrail_queues WHERE paused)
-        ORDER BY priority DESC, run_at, id
+    -- include: claim_due_head
+    -- include: fair_due
+        ) f JOIN jobtrail_tasks w ON w.id = f.id
+        WHERE w.state = 'queued'
+          AND w.queue NOT IN (SELECT name FROM jobtrail_queues WHERE paused)
+        ORDER BY f.priority DESC, f.turn, f.run_at, f.id
         LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED))
+        FOR UPDATE OF w SKIP LOCKED))
     RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
 ), log AS (
     -- include: claim_log
@@ -205,7 +236,9 @@ SELECT * FROM upd;
 -- back.
 WITH upd AS (
     -- include: claim_set
-    -- include: claim_unlimited_where
+    -- include: claim_due_head
+    -- include: fair_due
+    -- include: claim_unlimited_tail
 ), log AS (
     -- include: claim_log
 )
@@ -281,7 +314,9 @@ WITH done AS (
     -- include: complete_log
 ), upd AS (
     -- include: claim_set
-    -- include: claim_unlimited_where
+    -- include: claim_due_head
+    -- include: fair_due
+    -- include: claim_unlimited_tail
 ), log AS (
     -- include: claim_log
 )
