@@ -56,7 +56,10 @@ def claim_times(store: Any) -> list[float]:
         times = [float(r[0]) for r in conn.execute(sql).fetchall()]
     else:
         conn = psycopg.connect(store.url, autocommit=True)
-        sql = "SELECT EXTRACT(EPOCH FROM at)::float8 FROM jobtrail_transitions WHERE reason = 'claimed'"
+        sql = (
+            "SELECT EXTRACT(EPOCH FROM at)::float8 FROM jobtrail_transitions"
+            " WHERE reason = 'claimed'"
+        )
         times = [float(r[0]) for r in conn.execute(sql).fetchall()]
     conn.close()
     return sorted(times)
