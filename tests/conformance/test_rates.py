@@ -178,17 +178,20 @@ def test_a_resume_ramp_without_a_rate_ends_with_the_ramp(app: jobtrail.App) -> N
     register(app)
     app.pause("default", by="ops", note="down")
     enqueue(app, 40)
-    resumed = app.resume("default", by="ops", note="back", ramp=0.5)
-    assert resumed["rate_per_second"] == 80  # 40 due over 0.5 s
+    resumed = app.resume("default", by="ops", note="back", ramp=2)
+    assert resumed["rate_per_second"] == 20  # 40 due over 2 s
     assert resumed["rate_until"] is not None
-    assert len(claim(app, 40)[0]) == 8  # a tenth of the one-second bucket of 80
+    # a tenth of the one-second bucket of 20 (a little more as the ramp grows meanwhile)
+    assert 2 <= len(claim(app, 40)[0]) <= 4
 
     def lifted() -> bool:
         claim(app, 1)
         return {q["queue"]: q for q in app.queues()}["default"]["rate_per_second"] is None
 
-    wait_for(lifted, timeout=5, interval=0.05, what="the ramp's rate to end")
-    assert len(claim(app, 40)[0]) > 20
+    wait_for(lifted, timeout=8, interval=0.05, what="the ramp's rate to end")
+    left = len(app.list(state="queued", limit=100))
+    enqueue(app, 100)
+    assert len(claim(app, 500)[0]) == left + 100  # no bucket of 20 any more
 
 
 # -- bad input ------------------------------------------------------------------------------------

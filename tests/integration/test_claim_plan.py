@@ -57,6 +57,7 @@ def claim_params(dialect: str) -> dict[str, Any]:
         "kinds": kinds,
         "data": "{}",
         "queue": "default",
+        "mode": "unlimited",
         "limit": 10,
     }
 

@@ -232,7 +232,9 @@ class Driver(Statements, abc.ABC):
             room = claim.limit - len(rows)
             if room <= 0:
                 break
-            rows += tx.all("task_claim", {**common, "queue": queue_name, "limit": room})
+            rows += tx.all(
+                "task_claim", {**common, "queue": queue_name, "limit": room, "mode": "unpaused"}
+            )
         for queue in [] if claim.skip_limited else limited:
             room = claim.limit - len(rows)
             if room <= 0:
@@ -280,7 +282,10 @@ class Driver(Statements, abc.ABC):
             room = claim.limit - len(rows)
             if room <= 0:
                 break
-            rows += tx.all("task_claim_unlimited", {**common, "queue": queue_name, "limit": room})
+            rows += tx.all(
+                "task_claim_unlimited",
+                {**common, "queue": queue_name, "limit": room, "mode": "unlimited"},
+            )
         rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["id"]))
         return rows
 

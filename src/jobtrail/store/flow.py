@@ -67,6 +67,7 @@ def claim_queue(
         {
             **common,
             "queue": name,
+            "mode": "limited",
             "limit": room,
             "rooms": dumps(rooms),
             "default_room": min(default_room, room),

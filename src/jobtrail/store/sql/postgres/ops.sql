@@ -36,13 +36,11 @@ WITH upd AS (
     -- include: claim_set
     -- include: claim_due_head
     -- include: fair_due
-        ) f JOIN jobtrail_tasks w ON w.id = f.id
+        ) f
         LEFT JOIN jsonb_each_text(%(rooms)s::jsonb) r ON r.key = f.tenant
-        WHERE w.state = 'queued'
-          AND f.tn <= COALESCE(r.value::int, %(default_room)s::int)
+        WHERE f.tn <= COALESCE(r.value::int, %(default_room)s::int)
         ORDER BY f.priority DESC, f.turn, f.run_at, f.id
-        LIMIT %(limit)s
-        FOR UPDATE OF w SKIP LOCKED))
+        LIMIT %(limit)s))
     RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
 ), log AS (
     -- include: claim_log

@@ -20,22 +20,36 @@ SELECT now() AS now;
 
 -- fragment: claim_due_head
 -- The claim's WHERE: the first :limit due tasks of one queue in the fair order (fair_due
--- follows, then a tail saying which queues may be claimed so). SKIP LOCKED lets many workers
--- claim at once without waiting on each other: the lock is taken on the rows the claim takes,
--- in fair order, not on every candidate; the id = ANY(ARRAY(...)) shape keeps the update on
--- the primary key for any batch size.
+-- follows, then a tail). The id = ANY(ARRAY(...)) shape keeps the update on the primary key
+-- for any batch size.
     WHERE t.id = ANY(ARRAY(
-        SELECT w.id FROM (
+        SELECT f.id FROM (
 
 -- fragment: fair_due
 -- Fairness (SPEC §16.6): priority first, then tenants in turn, then due time. The tenants with
 -- queued tasks of the queue are walked as a skip scan of jobtrail_tasks_due_tenant (one probe
--- per tenant, not one row per task); each tenant gives at most :limit of its due tasks, in its
--- own order (which is all the first :limit of the fair order can need from it). tn: a task's
--- place within its tenant; turn: within its tenant and priority (the round it is taken in).
+-- per tenant, not one row per task); each tenant gives its first due tasks in its own order,
+-- as many as a fair share of the batch needs: all :limit with one or two tenants, twice its
+-- share with more (so a claim with many tenants reads about 2 x :limit rows, not one batch per
+-- tenant). SKIP LOCKED, per tenant, lets many workers claim at once without waiting on each
+-- other: what another claim holds is passed over. tn: a task's place within its tenant; turn:
+-- within its tenant and priority (the round it is taken in). :mode says which queues may be
+-- claimed so: 'unlimited' (not paused, no concurrency or rate limit: checked in the same
+-- statement, so a queue that has one yields nothing here and is claimed by task_claim under
+-- its queue lock), 'unpaused', or 'limited' (the caller holds the queue's lock and checked).
             WITH RECURSIVE tenants AS (
                 (SELECT tenant FROM jobtrail_tasks
-                 WHERE state = 'queued' AND queue = %(queue)s ORDER BY tenant LIMIT 1)
+                 WHERE state = 'queued' AND queue = %(queue)s
+                   AND NOT EXISTS (
+                       SELECT 1 FROM jobtrail_queues q
+                       WHERE q.name = %(queue)s
+                         AND ((%(mode)s::text <> 'limited' AND q.paused)
+                              OR (%(mode)s::text = 'unlimited'
+                                  AND (q.limit_total IS NOT NULL
+                                       OR q.limit_per_tenant IS NOT NULL
+                                       OR q.rate_per_second IS NOT NULL
+                                       OR q.rate_per_tenant IS NOT NULL))))
+                 ORDER BY tenant LIMIT 1)
                 UNION ALL
                 SELECT (SELECT n.tenant FROM jobtrail_tasks n
                         WHERE n.state = 'queued' AND n.queue = %(queue)s
@@ -53,22 +67,15 @@ SELECT now() AS now;
                 WHERE state = 'queued' AND queue = %(queue)s AND tenant = tenants.tenant
                   AND run_at <= now() AND kind = ANY(%(kinds)s::text[])
                 ORDER BY priority DESC, run_at, id
-                LIMIT %(limit)s) c
+                LIMIT (SELECT LEAST(%(limit)s::int, (2 * %(limit)s::int + GREATEST(1, COUNT(tenant)) - 1)
+                                                     / GREATEST(1, COUNT(tenant)))
+                       FROM tenants)
+                FOR UPDATE SKIP LOCKED) c
 
--- fragment: claim_unlimited_tail
--- For a queue without concurrency or rate limits, checked in the same statement (a queue
--- that has one yields nothing here and is claimed by task_claim under its queue lock).
-        ) f JOIN jobtrail_tasks w ON w.id = f.id
-        WHERE w.state = 'queued'
-          AND NOT EXISTS (SELECT 1 FROM jobtrail_queues q
-                          WHERE q.name = %(queue)s
-                            AND (q.paused OR q.limit_total IS NOT NULL
-                                 OR q.limit_per_tenant IS NOT NULL
-                                 OR q.rate_per_second IS NOT NULL
-                                 OR q.rate_per_tenant IS NOT NULL))
+-- fragment: claim_fair_tail
+        ) f
         ORDER BY f.priority DESC, f.turn, f.run_at, f.id
-        LIMIT %(limit)s
-        FOR UPDATE OF w SKIP LOCKED))
+        LIMIT %(limit)s))
     RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
 
 -- fragment: claim_log
@@ -218,13 +225,7 @@ WITH upd AS (
     -- include: claim_set
     -- include: claim_due_head
     -- include: fair_due
-        ) f JOIN jobtrail_tasks w ON w.id = f.id
-        WHERE w.state = 'queued'
-          AND w.queue NOT IN (SELECT name FROM jobtrail_queues WHERE paused)
-        ORDER BY f.priority DESC, f.turn, f.run_at, f.id
-        LIMIT %(limit)s
-        FOR UPDATE OF w SKIP LOCKED))
-    RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
+    -- include: claim_fair_tail
 ), log AS (
     -- include: claim_log
 )
@@ -238,7 +239,7 @@ WITH upd AS (
     -- include: claim_set
     -- include: claim_due_head
     -- include: fair_due
-    -- include: claim_unlimited_tail
+    -- include: claim_fair_tail
 ), log AS (
     -- include: claim_log
 )
@@ -316,7 +317,7 @@ WITH done AS (
     -- include: claim_set
     -- include: claim_due_head
     -- include: fair_due
-    -- include: claim_unlimited_tail
+    -- include: claim_fair_tail
 ), log AS (
     -- include: claim_log
 )
