@@ -36,11 +36,16 @@ WITH upd AS (
     -- include: claim_set
     -- include: claim_due_head
     -- include: fair_due
-        ) f
-        LEFT JOIN jsonb_each_text(%(rooms)s::jsonb) r ON r.key = f.tenant
-        WHERE f.tn <= COALESCE(r.value::int, %(default_room)s::int)
-        ORDER BY f.priority DESC, f.turn, f.run_at, f.id
-        LIMIT %(limit)s))
+            ) f
+            LEFT JOIN jsonb_each_text(%(rooms)s::jsonb) r ON r.key = f.tenant
+            WHERE f.tn <= COALESCE(r.value::int, %(default_room)s::int)
+            ORDER BY f.priority DESC, f.turn, f.run_at, f.id
+            LIMIT %(limit)s)) WITH ORDINALITY AS o(id, ord)
+        JOIN jobtrail_tasks w ON w.id = o.id
+        WHERE w.state = 'queued'
+        ORDER BY o.ord
+        LIMIT %(limit)s
+        FOR UPDATE OF w))
     RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
 ), log AS (
     -- include: claim_log

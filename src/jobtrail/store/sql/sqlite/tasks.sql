@@ -48,9 +48,9 @@ SET state = 'leased',
 -- Fairness (SPEC §16.6): priority first, then tenants in turn, then due time. The tenants with
 -- queued tasks of the queue are walked as a skip scan of jobtrail_tasks_due_tenant (one probe
 -- per tenant, not one row per task); each tenant gives its first due tasks in its own order,
--- as many as a fair share of the batch needs: all :limit with one or two tenants, twice its
--- share with more (so a claim with many tenants reads about 2 x :limit rows, not one batch per
--- tenant). The same as PostgreSQL's fair_due. tn: a task's place within its tenant; turn:
+-- as many as its fair share of three batches needs (all of them with one tenant, one task
+-- each with hundreds), so a claim reads about 3 x :limit rows plus one probe per tenant. The
+-- same as PostgreSQL's fair_due. tn: a task's place within its tenant; turn:
 -- within its tenant and priority (the round it is taken in).
     WITH RECURSIVE tenants(tenant) AS (
         SELECT (SELECT tenant FROM jobtrail_tasks
@@ -68,8 +68,7 @@ SET state = 'leased',
               AND e.run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)
               AND e.kind IN (SELECT value FROM json_each(:kinds))
             ORDER BY e.priority DESC, e.run_at, e.id
-            LIMIT (SELECT MIN(:limit, (2 * :limit + MAX(1, COUNT(tenant)) - 1)
-                                      / MAX(1, COUNT(tenant)))
+            LIMIT (SELECT (3 * :limit + MAX(1, COUNT(tenant)) - 1) / MAX(1, COUNT(tenant))
                    FROM tenants))
     ), f AS (
         SELECT c.*,
