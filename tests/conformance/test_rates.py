@@ -104,6 +104,8 @@ def test_a_claim_takes_no_more_than_the_bucket_holds(app: jobtrail.App) -> None:
     why = app.explain(queued[0].id)
     assert "queue default rate-limited at 1/s; next slot in" in why
     assert "队列 default 限速为每秒 1 个" in app.explain(queued[0].id, lang="zh")
+    # the dashboard's task page shows the same live fact
+    assert "rate-limited at 1/s" in app.why_not_running(queued[0].id)["why"]
     # the bucket refills at the rate, by the database clock
     got = wait_for(lambda: claim(app, 10)[0], timeout=3, interval=0.05, what="a refill")
     assert len(got) == 1
