@@ -38,6 +38,8 @@ TIME_COLUMNS = frozenset(
         "rate_until",
         "oldest",
         "oldest_due",
+        "first_failure",
+        "last_failure",
     }
 )
 
