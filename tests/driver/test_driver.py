@@ -361,6 +361,36 @@ def test_outbox(world: dict[str, Any]) -> None:
         assert d.outbox_list(tx, id=world["leased"])[0]["delivered_at"] is not None
 
 
+# -- rates ---------------------------------------------------------------------------------------
+@covers("queue_rate_set", "queue_claims_between", "queue_due_count", "tenant_rate_list")
+def test_rates(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with rolled_back(d) as tx:
+        d.queue_upsert(
+            tx,
+            name="default",
+            paused=False,
+            paused_by=None,
+            paused_note=None,
+            limit_total=None,
+            limit_per_tenant=None,
+        )
+        row = d.queue_rate_set(
+            tx, name="default", per_second=5.0, burst=2, per_tenant=1.0, ramp=10.0, until=10.0
+        )
+        assert row is not None
+        assert (row["rate_per_second"], row["rate_burst"], row["rate_per_tenant"]) == (5, 2, 1)
+        assert row["ramp_started_at"] is not None and row["rate_until"] > row["ramp_started_at"]
+        assert row["tokens"] is None  # a new rate starts with a full bucket
+        claimed = d.queue_claims_between(
+            tx, queue="default", since=ago(d, tx), until=ago(d, tx, -60)
+        )
+        assert claimed is not None and int(claimed["n"]) == 1  # the world's leased task
+        due = d.queue_due_count(tx, queue="default")
+        assert due is not None and int(due["n"]) == 1
+        assert d.tenant_rate_list(tx, queue="default", since=ago(d, tx)) == []
+
+
 # -- queues --------------------------------------------------------------------------------------
 @covers("queue_get", "queue_upsert", "queue_list", "queue_history_insert", "queue_history_list")
 @covers("queue_held_count", "queue_tenant_held")

@@ -63,6 +63,39 @@ class Statements:
             },
         )
 
+    # -- queues: rates (token buckets, ramps) ---------------------------------------------------
+    def queue_rate_set(
+        self,
+        tx: Tx,
+        *,
+        name: Any,
+        per_second: Any,
+        burst: Any,
+        per_tenant: Any,
+        ramp: Any,
+        until: Any,
+    ) -> Row | None:
+        return tx.one(
+            "queue_rate_set",
+            {
+                "name": name,
+                "per_second": per_second,
+                "burst": burst,
+                "per_tenant": per_tenant,
+                "ramp": ramp,
+                "until": until,
+            },
+        )
+
+    def queue_claims_between(self, tx: Tx, *, queue: Any, since: Any, until: Any) -> Row | None:
+        return tx.one("queue_claims_between", {"queue": queue, "since": since, "until": until})
+
+    def queue_due_count(self, tx: Tx, *, queue: Any) -> Row | None:
+        return tx.one("queue_due_count", {"queue": queue})
+
+    def tenant_rate_list(self, tx: Tx, *, queue: Any, since: Any) -> list[Row]:
+        return tx.all("tenant_rate_list", {"queue": queue, "since": since})
+
     # -- cron schedules and windows ------------------------------------------------------------
     def cron_schedule_get(self, tx: Tx, *, kind: Any) -> Row | None:
         return tx.one("cron_schedule_get", {"kind": kind})

@@ -70,6 +70,8 @@ class Worker(LeaseRenewal):
         self._async_slots: asyncio.Semaphore | None = None
         self._limited: list[str] = []
         self._limited_read_at = float("-inf")
+        #: seconds until the next slot of a rate-limited queue the last claim found due work in
+        self._slot: float | None = None
         self._kinds = [name for name, spec in collab.kinds.items() if spec.handler is not None]
 
     # -- control -----------------------------------------------------------------------------
@@ -200,13 +202,13 @@ class Worker(LeaseRenewal):
                     continue
             if not burst and time.monotonic() >= next_sweep:
                 next_sweep = self._sweep()
-            if burst and claimed == 0 and busy_before == 0:
+            slot = self._slot  # a rate-limited queue's next slot, seconds (None: no such wait)
+            if burst and claimed == 0 and busy_before == 0 and slot is None:
                 return
             if (claimed and claimed == free) or self._completions.waiting():
                 continue  # there may be more due work, or successes to write: go again at once
-            self.driver.wait_for_work(
-                min(self.options.poll_interval, max(0.01, next_sweep - time.monotonic()))
-            )
+            wait = min(self.options.poll_interval, max(0.01, next_sweep - time.monotonic()))
+            self.driver.wait_for_work(wait if slot is None else min(wait, max(0.005, slot)))
 
     # -- retention: pruning finished tasks on a thread of its own ----------------------------
     def _start_retention(self) -> threading.Thread | None:
@@ -292,6 +294,7 @@ class Worker(LeaseRenewal):
         self, pairs: list[tuple[int, int]], free: int
     ) -> tuple[set[int], list[dict[str, Any]]]:
         request = None
+        self._slot = None
         if free > 0:
             request = Claim(
                 owner=self.owner,
@@ -300,6 +303,15 @@ class Worker(LeaseRenewal):
                 limit=free,
                 version=self.version,
             )
+        try:
+            return self._complete_and_claim_in(pairs, free, request)
+        finally:
+            if request is not None and request.slots:
+                self._slot = min(request.slots)
+
+    def _complete_and_claim_in(
+        self, pairs: list[tuple[int, int]], free: int, request: Claim | None
+    ) -> tuple[set[int], list[dict[str, Any]]]:
         driver = self.driver
         if not driver.claims_in_one_statement:
             # One transaction (one fsync on SQLite) for the successes and the claim from

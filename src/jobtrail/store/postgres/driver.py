@@ -544,6 +544,7 @@ class PostgresDriver(Listening, Driver):
                 "owner": claim.owner,
                 "actor": claim.owner,
                 "queue": queue,
+                "mode": "unlimited",
                 "kinds": text_array(tuple(claim.kinds)),
                 "limit": limit,
                 "data": dumps({"version": claim.version} if claim.version else {}),
