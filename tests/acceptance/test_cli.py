@@ -67,7 +67,7 @@ def cli(tmp_path: Path) -> Cli:
 
 def test_migrate_enqueue_idempotency_and_bad_input(cli: Cli) -> None:
     # Read-only verbs before migrate: a clear refusal, and no stray database file.
-    assert "jobtrail migrate" in cli("list", code=1).stderr
+    assert "jobtrail migrate" in cli("list", code=3).stderr
     assert not (cli.cwd / "t.db").exists()
     assert "applied migration(s) 1" in cli("migrate").stdout
     assert "up to date" in cli("migrate").stdout
@@ -86,7 +86,7 @@ def test_migrate_enqueue_idempotency_and_bad_input(cli: Cli) -> None:
     err = cli("enqueue", "echo", '{"n": 2}', "--key", "order-7", app=True, code=1).stderr
     assert "idempotency key 'order-7'" in err and f"task {first['id']}" in err
 
-    err = cli("enqueue", "nope", app=True, code=1).stderr
+    err = cli("enqueue", "nope", app=True, code=2).stderr
     assert "unknown task kind 'nope'" in err and "boom, echo" in err
     err = cli("enqueue", "echo", "{}", code=2).stderr  # no --app, no JOBTRAIL_APP
     assert "--app" in err and "JOBTRAIL_APP" in err

@@ -48,9 +48,9 @@ def serve(rt: Runtime, host: str, port: int, secure_cookies: bool | None) -> Non
         logging.getLogger("jobtrail.web").warning(
             "no --app / JOBTRAIL_APP: no task kinds, so POST /api/tasks will refuse"
         )
-    try:
-        app.migrate()
-    except Exception as exc:  # serve anyway: requests answer 503 until the store is back
-        logging.getLogger("jobtrail.web").warning("migrate failed: %s", type(exc).__name__)
+    # Refuse to start on a store it cannot use: an unreachable or refusing database (the
+    # server's answer is the message) or one it cannot migrate is an exit, not a server that
+    # answers 503 to every request (EXIT_STORE). Once serving, an outage is a 503 per request.
+    app.migrate()
     web = create_app(app, tokens, secrets, secure_cookies=secure_cookies)
     uvicorn.run(web, host=host, port=port, log_level="info")
