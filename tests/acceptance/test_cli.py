@@ -1,7 +1,8 @@
 """The real ``jobtrail`` CLI, run as subprocesses against a fresh SQLite file.
 
-Exit codes: 0 success, 1 refusal (unknown task, illegal transition, idempotency conflict,
-unknown kind, no schema), 2 bad input. Expected errors are one line on stderr, never a traceback.
+Exit codes (``jobtrail.cli.EXIT_CODES``; each is tested in test_cli_errors.py): 0 success, 1
+refusal, 2 bad input, 3 the store cannot be used. Expected errors are one line on stderr, never
+a traceback.
 """
 
 from __future__ import annotations
