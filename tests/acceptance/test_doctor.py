@@ -6,9 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -16,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 from chaos.faultproxy import FaultProxy
-from conftest import PG_URL, Store, require_pg
+from conftest import PG_URL, Store, require_pg, unavailable
 
 import jobtrail
 from jobtrail.store.sqlite import path_from_url
@@ -25,7 +32,8 @@ PG_CHECKS = ["reachable", "schema", "listen/notify", "clock", "pooler"]
 SQLITE_CHECKS = ["file", "directory", "synchronous", "journal", "schema", "wake-up", "clock"]
 
 
-def doctor(url: str, *args: str, code: int, env: dict[str, str] | None = None) -> Any:
+def doctor(url: str, *args: str, code: int | None, env: dict[str, str] | None = None) -> Any:
+    """``jobtrail doctor`` with ``args``; ``code=None``: whatever it exits with."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("JOBTRAIL_")}
     environ.update(env or {})
     proc = subprocess.run(
@@ -35,7 +43,7 @@ def doctor(url: str, *args: str, code: int, env: dict[str, str] | None = None) -
         text=True,
         timeout=60,
     )
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    assert code is None or proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr, proc.stderr
     return json.loads(proc.stdout) if "--json" in args else proc.stdout
 
@@ -134,3 +142,89 @@ def test_a_proxy_in_front_of_postgres_is_detected(pg: Store) -> None:
     pooler = by_name(report)["pooler"]
     assert pooler["status"] == "ok" and pooler["data"]["mode"] == "session or proxy"
     assert f"port {proxy.port} is answered by a server listening on {url.port}" in pooler["detail"]
+
+
+@contextmanager
+def pgbouncer(mode: str) -> Iterator[int]:
+    """A real PgBouncer (Debian's package; ``.ci/run`` installs it) in ``mode`` in front of the
+    test PostgreSQL, on a free port; yields the port."""
+    binary = shutil.which("pgbouncer") or (
+        "/usr/sbin/pgbouncer" if os.path.exists("/usr/sbin/pgbouncer") else None
+    )
+    if binary is None:
+        unavailable("pgbouncer is not installed (apt-get install pgbouncer)")
+    upstream = urlsplit(PG_URL)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    folder = Path(tempfile.mkdtemp(prefix="jobtrail-pgbouncer-"))
+    folder.chmod(0o755)  # pgbouncer drops root for the postgres user, who must read these
+    (folder / "users.txt").write_text(f'"{upstream.username}" ""\n')
+    (folder / "pgbouncer.ini").write_text(
+        textwrap.dedent(f"""
+            [databases]
+            * = host={upstream.hostname} port={upstream.port or 5432}
+            [pgbouncer]
+            listen_addr = 127.0.0.1
+            listen_port = {port}
+            auth_type = trust
+            auth_file = {folder / "users.txt"}
+            pool_mode = {mode}
+            unix_socket_dir =
+            ignore_startup_parameters = options
+        """)
+    )
+    for f in folder.iterdir():
+        f.chmod(0o644)
+    user = ["-u", "postgres"] if os.geteuid() == 0 else []
+    proc = subprocess.Popen(
+        [binary, *user, str(folder / "pgbouncer.ini")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "pgbouncer did not start listening"
+                time.sleep(0.05)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_pgbouncer_in_transaction_mode_is_detected_and_listen_fails(pg: Store) -> None:
+    pg.app()
+    db = urlsplit(PG_URL).path
+    with pgbouncer("transaction") as port:
+        url = f"postgresql://{urlsplit(PG_URL).username}@127.0.0.1:{port}{db}"
+        report = doctor(url, "--json", code=1)
+    checks = by_name(report)
+    assert checks["reachable"]["status"] == "ok"
+    assert (
+        checks["pooler"]["status"] == "warn" and checks["pooler"]["data"]["mode"] == "transaction"
+    )
+    assert 'pooler="transaction"' in checks["pooler"]["detail"]
+    # LISTEN through a transaction pooler: the notification never arrives
+    assert checks["listen/notify"]["status"] == "warn"
+
+
+def test_pgbouncer_in_session_mode_is_a_proxy_that_works(pg: Store) -> None:
+    pg.app()
+    db = urlsplit(PG_URL).path
+    with pgbouncer("session") as port:
+        url = f"postgresql://{urlsplit(PG_URL).username}@127.0.0.1:{port}{db}"
+        # (PgBouncer drops the test's search_path option: the schema check sees the database's
+        # default schema, migrated or not)
+        report = doctor(url, "--json", code=None)
+    checks = by_name(report)
+    assert checks["reachable"]["status"] == checks["clock"]["status"] == "ok"
+    assert checks["pooler"]["data"]["mode"] == "session or proxy"
+    assert checks["listen/notify"]["status"] == "ok"
