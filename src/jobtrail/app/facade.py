@@ -8,7 +8,6 @@ import gc
 import itertools
 import logging
 import os
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -21,7 +20,6 @@ from ..model.errors import IdempotencyConflict, IllegalTransition, UnknownKind
 from ..model.kinds import DEFAULT_MAX_PAYLOAD, KindSpec
 from ..model.machine import Reason, State
 from ..model.models import CancelResult, Task, Transition, task_from_fields, task_from_row
-from ..model.timeparse import parse_time
 from ..services.scheduler import Schedule
 from ..store.base import NEW_TASK_DEFAULTS, Driver, Move, NewTask, Row, Tx
 from ..store.open import open_driver
@@ -32,6 +30,7 @@ from .core import (
 from .cron import CronAPI  # cron (§12): @app.periodic, schedule_due, cron_windows
 from .effects import EffectsAPI
 from .ops import OpsAPI
+from .replays import ReplayAPI  # replay, replay runs, the dead letters' evidence (§16.6)
 from .views import ViewsAPI  # read helpers for people (the dashboard)
 from .webhooks import WebhooksAPI  # webhooks (§12)
 
@@ -59,7 +58,7 @@ _ENQUEUE_KEYS = frozenset(
 )
 
 
-class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
+class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
     """One jobtrail application: a store (``url``) and the task kinds registered on it.
 
     ``url`` is ``sqlite:///path.db`` or ``postgresql://…``; else ``JOBTRAIL_DATABASE_URL``; else
@@ -376,86 +375,6 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
         return CancelResult(
             parent.id, "cancelled" if done else "cancel_requested", parent.state, parent.last_reason
         )
-
-    def replay(self, task_id: str | int, *, by: str, note: str) -> Task:
-        """``dead`` → ``queued`` (edge 19): attempts start again, ``replay_count`` += 1."""
-        _require_text(by, "by")
-        _require_text(note, "note")
-        with self._driver.transaction() as tx:
-            return self._replay(tx, task_id, by, note)
-
-    def _replay(self, tx: Tx, task_id: str | int, by: str, note: str) -> Task:
-        row = self._row(tx, task_id)
-        if row["state"] != State.DEAD:
-            raise IllegalTransition(str(row["id"]), row["state"], "replay (only dead tasks)")
-        children = self._driver.children_list(tx, id=row["id"])
-        for child in children:  # edge 21: replaying a parent replays its dead children
-            if child["state"] == State.DEAD:
-                self._replay(tx, child["id"], by, note)
-        moved = transition.apply(
-            self._driver,
-            tx,
-            Move(
-                task_id=row["id"],
-                from_state=State.DEAD,
-                to_state=State.WAITING if children else State.QUEUED,
-                reason=Reason.REPLAYED,
-                actor=by,
-                note=note,
-                run_in=0.0,
-                reset_attempts=True,
-                replay=True,
-            ),
-        )
-        if moved is None:  # pragma: no cover - writes are serialised in this transaction
-            raise IllegalTransition(str(row["id"]), row["state"], "replay")
-        self._driver.notify_queued(tx, row["queue"])
-        return task_from_row(self._row(tx, task_id))
-
-    def replay_dead(
-        self,
-        *,
-        reason: str | None = None,
-        kind: str | None = None,
-        since: datetime | str | None = None,
-        until: datetime | str | None = None,
-        by: str,
-        note: str,
-        limit: int | None = None,
-        per_second: float | None = None,
-    ) -> builtins.list[tuple[str, str]]:
-        """Batch replay as a formal migration: dead tasks by reason code and the time they
-        became dead (``since`` inclusive, ``until`` exclusive); each gets its own ``replayed``
-        transition, at most ``per_second`` a second. Returns ``(task id, new state)``."""
-        _require_text(by, "by")
-        _require_text(note, "note")
-        validate.batch_filters(reason=reason, kind=kind, limit=limit)
-        if per_second is not None:
-            validate.rate(per_second, "per_second")
-        start = parse_time(since, "since") if since is not None else None
-        end = parse_time(until, "until") if until is not None else None
-        with self._driver.transaction(write=False) as tx:
-            ids = [
-                r["id"]
-                for r in self._driver.task_dead_select(
-                    tx, reason=reason, kind=kind, since=start, until=end, limit=limit
-                )
-            ]
-        out: builtins.list[tuple[str, str]] = []
-        pace = 1.0 / per_second if per_second else 0.0
-        next_at = time.monotonic()
-        for task_id in ids:
-            if pace:
-                wait = next_at - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
-                next_at = max(next_at, time.monotonic()) + pace
-            try:
-                task = self.replay(task_id, by=by, note=note)
-                out.append((task.id, task.state.value))
-            except IllegalTransition as exc:  # replayed or moved by someone else meanwhile
-                out.append((str(task_id), exc.current_state.value))
-        return out
 
     def force(
         self,
