@@ -250,7 +250,7 @@ def cli_reference() -> str:
     click prints them at 100 columns."""
     import click
 
-    from .cli import cli
+    from .cli import EXIT_CODES, cli
 
     root = click.Context(
         cli, info_name="jobtrail", terminal_width=100, max_content_width=100, **cli.context_settings
@@ -263,9 +263,15 @@ def cli_reference() -> str:
         "",
         "Every verb takes `--db URL` (else the `--app`'s URL, else `JOBTRAIL_DATABASE_URL`, else "
         "`sqlite:///jobtrail.db`), `--app MODULE:ATTR` (else `JOBTRAIL_APP`) and `--json`. "
-        "Exit codes: 0 success; 1 a refusal by the store (unknown task, illegal transition, "
-        "idempotency conflict, unknown kind, no schema, database unreachable) or `check` found "
-        "violations; 2 bad input. Errors print one line on stderr.",
+        "Errors print one line on stderr, never a traceback.",
+        "",
+        "## Exit codes",
+        "",
+        "One code per kind of error, the same for every verb:",
+        "",
+        "| code | meaning |",
+        "|---|---|",
+        *(f"| {code} | {meaning} |" for code, meaning in EXIT_CODES),
         "",
         "## jobtrail",
         "",

@@ -1,7 +1,8 @@
 """The real ``jobtrail`` CLI, run as subprocesses against a fresh SQLite file.
 
-Exit codes: 0 success, 1 refusal (unknown task, illegal transition, idempotency conflict,
-unknown kind, no schema), 2 bad input. Expected errors are one line on stderr, never a traceback.
+Exit codes (``jobtrail.cli.EXIT_CODES``; each is tested in test_cli_errors.py): 0 success, 1
+refusal, 2 bad input, 3 the store cannot be used. Expected errors are one line on stderr, never
+a traceback.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def cli(tmp_path: Path) -> Cli:
 
 def test_migrate_enqueue_idempotency_and_bad_input(cli: Cli) -> None:
     # Read-only verbs before migrate: a clear refusal, and no stray database file.
-    assert "jobtrail migrate" in cli("list", code=1).stderr
+    assert "jobtrail migrate" in cli("list", code=3).stderr
     assert not (cli.cwd / "t.db").exists()
     assert "applied migration(s) 1" in cli("migrate").stdout
     assert "up to date" in cli("migrate").stdout
@@ -86,7 +87,7 @@ def test_migrate_enqueue_idempotency_and_bad_input(cli: Cli) -> None:
     err = cli("enqueue", "echo", '{"n": 2}', "--key", "order-7", app=True, code=1).stderr
     assert "idempotency key 'order-7'" in err and f"task {first['id']}" in err
 
-    err = cli("enqueue", "nope", app=True, code=1).stderr
+    err = cli("enqueue", "nope", app=True, code=2).stderr
     assert "unknown task kind 'nope'" in err and "boom, echo" in err
     err = cli("enqueue", "echo", "{}", code=2).stderr  # no --app, no JOBTRAIL_APP
     assert "--app" in err and "JOBTRAIL_APP" in err

@@ -58,7 +58,7 @@ def jobtrail(cwd: Path, *args: str, code: int = 0) -> subprocess.CompletedProces
 
 def test_cron_list(tmp_path: Path) -> None:
     (tmp_path / "cronapp.py").write_text(CRON_APP)
-    err = jobtrail(tmp_path, "cron", "list", code=1).stderr
+    err = jobtrail(tmp_path, "cron", "list", code=3).stderr
     assert err.startswith("jobtrail: error: ") and "jobtrail migrate" in err
 
     jobtrail(tmp_path, "migrate")

@@ -137,7 +137,7 @@ def test_bad_arguments_are_exit_2_naming_the_option(cli: Cli) -> None:
     assert cli.snapshot() == before
 
 
-def test_a_full_disk_is_one_line_and_exit_1(small_disk: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_a_full_disk_is_one_line_and_exit_3(small_disk: Path, tmp_path: Path) -> None:  # noqa: F811
     cli = Cli(tmp_path, f"sqlite:///{small_disk / 'full.db'}")
     cli("migrate")
     cli("enqueue", "send", "--app", "hostileapp:app")
@@ -155,14 +155,14 @@ def test_a_full_disk_is_one_line_and_exit_1(small_disk: Path, tmp_path: Path) ->
         )
         if proc.returncode != 0:
             break
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 3, proc.stderr
     assert proc.stderr.startswith(
         "jobtrail: error: the store cannot write (disk full or read-only); nothing was stored"
     ), proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
 
 
-def test_a_full_postgres_is_one_line_and_exit_1(pg: Store, tmp_path: Path) -> None:
+def test_a_full_postgres_is_one_line_and_exit_3(pg: Store, tmp_path: Path) -> None:
     cli = Cli(tmp_path, pg.url)
     cli("migrate")
     with psycopg.connect(pg.url, autocommit=True) as conn:
@@ -175,7 +175,7 @@ def test_a_full_postgres_is_one_line_and_exit_1(pg: Store, tmp_path: Path) -> No
             "CREATE TRIGGER full_disk BEFORE INSERT ON jobtrail_tasks "
             "FOR EACH ROW EXECUTE FUNCTION jobtrail_test_disk_full()"
         )
-    err = cli("enqueue", "send", "--app", "hostileapp:app", code=1).stderr
+    err = cli("enqueue", "send", "--app", "hostileapp:app", code=3).stderr
     assert "the store cannot write (disk full or read-only); nothing was stored" in err
     assert cli.json("list") == []
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import jobtrail
 
@@ -53,4 +54,19 @@ def test_sqlite_locked_is_503(tmp_path: Path) -> None:
         assert web.post("/api/tasks", json={"kind": "send"}, headers=ADM).status_code == 201
     finally:
         holder.close()
+        app.close()
+
+
+def test_a_store_without_the_schema_is_503_naming_migrate(store: Any) -> None:
+    app = register(jobtrail.App(store.url))  # never migrated
+    try:
+        web = client(app)
+        r = web.post("/api/tasks", json={"kind": "send"}, headers=ADM)
+        assert r.status_code == 503, r.text
+        assert "Retry-After" in r.headers
+        assert "no jobtrail schema" in r.json()["error"] and "jobtrail migrate" in r.json()["error"]
+        assert store.url not in r.text  # the URL is the server's business
+        got = web.get("/api/tasks/1", headers=ADM)
+        assert got.status_code == 503 and "jobtrail migrate" in got.json()["error"]
+    finally:
         app.close()

@@ -4,10 +4,8 @@ This module holds the group, ``Fail``, ``Runtime`` and ``verb``; the verbs live 
 ``commands.py``, ``ops.py`` and ``serve.py``, registered by ``cli/__init__.py``.
 
 Every verb takes ``--db URL`` and ``--json``; verbs that need the task kinds learn them from
-``--app module:attr`` (or ``JOBTRAIL_APP``). Exit codes: 0 success; 1 a refusal by the store
-(unknown task, illegal transition, idempotency conflict, unknown kind, no schema, database
-unreachable) or ``check`` found violations; 2 bad input (usage, malformed JSON, bad time or URL,
-a missing required option). Expected errors print one line on stderr, never a traceback.
+``--app module:attr`` (or ``JOBTRAIL_APP``). One exit code per kind of error (``EXIT_CODES``,
+printed in docs/cli.md): expected errors print one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -26,13 +24,34 @@ import click
 
 from ..app import App
 from ..model import i18n
-from ..model.errors import JobtrailError
+from ..model.errors import JobtrailError, SchemaMissing, StoreUnavailable, UnknownKind
 from ..model.models import Transition
 from ..model.timeparse import looks_like_duration, parse_duration, parse_time
 from ..store import failures
 from . import format as fmt
 
-EXIT_OK, EXIT_REFUSED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_STORE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+#: The exit codes of every verb, one per kind of error (docs/cli.md prints this table).
+EXIT_CODES: tuple[tuple[int, str], ...] = (
+    (EXIT_OK, "success (`doctor`: every check passed)"),
+    (
+        EXIT_REFUSED,
+        "the operation was refused or failed: unknown task id, illegal transition, "
+        "idempotency conflict; `check` found violations; `doctor` found a problem",
+    ),
+    (
+        EXIT_USAGE,
+        "bad input: usage, a malformed option or PAYLOAD_JSON, a bad time, URL or --app, an "
+        "unknown task kind (with or without --app), a payload over the limit",
+    ),
+    (
+        EXIT_STORE,
+        "the store cannot be used: unreachable or refusing the connection (the server's "
+        "answer is printed), no jobtrail schema or no database file (run `jobtrail migrate`), "
+        "disk full or read-only",
+    ),
+    (EXIT_INTERRUPTED, "interrupted: Ctrl-C, or a second SIGINT that stopped a worker at once"),
+)
 # the bounds of the numeric options (docs/security.md): what the store's INTEGER holds, and
 # worker settings past which a number is a typo, not a configuration
 MAX_PRIORITY = 2**31 - 1
@@ -108,10 +127,10 @@ def _require_database(url: str) -> None:
 
     path = path_from_url(url)
     if not os.path.exists(path):
-        raise Fail(
-            f"no jobtrail database at {path}; run `jobtrail migrate` first (or pass "
-            "--db URL / set JOBTRAIL_DATABASE_URL)",
-            EXIT_REFUSED,
+        raise SchemaMissing(
+            url,
+            f"no database file at {os.path.abspath(path)}; or pass --db URL / set "
+            "JOBTRAIL_DATABASE_URL",
         )
 
 
@@ -171,7 +190,9 @@ class Runtime:
 def _db_error(exc: Exception) -> Fail:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if "no such table" in text or type(exc).__name__ == "UndefinedTable":
-        return Fail(NO_SCHEMA, EXIT_REFUSED)
+        return Fail(NO_SCHEMA, EXIT_STORE)
+    if failures.unreachable(exc):
+        return Fail(f"{failures.UNREACHABLE} ({text})", EXIT_STORE)
     if isinstance(exc, sqlite3.Error):
         return Fail(f"database error: {text}", EXIT_REFUSED)
     return Fail(f"cannot use the database: {text}", EXIT_REFUSED)
@@ -182,7 +203,11 @@ def _failure(exc: Exception) -> Exception:
     ``exc`` itself when it is not expected (a bug: the traceback is wanted)."""
     text = _first_line(exc)
     if failures.cannot_write(exc):  # before JobtrailError: StoreUnavailable may wrap it
-        return Fail(f"{failures.CANNOT_WRITE} ({text})", EXIT_REFUSED)
+        return Fail(f"{failures.CANNOT_WRITE} ({text})", EXIT_STORE)
+    if isinstance(exc, StoreUnavailable):  # SchemaMissing too: its message names the command
+        return Fail(str(exc), EXIT_STORE)
+    if isinstance(exc, UnknownKind):  # bad input, the same with and without --app
+        return Fail(str(exc), EXIT_USAGE)
     if isinstance(exc, JobtrailError):
         return Fail(str(exc), EXIT_REFUSED)
     if isinstance(exc, ValueError | TypeError):
@@ -336,9 +361,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         click.echo(fmt.printable(f"jobtrail: error: {exc.format_message()}"), err=True)
         code = exc.exit_code
-    except click.Abort:
-        click.echo("jobtrail: aborted", err=True)
-        code = 130
+    except (click.Abort, KeyboardInterrupt):
+        click.echo("jobtrail: interrupted", err=True)
+        code = EXIT_INTERRUPTED
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

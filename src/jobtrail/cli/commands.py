@@ -5,6 +5,7 @@ on the group in ``cli/base.py`` by ``cli/__init__.py`` importing this module."""
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from typing import Any
 
@@ -105,7 +106,13 @@ def worker(
         )
     fmt.log_to_stderr()
     app = rt.app(must_exist=False)
-    app.migrate()
+    pool_log = logging.getLogger("psycopg")
+    level = pool_log.level
+    pool_log.setLevel(logging.ERROR)  # a store that refuses us: the one-line error says why
+    try:
+        app.migrate()
+    finally:
+        pool_log.setLevel(level)
     processed = app.run_worker(
         queues=list(queues) or None,
         concurrency=concurrency,

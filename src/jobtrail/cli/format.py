@@ -19,10 +19,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from ..model import i18n
 from ..model.models import CancelResult, Task, iso
+from ..model.urls import redact_url as redact_url  # re-exported: the CLI's callers use it
 
 # C0 controls but newline and tab, DEL, C1 controls; the bidirectional overrides and
 # isolates, which reorder what a terminal shows ("Trojan Source"); and lone surrogates (an
@@ -74,21 +74,6 @@ def to_json(data: Any) -> str:
 
 def when(value: datetime | None) -> str:
     return iso(value) if value is not None else "-"
-
-
-def redact_url(url: str) -> str:
-    """The database URL without its password (safe to print)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 def task_line(task: Task) -> str:

@@ -9,6 +9,7 @@ import logging
 
 import click
 
+from ..store import failures
 from . import format as fmt
 from .base import Fail, Runtime, verb
 
@@ -48,9 +49,20 @@ def serve(rt: Runtime, host: str, port: int, secure_cookies: bool | None) -> Non
         logging.getLogger("jobtrail.web").warning(
             "no --app / JOBTRAIL_APP: no task kinds, so POST /api/tasks will refuse"
         )
+    # Refuse to start on a store it cannot use: an unreachable or refusing database (the
+    # server's answer is the message) or one without the schema is an exit, not a server that
+    # answers 503 to every request (EXIT_STORE). Once serving, an outage is a 503 per request.
     try:
         app.migrate()
-    except Exception as exc:  # serve anyway: requests answer 503 until the store is back
-        logging.getLogger("jobtrail.web").warning("migrate failed: %s", type(exc).__name__)
+    except Exception as exc:
+        if not failures.cannot_write(exc):
+            raise
+        # read-only (a standby) or full: serve what can be read if the schema is there (a
+        # read raises SchemaMissing if not); every write answers 503
+        app.list(limit=1)
+        logging.getLogger("jobtrail.web").warning(
+            "the store cannot write (%s): serving reads, writes answer 503",
+            str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
+        )
     web = create_app(app, tokens, secrets, secure_cookies=secure_cookies)
     uvicorn.run(web, host=host, port=port, log_level="info")

@@ -128,3 +128,21 @@ class UnknownKind(JobtrailError, LookupError):
 
 class StoreUnavailable(JobtrailError):
     """The store could not be reached; nothing was written (or the outcome is unknown)."""
+
+
+class SchemaMissing(StoreUnavailable):
+    """The store answers but holds no jobtrail schema (or, for SQLite, no database file yet):
+    nothing was read or written. A ``StoreUnavailable``, so code that answers "not now" (HTTP
+    503, a worker's backoff) treats it alike; its message names the command that fixes it.
+
+    ``App`` never creates or upgrades the schema by itself: ``app.migrate()`` or ``jobtrail
+    migrate --db URL`` does (the CLI's worker, enqueue and serve run it for you)."""
+
+    def __init__(self, url: str, detail: str = "") -> None:
+        self.url = url  # the password masked
+        self.command = f"jobtrail migrate --db {url}"
+        why = f" ({detail})" if detail else ""
+        super().__init__(
+            f"the database {url} has no jobtrail schema{why}; run `{self.command}` "
+            "(or app.migrate()) first"
+        )

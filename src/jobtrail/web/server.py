@@ -21,6 +21,7 @@ from ..app import App
 from ..model.errors import (
     IdempotencyConflict,
     IllegalTransition,
+    SchemaMissing,
     StoreUnavailable,
     TaskNotFound,
     UnknownKind,
@@ -40,6 +41,8 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 MAX_REQUEST = 2 * 1024 * 1024  # any request body; payloads have their own (App) limit
 WEBHOOK_MAX_BODY = 1024 * 1024
 RETRY_AFTER = "5"
+#: The answer on a store without the schema (its URL stays in the server's log).
+NO_SCHEMA = "the task store has no jobtrail schema; nothing was stored (run `jobtrail migrate`)"
 
 
 def check_bind(host: str, tokens: Sequence[Token]) -> None:
@@ -195,6 +198,9 @@ def _errors(web: FastAPI) -> None:
         if failures.cannot_write(exc):
             log.error("store cannot write: %s", _first_line(exc))
             return _json(503, {"error": failures.CANNOT_WRITE}, **{"Retry-After": WRITE_RETRY})
+        if isinstance(exc, SchemaMissing):  # the store answers but was never migrated
+            log.error("store unusable: %s", exc)
+            return _json(503, {"error": NO_SCHEMA}, **{"Retry-After": RETRY_AFTER})
         if is_unreachable(exc):
             log.warning("store unavailable: %s", type(exc).__name__)
             return _json(503, {"error": failures.UNREACHABLE}, **{"Retry-After": RETRY_AFTER})

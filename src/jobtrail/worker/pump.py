@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import signal
 import threading
 import time
@@ -152,8 +153,18 @@ class Worker(LeaseRenewal):
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
 
         def handler(signum: int, _frame: Any) -> None:
+            if signum == signal.SIGINT and self._stop.is_set():
+                # a second Ctrl-C: whoever presses it wants out now, not after the grace.
+                # What runs is abandoned as a crash would abandon it: its lease expires and
+                # the sweeper requeues it (or marks it for reconciliation), §5.
+                os.write(
+                    2,
+                    f"worker {self.owner}: second SIGINT, exiting now; the tasks still running "
+                    "are recovered when their leases expire\n".encode(),
+                )
+                os._exit(128 + signal.SIGINT)  # what a shell reports for Ctrl-C (130)
             log.info(
-                "worker %s: signal %d, stopping (grace %.1fs)",
+                "worker %s: signal %d, stopping (grace %.1fs; Ctrl-C again to exit at once)",
                 self.owner,
                 signum,
                 self.options.grace,

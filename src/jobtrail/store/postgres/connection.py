@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg.rows import dict_row, tuple_row
 
+from ...model.errors import SchemaMissing
+from ...model.urls import redact_url
 from ..base import (
     TIME_COLUMNS,
     Row,
@@ -43,6 +45,63 @@ TCP_SETTINGS = {
     "keepalives_interval": 2,
     "keepalives_count": 3,
 }
+
+
+#: How long a checkout waits for the pool before it asks ``ConnectAttempts`` whether the pool
+#: can connect at all (the first wait), then between two looks.
+FIRST_WAIT, NEXT_WAIT = 0.05, 0.25
+
+
+class ConnectFailed(psycopg.OperationalError):
+    """A new connection was refused or rejected: the server's (or the network's) own answer,
+    e.g. ``FATAL: database "x" does not exist``, ``password authentication failed``,
+    ``Connection refused``."""
+
+
+class ConnectAttempts:
+    """What the pool's latest attempt to open a connection said.
+
+    psycopg_pool opens connections in the background and, when one fails, only logs the
+    server's answer and tries again later, while a checkout waits its whole timeout to say
+    ``PoolTimeout``. The pool's connections are made through ``connection_class()``, which
+    notes each attempt's failure here (a success clears it), so a checkout that finds no
+    connection raises the server's own answer at once instead (``_checkout``)."""
+
+    def __init__(self) -> None:
+        self.failure: str | None = None
+
+    def connection_class(self) -> type[psycopg.Connection[Any]]:
+        attempts = self
+
+        class Recorded(psycopg.Connection[Any]):
+            @classmethod
+            def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:
+                try:
+                    conn = super().connect(conninfo, **kwargs)
+                except psycopg.OperationalError as exc:
+                    attempts.failure = connect_error_text(exc)
+                    raise
+                attempts.failure = None
+                return conn
+
+        return Recorded
+
+
+def connect_error_text(exc: BaseException) -> str:
+    """The answer in a failed connect, without psycopg's ``connection failed:`` prefix and
+    libpq's hint lines (``Is the server running on that host ...``)."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    return text.removeprefix("connection failed: ")
+
+
+def schema_missing(url: str, exc: BaseException) -> SchemaMissing | None:
+    """``exc`` as ``SchemaMissing`` when a statement met no jobtrail table (never migrated,
+    or a ``search_path`` that does not see the schema)."""
+    if isinstance(exc, psycopg.errors.UndefinedTable):
+        lines = str(exc).strip().splitlines()
+        return SchemaMissing(redact_url(url), lines[0] if lines else "")
+    return None
 
 
 def _identity(row: dict[str, Any]) -> Row:

@@ -43,14 +43,20 @@ from .aio import AsyncSide
 from .connection import (
     CHANNEL,
     CHECK_AFTER_IDLE,
+    FIRST_WAIT,
+    NEXT_WAIT,
     READ_TIMEOUT,
     TCP_SETTINGS,
+    ConnectAttempts,
+    ConnectFailed,
     _Holder,
     _identity,
     _OwnUse,
     _Tx,
     _utc_tuple,
     _Watchdog,
+    connect_error_text,
+    schema_missing,
 )
 from .direct import DirectStatement
 from .insert import insert_statement, int_array, text_array
@@ -115,8 +121,10 @@ class PostgresDriver(Listening, Driver):
         # when a connection of this pool was last found broken: the idle ones are suspect
         self._broken_at = 0.0
         self.max_size = max(2, pool_size)
+        self._attempts = ConnectAttempts()
         self.pool = ConnectionPool(
             url,
+            connection_class=self._attempts.connection_class(),
             min_size=1,
             max_size=self.max_size,
             open=True,
@@ -195,11 +203,25 @@ class PostgresDriver(Listening, Driver):
         other, without pausing: after a cut they all fail at once, and the pool's
         replacements (fresh connections) come after them."""
         deadline = time.monotonic() + (self.connect_timeout if timeout is None else timeout)
+        wait = FIRST_WAIT
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                failure = self._attempts.failure
+                if failure is not None:
+                    raise ConnectFailed(failure)
                 raise PoolTimeout("no working connection before the timeout")
-            conn = self.pool.getconn(timeout=remaining)
+            try:
+                conn = self.pool.getconn(timeout=min(remaining, wait))
+            except PoolTimeout:
+                # none free: when the pool's latest attempt to connect failed, say why now
+                # rather than wait the timeout out (a refused or rejected connection does not
+                # come right by waiting; the caller's retry asks again)
+                failure = self._attempts.failure
+                if failure is not None:
+                    raise ConnectFailed(failure) from None
+                wait = NEXT_WAIT
+                continue
             if self._fresh(conn) or self._works(conn):
                 self._enter(conn)
                 return conn
@@ -262,6 +284,8 @@ class PostgresDriver(Listening, Driver):
                 yield _Tx(conn, self.sql, utc=not self._pooled)
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise _unavailable(exc) from exc
+        except psycopg.errors.UndefinedTable as exc:
+            raise schema_missing(self.url, exc) or exc from exc
 
     def _async_transaction(self, *, autocommit: bool = False) -> Iterator[_Tx]:
         try:
@@ -315,6 +339,8 @@ class PostgresDriver(Listening, Driver):
                 yield _Tx(conn, self.sql, utc=not self._pooled)
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise _unavailable(exc) from exc
+        except psycopg.errors.UndefinedTable as exc:
+            raise schema_missing(self.url, exc) or exc from exc
 
     def _own_open(self, holder: Any) -> psycopg.Connection[Any]:
         """The connection kept outside the pool in ``holder`` (``.conn``, ``.prepared``; see
@@ -336,6 +362,8 @@ class PostgresDriver(Listening, Driver):
                     self._own_all.append(conn)
         except psycopg.OperationalError as exc:
             self._drop_own(holder, conn)
+            if conn is None:  # the connect itself failed: the server's answer, at once
+                raise _unavailable(ConnectFailed(connect_error_text(exc))) from exc
             raise _unavailable(exc) from exc
         self._enter(conn)
         return conn
@@ -349,6 +377,9 @@ class PostgresDriver(Listening, Driver):
         self._last_used[conn] = time.monotonic()
         if error is None:
             return
+        missing = schema_missing(self.url, error)
+        if missing is not None:
+            raise missing from error
         if isinstance(error, psycopg.OperationalError):
             self._drop_own(holder, conn)
             raise _unavailable(error) from error
@@ -376,8 +407,11 @@ class PostgresDriver(Listening, Driver):
             # Open the caller's own transaction first, so that the block below is a savepoint
             # inside it and nothing is committed until the caller commits.
             conn.execute("SELECT 1")
-        with conn.transaction():
-            yield _Tx(conn, self.sql, utc=False)
+        try:
+            with conn.transaction():
+                yield _Tx(conn, self.sql, utc=False)
+        except psycopg.errors.UndefinedTable as exc:
+            raise schema_missing(self.url, exc) or exc from exc
 
     def migrate(self) -> list[int]:
         applied: list[int] = []
@@ -565,6 +599,8 @@ class PostgresDriver(Listening, Driver):
 
 
 def _unavailable(exc: BaseException) -> StoreUnavailable:
+    if isinstance(exc, ConnectFailed):
+        return StoreUnavailable(f"cannot connect to PostgreSQL: {exc}")
     return StoreUnavailable(f"PostgreSQL is unreachable: {type(exc).__name__}: {_first_line(exc)}")
 
 

@@ -8,6 +8,7 @@ Each thread gets its own connection. Times are REAL epoch seconds read from SQLi
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -15,7 +16,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
+from ...model.errors import SchemaMissing, StoreUnavailable
 from .. import queries
 from ..base import TIME_COLUMNS, Claim, Driver, NewTask, Row, Tx, dumps
 from ..offloop import OffLoop
@@ -115,8 +118,6 @@ class SQLiteDriver(OffLoop, Driver):
         self, url: str, *, busy_timeout: float = 30.0, synchronous: str | None = None, **_: Any
     ) -> None:
         super().__init__()
-        import os
-
         self.path = path_from_url(url)
         self.url = url
         self.busy_timeout = busy_timeout
@@ -133,15 +134,34 @@ class SQLiteDriver(OffLoop, Driver):
         self._closed = False
 
     # -- connections -------------------------------------------------------------------------
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, *, create: bool = False) -> sqlite3.Connection:
+        """This thread's connection. Only ``migrate`` (``create``) may create the file: every
+        other use opens it ``mode=rw``, so a read of a wrong path never leaves an empty
+        database behind, and says what is missing."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is not None:
             return conn
         if self._closed:
             raise RuntimeError("this App is closed")
-        conn = sqlite3.connect(
-            self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
-        )
+        target = os.path.abspath(self.path)
+        folder = os.path.dirname(target)
+        if create and not os.path.isdir(folder):
+            raise StoreUnavailable(
+                f"cannot create the SQLite database {target}: the directory {folder} does not "
+                "exist (create it, or fix the path in the URL)"
+            )
+        try:
+            conn = sqlite3.connect(
+                f"file:{quote(target)}?mode={'rwc' if create else 'rw'}",
+                uri=True,
+                timeout=self.busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.OperationalError:
+            if not create and not os.path.exists(target):
+                raise SchemaMissing(self.url, f"no database file at {target}") from None
+            raise
         conn.row_factory = sqlite3.Row
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal":  # pragma: no cover - e.g. a read-only medium
@@ -167,11 +187,17 @@ class SQLiteDriver(OffLoop, Driver):
             self._local.seen = conn.execute("PRAGMA data_version").fetchone()[0]
         try:
             yield _Tx(conn, self.sql)
-        except BaseException:
+        except BaseException as exc:
             conn.execute("ROLLBACK")
+            self._raise_schema_missing(exc)
             raise
         else:
             conn.execute("COMMIT")
+
+    def _raise_schema_missing(self, exc: BaseException) -> None:
+        """A statement that met no jobtrail table: the schema is missing (never migrated)."""
+        if isinstance(exc, sqlite3.OperationalError) and str(exc).startswith("no such table"):
+            raise SchemaMissing(self.url, str(exc)) from exc
 
     def _caller_transaction(self, conn: Any) -> Iterator[_Tx]:
         """Work inside the caller's connection; the caller commits (or not)."""
@@ -190,16 +216,17 @@ class SQLiteDriver(OffLoop, Driver):
             conn.execute("SAVEPOINT jobtrail_enqueue")
             try:
                 yield _Tx(conn, self.sql)
-            except BaseException:
+            except BaseException as exc:
                 conn.execute("ROLLBACK TO jobtrail_enqueue")
                 conn.execute("RELEASE jobtrail_enqueue")
+                self._raise_schema_missing(exc)
                 raise
             conn.execute("RELEASE jobtrail_enqueue")
         finally:
             conn.row_factory = previous
 
     def migrate(self) -> list[int]:
-        conn = self._connect()
+        conn = self._connect(create=True)
         applied: list[int] = []
         conn.execute("BEGIN IMMEDIATE")
         try:

@@ -1,0 +1,339 @@
+"""The store's health as ``jobtrail doctor`` reports it (SPEC §16.5): reachability with the
+server's own answer, the schema version against the one this code expects, the wake-up path
+(a LISTEN/NOTIFY round trip on PostgreSQL), the clock difference between this machine and the
+database, a pooler in between; on SQLite the file, its directory, the journal mode and the
+``synchronous`` setting.
+
+Read-only: no probe creates a database file, a table or a row (the NOTIFY goes to a channel of
+its own, so no worker wakes up). Works without an ``App``: a store too broken to open one is
+what the doctor is for.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from ..model.urls import redact_url
+from . import queries
+
+OK, WARN, FAIL, NA = "ok", "warn", "fail", "n/a"
+#: The clock difference (seconds, beyond the round trip's uncertainty) reported as a warning:
+#: decisions use the database clock, but a ``run_at`` computed on this machine is off by it.
+CLOCK_WARN = 1.0
+#: How long the LISTEN side waits for its own notification (seconds).
+NOTIFY_WAIT = 2.0
+
+
+@dataclass
+class Check:
+    """One line of the report: ``status`` is ``ok``, ``warn``, ``fail`` or ``n/a``."""
+
+    name: str
+    status: str
+    detail: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def healthy(checks: list[Check]) -> bool:
+    """All is well: every check passed or does not apply (``doctor`` exits 0)."""
+    return all(c.status in (OK, NA) for c in checks)
+
+
+def diagnose(url: str, *, timeout: float = 5.0, synchronous: str | None = None) -> list[Check]:
+    """The checks of the store at ``url`` (``ValueError`` for a URL of no known scheme)."""
+    if url.startswith("sqlite:"):
+        return _sqlite(url, synchronous)
+    if url.startswith(("postgresql:", "postgres:")):
+        return _postgres(url, timeout)
+    scheme = url.split(":", 1)[0] if ":" in url else url
+    raise ValueError(
+        f"unsupported database URL scheme {scheme!r}: use sqlite:///path.db or "
+        "postgresql://user:pass@host:port/db"
+    )
+
+
+def _schema(url: str, have: set[int] | None, dialect: str) -> Check:
+    expected = {version for version, _, _ in queries.migrations(dialect)}
+    latest = max(expected)
+    command = f"jobtrail migrate --db {redact_url(url)}"
+    if not have:
+        return Check(
+            "schema",
+            FAIL,
+            f"no jobtrail schema (expected version {latest}); run `{command}`",
+            {"current": None, "expected": latest, "missing": sorted(expected)},
+        )
+    missing, unknown = sorted(expected - have), sorted(have - expected)
+    data = {"current": max(have), "expected": latest, "missing": missing, "unknown": unknown}
+    if missing:
+        return Check(
+            "schema",
+            FAIL,
+            f"version {max(have)}, expected {latest}: migrations {missing} not applied; "
+            f"run `{command}`",
+            data,
+        )
+    if unknown:
+        return Check(
+            "schema",
+            WARN,
+            f"version {max(have)}, expected {latest}: the database has migrations {unknown} "
+            "this jobtrail does not know (a newer jobtrail migrated it?)",
+            data,
+        )
+    return Check("schema", OK, f"version {latest} (expected {latest})", data)
+
+
+# -- SQLite ----------------------------------------------------------------------------------
+def _sqlite(url: str, synchronous: str | None) -> list[Check]:
+    from .sqlite import path_from_url
+
+    path = os.path.abspath(path_from_url(url))
+    folder = os.path.dirname(path)
+    checks: list[Check] = []
+    exists = os.path.isfile(path)
+    if exists:
+        checks.append(Check("file", OK, f"{path} ({os.path.getsize(path)} bytes)", {"path": path}))
+    else:
+        checks.append(
+            Check(
+                "file",
+                FAIL,
+                f"no database file at {path}; run `jobtrail migrate --db {url}`",
+                {"path": path},
+            )
+        )
+    if not os.path.isdir(folder):
+        checks.append(Check("directory", FAIL, f"{folder} does not exist", {"path": folder}))
+    elif not os.access(folder, os.W_OK | os.X_OK):
+        checks.append(
+            Check(
+                "directory",
+                FAIL,
+                f"{folder} is not writable: SQLite's WAL needs to create {path}-wal and -shm",
+                {"path": folder},
+            )
+        )
+    else:
+        checks.append(Check("directory", OK, f"{folder} is writable", {"path": folder}))
+    sync = (synchronous or os.environ.get("JOBTRAIL_SQLITE_SYNCHRONOUS") or "FULL").upper()
+    if sync in ("FULL", "EXTRA"):
+        checks.append(Check("synchronous", OK, f"{sync} (durable)", {"value": sync}))
+    elif sync == "NORMAL":
+        checks.append(
+            Check(
+                "synchronous",
+                WARN,
+                "NORMAL (JOBTRAIL_SQLITE_SYNCHRONOUS): the last commits can be lost on a power "
+                "loss",
+                {"value": sync},
+            )
+        )
+    else:
+        checks.append(
+            Check(
+                "synchronous",
+                FAIL,
+                f"JOBTRAIL_SQLITE_SYNCHRONOUS={sync!r}: must be FULL, EXTRA or NORMAL",
+                {"value": sync},
+            )
+        )
+    if exists:
+        checks += _sqlite_file(url, path)
+    else:
+        checks.append(Check("journal", NA, "no database file", {}))
+        checks.append(_schema(url, None, "sqlite"))
+    checks.append(
+        Check(
+            "wake-up",
+            NA,
+            "SQLite has no LISTEN/NOTIFY: idle workers watch PRAGMA data_version every 2 ms "
+            "(and are woken at once by an enqueue in their own process)",
+        )
+    )
+    checks.append(Check("clock", NA, "the database clock is this machine's"))
+    return checks
+
+
+def _sqlite_file(url: str, path: str) -> list[Check]:
+    try:
+        # read-only: the doctor never creates or converts anything
+        conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=5.0)
+    except sqlite3.Error as exc:
+        return [
+            Check("journal", FAIL, f"cannot open {path}: {exc}", {}),
+            Check("schema", NA, "the file cannot be opened", {}),
+        ]
+    try:
+        checks: list[Check] = []
+        mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+        if mode == "wal":
+            checks.append(Check("journal", OK, "WAL", {"mode": mode}))
+        else:
+            checks.append(
+                Check(
+                    "journal",
+                    WARN,
+                    f"{mode}, not WAL: jobtrail switches the file to WAL when it opens it to "
+                    "write (run `jobtrail migrate`)",
+                    {"mode": mode},
+                )
+            )
+        found = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobtrail_migrations'"
+        ).fetchone()
+        have = (
+            {int(r[0]) for r in conn.execute("SELECT version FROM jobtrail_migrations")}
+            if found
+            else None
+        )
+        checks.append(_schema(url, have, "sqlite"))
+        return checks
+    except sqlite3.Error as exc:
+        return [Check("schema", FAIL, f"cannot read {path}: {exc}", {})]
+    finally:
+        conn.close()
+
+
+# -- PostgreSQL ------------------------------------------------------------------------------
+def _postgres(url: str, timeout: float) -> list[Check]:
+    import psycopg
+
+    from .postgres.connection import connect_error_text
+
+    options = {"autocommit": True, "connect_timeout": max(1, int(timeout))}
+    started = time.monotonic()
+    try:
+        conn = psycopg.connect(url, **options)  # type: ignore[arg-type]
+    except psycopg.Error as exc:
+        checks = [Check("reachable", FAIL, connect_error_text(exc), {"url": redact_url(url)})]
+        for name in ("schema", "listen/notify", "clock", "pooler"):
+            checks.append(Check(name, NA, "the database cannot be reached"))
+        return checks
+    try:
+        other = psycopg.connect(url, **options)  # type: ignore[arg-type]
+    except psycopg.Error:
+        other = None
+    try:
+        took = time.monotonic() - started
+        info = conn.info
+        version = conn.execute("SHOW server_version").fetchone()
+        checks = [
+            Check(
+                "reachable",
+                OK,
+                f"PostgreSQL {version[0] if version else '?'} at {info.host}:{info.port}, "
+                f"database {info.dbname}, user {info.user} (connected in {took * 1000:.0f} ms)",
+                {"url": redact_url(url), "server_version": version[0] if version else None},
+            )
+        ]
+        checks.append(_pg_schema(url, conn))
+        checks.append(_pg_notify(conn, other))
+        checks.append(_pg_clock(conn))
+        checks.append(_pg_pooler(conn, other))
+        return checks
+    finally:
+        conn.close()
+        if other is not None:
+            other.close()
+
+
+def _pg_schema(url: str, conn: Any) -> Check:
+    row = conn.execute("SELECT to_regclass('jobtrail_migrations') IS NOT NULL").fetchone()
+    have = (
+        {int(r[0]) for r in conn.execute("SELECT version FROM jobtrail_migrations")}
+        if row and row[0]
+        else None
+    )
+    return _schema(url, have, "postgres")
+
+
+def _pg_notify(listener: Any, sender: Any) -> Check:
+    """A NOTIFY sent on one connection must reach a LISTEN on another, as a worker's would."""
+    from psycopg import sql
+
+    if sender is None:
+        return Check("listen/notify", FAIL, "a second connection could not be opened")
+    channel = f"jobtrail_doctor_{secrets.token_hex(4)}"  # its own: no worker wakes up
+    listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+    started = time.monotonic()
+    sender.execute("SELECT pg_notify(%s, 'doctor')", (channel,))
+    got = list(listener.notifies(timeout=NOTIFY_WAIT, stop_after=1))
+    listener.execute("UNLISTEN *")
+    if got:
+        took = (time.monotonic() - started) * 1000
+        return Check("listen/notify", OK, f"a notification arrived in {took:.1f} ms", {"ms": took})
+    return Check(
+        "listen/notify",
+        WARN,
+        f"no notification arrived within {NOTIFY_WAIT:.0f} s (a pooler in transaction mode "
+        "drops LISTEN): idle workers will only poll; give them a direct listen URL",
+        {"ms": None},
+    )
+
+
+def _pg_clock(conn: Any) -> Check:
+    before = time.time()
+    row = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
+    after = time.time()
+    offset = float(row[0]) - (before + after) / 2
+    uncertainty = (after - before) / 2
+    data = {"offset_s": round(offset, 4), "uncertainty_s": round(uncertainty, 4)}
+    side = "ahead of" if offset > 0 else "behind"
+    text = f"the database clock is {abs(offset):.3f} s {side} this machine's (±{uncertainty:.3f})"
+    if abs(offset) - uncertainty > CLOCK_WARN:
+        return Check(
+            "clock",
+            WARN,
+            f"{text}: jobtrail decides by the database clock, but a run_at computed here is off "
+            "by that much; synchronise this machine (NTP)",
+            data,
+        )
+    return Check("clock", OK, text, data)
+
+
+def _pg_pooler(conn: Any, other: Any) -> Check:
+    """A pooler shows in two ways. Any proxy: the port we reached is not the one the server
+    listens on. A transaction-mode pooler: the server backend behind one connection changes
+    between transactions, or two connections share one backend (a direct connection has one
+    backend of its own for its whole life)."""
+    pids = [conn.execute("SELECT pg_backend_pid()").fetchone()[0] for _ in range(3)]
+    other_pid = other.execute("SELECT pg_backend_pid()").fetchone()[0] if other else None
+    server_port = conn.execute("SELECT current_setting('port')").fetchone()[0]
+    reached = conn.info.port
+    data: dict[str, Any] = {
+        "backend_pids": pids,
+        "other_backend_pid": other_pid,
+        "port": reached,
+        "server_port": int(server_port),
+    }
+    if len(set(pids)) > 1 or other_pid in pids:
+        data["mode"] = "transaction"
+        return Check(
+            "pooler",
+            WARN,
+            "a pooler in transaction mode (the server backend changed between transactions): "
+            'run jobtrail with pooler="transaction" (--pooler transaction) and LISTEN through a '
+            "direct or session-pooled listen URL",
+            data,
+        )
+    if int(server_port) != int(reached):
+        data["mode"] = "session or proxy"
+        return Check(
+            "pooler",
+            OK,
+            f"a pooler or proxy: port {reached} is answered by a server listening on "
+            f"{server_port}; the backend stays the same (session mode or a plain proxy)",
+            data,
+        )
+    data["mode"] = None
+    return Check("pooler", OK, "none detected: connected to PostgreSQL itself", data)
