@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from ..core.context import Attempt, Context
+from ..core.results import encode_result
 from ..model.models import task_from_row
 from .outcomes import Outcomes
 from .pool import _attempt_timeout
@@ -48,7 +49,8 @@ class Handlers(Outcomes):
         assert handler is not None
         outcome: BaseException | None = None
         try:
-            handler(ctx, attempt.task.payload)
+            value = handler(ctx, attempt.task.payload)
+            attempt.result = encode_result(value, self.collab.result_limit)
         except BaseException as exc:  # noqa: BLE001 - every outcome is classified
             outcome = exc
         keep = self._handler_done(attempt)
@@ -74,9 +76,12 @@ class Handlers(Outcomes):
         assert handler is not None
         try:
             if attempt.spec.timeout is not None:
-                await asyncio.wait_for(handler(ctx, attempt.task.payload), attempt.spec.timeout)
+                value = await asyncio.wait_for(
+                    handler(ctx, attempt.task.payload), attempt.spec.timeout
+                )
             else:
-                await handler(ctx, attempt.task.payload)
+                value = await handler(ctx, attempt.task.payload)
+            attempt.result = encode_result(value, self.collab.result_limit)
         except TimeoutError:
             return _attempt_timeout(attempt)
         except BaseException as exc:  # noqa: BLE001
