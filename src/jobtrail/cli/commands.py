@@ -5,6 +5,7 @@ on the group in ``cli/base.py`` by ``cli/__init__.py`` importing this module."""
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from typing import Any
 
@@ -88,6 +89,21 @@ def migrate(rt: Runtime) -> None:
     metavar="S",
     help="Seconds running tasks get to finish after SIGTERM/SIGINT.",
 )
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+    help="DEBUG adds one line per finished attempt; failures log at WARNING (retried) or "
+    "ERROR (dead), with the traceback.",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one object per line with task_id, kind, attempt, reason, duration_ms.",
+)
 def worker(
     rt: Runtime,
     queues: tuple[str, ...],
@@ -96,6 +112,8 @@ def worker(
     burst: bool,
     poll_interval: float,
     grace: float,
+    log_level: str,
+    log_format: str,
 ) -> None:
     """Run a worker for the kinds of --app until SIGTERM/SIGINT (or, with --burst, until idle)."""
     if not rt.app_ref:
@@ -103,7 +121,7 @@ def worker(
             "worker needs your app to know the task kinds: pass --app module:attr or set "
             "JOBTRAIL_APP"
         )
-    fmt.log_to_stderr()
+    fmt.log_to_stderr(getattr(logging, log_level.upper()), log_format)
     app = rt.app(must_exist=False)
     app.migrate()
     processed = app.run_worker(

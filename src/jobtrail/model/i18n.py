@@ -258,6 +258,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "cli.h_data": {"en": "DATA", "zh": "数据"},
     "cli.status_head": {"en": "task {id}  {kind}", "zh": "任务 {id}  {kind}"},
     "cli.s_state": {"en": "state", "zh": "状态"},
+    "cli.s_result": {"en": "result", "zh": "结果"},
     "cli.s_queue": {"en": "queue", "zh": "队列"},
     "cli.s_attempts": {"en": "attempts", "zh": "尝试"},
     "cli.s_run_at": {"en": "run at", "zh": "计划运行"},
