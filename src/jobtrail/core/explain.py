@@ -389,13 +389,20 @@ def _details(t: Transition, lang: str, effect_confirmed: bool = False) -> str:
     if t.reason == Reason.ENQUEUED and t.data.get("cron_window"):  # cron (scheduler.py)
         cron, tz = t.data.get("cron", "?"), t.data.get("tz", "UTC")
         segments.append(text["cron_window"].format(w=t.data["cron_window"], cron=cron, tz=tz))
+    return text["join"].join(segments) + " — " + transition_sentence(t, lang, effect_confirmed)
+
+
+def transition_sentence(t: Transition, lang: str = "en", effect_confirmed: bool = False) -> str:
+    """The sentence for one transition: its reason's, except where §16.1 needs more than the
+    code — an unclassified error's retry ("unclassified error, retried by default", never
+    "transient") and a completion, "finished", that says "the side effect is confirmed" only
+    when ``effect_confirmed`` (the task has a confirmed effect)."""
+    text = _TEXT[lang]
     if t.reason == Reason.COMPLETED and effect_confirmed:
-        said = text["completed_effect"]
-    elif t.reason == Reason.RETRY_SCHEDULED and t.error_category == ErrorCategory.UNCLASSIFIED:
-        said = text["retry_unclassified"]  # a bug is not "transient" (§16.1)
-    else:
-        said = sentence(t.reason, lang)
-    return text["join"].join(segments) + " — " + said
+        return text["completed_effect"]
+    if t.reason == Reason.RETRY_SCHEDULED and t.error_category == ErrorCategory.UNCLASSIFIED:
+        return text["retry_unclassified"]
+    return sentence(t.reason, lang)
 
 
 def _header(task: Task, now: datetime, lang: str, extra: list[str] | None) -> list[str]:
