@@ -1,7 +1,8 @@
 # ruff: noqa: E501, S608
 """How fast is queue health on a big store? Loads N tasks (default 1,000,000) with their
 transitions into a fresh PostgreSQL schema (or SQLite file), then times `app.stats()`, each of
-its queries, `app.dead()`, a claim, and `app.list()` paging.
+its queries, `app.dead()` (with and without its tasks' evidence), a preview, a claim, and
+`app.list()` paging.
 
     python bench/stats_1m.py --backend postgres --tasks 1000000
     python bench/stats_1m.py --backend sqlite --tasks 1000000
@@ -130,6 +131,8 @@ def main() -> int:
     for name in ("stats_finished", "stats_reasons", "stats_waits", "stats_runs"):
         timed(f"  query {name} (5 min)", lambda name=name: _run(app, name, {"since": since}))
     timed("app.dead()", app.dead)
+    timed("app.dead(tasks=5) (evidence)", lambda: app.dead(tasks=5))
+    timed("app.dead_preview(limit=500) (effects)", lambda: app.dead_preview(limit=500))
     timed("app.list(limit=50)", lambda: app.list(limit=50))
     timed("app.list(state='dead', limit=50)", lambda: app.list(state="dead", limit=50))
     states = ("queued", "leased", "cancelled", "succeeded")

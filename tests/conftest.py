@@ -3,6 +3,8 @@
 SQLite: a new file per test. PostgreSQL: a new schema per test in the database named by
 ``JOBTRAIL_TEST_PG_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``). Under
 ``CI=true`` a PostgreSQL test that cannot connect fails; elsewhere it is skipped.
+``pgbouncer-tx``: the same PostgreSQL through a real PgBouncer in ``pool_mode=transaction``
+(``tests/bouncer.py``) with ``App(pooler="transaction")``, for the modules in ``POOLED``.
 
 Under ``CI=true`` no test may skip at all: a test that needs something the machine lacks
 (PostgreSQL, root for a private cluster, Chromium, schemathesis) calls ``unavailable(reason)``,
@@ -21,12 +23,30 @@ from urllib.parse import quote
 
 import psycopg
 import pytest
+from bouncer import Bouncer
+from bouncer import available as pgbouncer_available
 
 import jobtrail
 
 PG_URL = os.environ.get("JOBTRAIL_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 BACKENDS = ["sqlite", "postgres"]
+#: The test modules whose ``backend``-parametrised tests also run through PgBouncer in
+#: transaction mode (``pgbouncer-tx``): a representative subset, to keep CI's time in bounds.
+POOLED = {
+    "test_enqueue",
+    "test_edges",
+    "test_retries",
+    "test_cancel_replay",
+    "test_effects",
+    "test_outbox",
+    "test_workflows",
+    "test_cron",
+    "test_worker_pump",
+    "test_batches",
+    "test_ops",
+    "test_crash",
+}
 
 
 def pg_available() -> str | None:
@@ -64,6 +84,41 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = f"CI=true and the test skipped: {reason}"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The ``pgbouncer-tx`` cases run only for the modules in ``POOLED``."""
+    keep, drop = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        pooled = callspec is not None and callspec.params.get("backend") == "pgbouncer-tx"
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""  # type: ignore[attr-defined]
+        (drop if pooled and module not in POOLED else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+_bouncer: Bouncer | None = None
+
+
+def bouncer() -> Bouncer:
+    """The test session's PgBouncer (started on first use; ``unavailable`` without one)."""
+    global _bouncer
+    reason = pgbouncer_available()
+    if reason is not None:
+        unavailable(reason)
+    if _bouncer is None:
+        _bouncer = Bouncer(PG_URL)
+        _bouncer.start()
+    elif not _bouncer.running:  # a test killed it and did not restart it
+        _bouncer.start()
+    return _bouncer
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _bouncer is not None:
+        _bouncer.close()
+
+
 def schema_url(schema: str) -> str:
     sep = "&" if "?" in PG_URL else "?"
     return f"{PG_URL}{sep}options={quote(f'-csearch_path={schema}')}"
@@ -72,14 +127,33 @@ def schema_url(schema: str) -> str:
 class Store:
     """A fresh, empty store for one test; ``url`` works in subprocesses too."""
 
-    def __init__(self, backend: str, url: str, cleanup: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        backend: str,
+        url: str,
+        cleanup: Callable[[], None],
+        options: dict[str, str] | None = None,
+        direct_url: str | None = None,
+    ) -> None:
         self.backend = backend
         self.url = url
         self._cleanup = cleanup
+        #: what every App on this store is given (``pooler`` behind PgBouncer)
+        self.options: dict[str, str] = options or {}
+        #: the store without any pooler in between (the same as ``url`` unless pooled)
+        self.direct_url = direct_url or url
         self.apps: list[jobtrail.App] = []
 
+    @property
+    def postgres(self) -> bool:
+        return self.backend != "sqlite"
+
+    def env(self) -> dict[str, str]:
+        """Environment for a subprocess App on this store (``JOBTRAIL_POOLER``)."""
+        return {"JOBTRAIL_POOLER": self.options["pooler"]} if "pooler" in self.options else {}
+
     def app(self, **options: object) -> jobtrail.App:
-        app = jobtrail.App(self.url, **options)  # type: ignore[arg-type]
+        app = jobtrail.App(self.url, **{**self.options, **options})  # type: ignore[arg-type]
         app.migrate()
         self.apps.append(app)
         return app
@@ -99,14 +173,26 @@ def make_store(backend: str, tmp_path: Path) -> Store:
     with psycopg.connect(PG_URL, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
 
+    pooled = bouncer().add(schema) if backend == "pgbouncer-tx" else None
+
     def drop() -> None:
+        if pooled is not None and _bouncer is not None:
+            _bouncer.remove(schema)
         with psycopg.connect(PG_URL, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
+    if pooled is not None:
+        return Store(
+            backend,
+            pooled["transaction"],
+            drop,
+            {"pooler": "transaction"},
+            direct_url=schema_url(schema),
+        )
     return Store(backend, schema_url(schema), drop)
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=[*BACKENDS, "pgbouncer-tx"])
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 

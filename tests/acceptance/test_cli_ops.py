@@ -109,8 +109,16 @@ def test_operator_verbs(cli: Cli) -> None:
 
     # dead: one group; dismissing the task closes it.
     table = cli("dead").stdout.splitlines()
-    assert table[0].split() == ["REASON", "KIND", "COUNT", "OLDEST", "VERSIONS"]
+    assert table[0].split() == [
+        "REASON", "KIND", "COUNT", "OLDEST", "VERSIONS", "CATEGORIES", "ATTEMPTS",
+        "FIRST", "FAILURE", "LAST", "FAILURE",
+    ]  # fmt: skip
     assert table[1].split()[:3] == ["permanent_error", "boom", "1"]
+    # the group's evidence, then its newest tasks' own (SPEC §16.6)
+    assert table[1].split()[5:7] == ["invalid_input", "1"]
+    assert table[2] == "permanent_error / boom:"
+    assert table[3].split()[:5] == ["task", dead, "invalid_input", "attempts", "1/1"]
+    assert "input sha256:" in table[3]
     cli("dismiss", dead, "--by", "a", "--note", "will not replay")
     assert cli.json("dead") == []
 

@@ -218,3 +218,34 @@ def test_module_entry_serves_the_dashboard(tmp_path: object) -> None:
         proc.wait(10)
     refused = subprocess.run([*cmd, "--host", "0.0.0.0"], env=env, capture_output=True, text=True)
     assert refused.returncode != 0 and "loopback" in refused.stderr
+
+
+def test_dead_letters_show_evidence_effects_and_replay_runs(site: tuple[str, Seeded]) -> None:
+    """SPEC §16.6 on the dead-letter page: each group's and task's evidence, the effects a
+    replay performs again or skips in the preview, and the recorded replay runs."""
+    url, s = site
+    page = fetch(url + "/dead")[1]
+    groups = [g.split("</tr>")[0] for g in page.split('class="dead-group"')[1:]]
+    [group] = [g for g in groups if "<td>publish_note</td>" in g]
+    assert "<td>unauthorized</td>" in group and "<td>1</td>" in group
+    row = page.split(f'class="evidence" data-task="{s.dead}"')[1].split("</tr>")[0]
+    assert "unauthorized" in row and "1/1" in row and "p-1" in row and "sha256:" in row
+    assert "bye" not in page  # the payload is never shown, only its hash
+    assert "No replay run yet." in page
+    preview = fetch(url + "/dead/preview?kind=publish_note")[1]
+    effects = preview.split(f'class="preview-effects" data-task="{s.dead}"')[1].split("</tr>")[0]
+    skip = effects.split('class="skip"')[1]
+    assert "<code>submit_body</code>" in skip and "(p-1)" in skip
+    assert "upload_images" not in effects  # a step is not an effect
+    assert '<td class="again"><span class="muted">-</span>' in effects
+    until = preview.split('name="until" value="')[1].split('"')[0]
+    form = {"reason": "", "kind": "publish_note", "since": "", "until": until, "limit": "1",
+            "per_second": "50", "by": "erin", "note": "token renewed"}  # fmt: skip
+    assert fetch(url + "/dead/replay", form)[0] == 200
+    page = fetch(url + "/dead")[1]
+    run = page.split('class="replay-run"')[1].split("</tr>")[0]
+    assert 'data-state="completed"' in run and "erin" in run and "token renewed" in run
+    assert "kind=publish_note" in run and "1/1" in run
+    assert f'data-run="{s.app.replay_runs()[0]["id"]}"' in page
+    zh = fetch(url + "/dead?lang=zh")[1]
+    assert "重放批次" in zh and "已完成" in zh and "首次 / 末次失败" in zh

@@ -153,10 +153,13 @@ def run(
     pg_restart: Any = None,
     seed: int | None = None,
     progress: bool = False,
+    pooled_url: str | None = None,
 ) -> Result:
     """Run the soak against the (migrated, empty) store at ``url``. With ``pg_restart`` (an
     object with ``ctl(action)``), workers go through a fault proxy and the server restarts once
-    when about half the tasks are done."""
+    when about half the tasks are done. With ``pooled_url`` (a transaction pooler in front of
+    ``url``) the workers go through it instead, with ``pooler="transaction"``; ``pg_restart``
+    may then restart the pooler."""
     rng = random.Random(seed)
     backend = "sqlite" if url.startswith("sqlite:") else "postgres"
     res = Result(backend, tasks, workers)
@@ -167,7 +170,9 @@ def run(
 
     proxy: FaultProxy | None = None
     worker_url = url
-    if backend == "postgres":
+    if pooled_url is not None:
+        worker_url = pooled_url
+    elif backend == "postgres":
         from urllib.parse import urlsplit, urlunsplit
 
         parts = urlsplit(url)
@@ -182,6 +187,9 @@ def run(
         SOAK_ERR=str(error_rate),
         PYTHONPATH=os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
     )
+    env.pop("JOBTRAIL_POOLER", None)
+    if pooled_url is not None:
+        env["JOBTRAIL_POOLER"] = "transaction"
     procs: list[tuple[subprocess.Popen[bytes], Path]] = []
     logs: list[Path] = []
 

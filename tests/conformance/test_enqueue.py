@@ -385,7 +385,7 @@ def test_enqueue_many_in_batches_on_the_callers_connection(store, kapp) -> None:
     # an item that fails in a later batch undoes only the enqueue, not the caller's own work
     n = 2 * kapp._driver.insert_batch + 1
     with closing(_caller_connection(store)) as conn:
-        if store.backend == "postgres":
+        if store.backend != "sqlite":
             conn.row_factory = psycopg.rows.dict_row
         _orders(store, conn)
         _insert_order(store, conn, 1)
@@ -396,7 +396,7 @@ def test_enqueue_many_in_batches_on_the_callers_connection(store, kapp) -> None:
         single = kapp.enqueue("k", {"n": -1}, connection=conn)
         assert kapp.list() == []  # not visible before the caller commits
         conn.commit()
-        if store.backend == "postgres":
+        if store.backend != "sqlite":
             conn.row_factory = psycopg.rows.tuple_row
         assert _order_ids(store, conn) == [1]
         assert [t.payload["n"] for t in tasks] == list(range(n))

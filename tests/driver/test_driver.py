@@ -103,9 +103,11 @@ def test_migrate_is_idempotent_and_close(world: dict[str, Any]) -> None:
     other._driver.close()
 
 
-@covers("wait_for_work", "wake", "notify_queued", "is_outage")
+@covers("wait_for_work", "wake", "notify_queued", "is_outage", "check_wakeups")
 def test_wake_ups(world: dict[str, Any]) -> None:
     d: Driver = world["d"]
+    # SQLite has no LISTEN to check; PostgreSQL's listener hears a NOTIFY of its own
+    assert d.check_wakeups() is (None if d.dialect == "sqlite" else True)
     d.wake()
     assert isinstance(d.wait_for_work(0.01), bool)
     with d.transaction() as tx:
@@ -333,6 +335,52 @@ def test_receipts_and_dead(world: dict[str, Any]) -> None:
         none = d.task_dead_select(tx, reason=None, kind=None, since=None, until=None, limit=10)
         assert list(none) == []
         assert d.dead_groups(tx) == []
+
+
+@covers("dead_tasks_evidence", "effect_list_for_tasks")
+def test_dead_evidence_and_effects_of_tasks(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    held = {"id": world["leased"], "owner": OWNER, "attempt": 1}
+    with rolled_back(d) as tx:
+        assert d.dead_tasks_evidence(tx, reason=None, kind=None, per_group=5) == []
+        assert d.effect_intent(tx, {**held, "name": "e", "effect_key": "k1"}) is not None
+        ids = json.dumps([world["leased"], world["queued"]])
+        rows = d.effect_list_for_tasks(tx, ids=ids)
+        assert [(int(r["task_id"]), r["name"], r["status"]) for r in rows] == [
+            (world["leased"], "e", "intent")
+        ]
+        assert d.effect_list_for_tasks(tx, ids=json.dumps([world["queued"]])) == []
+
+
+@covers("replay_run_insert", "replay_run_tasks_insert", "replay_run_task_mark")
+@covers("replay_run_progress", "replay_run_observe", "replay_run_finish", "replay_run_list")
+def test_replay_runs(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with rolled_back(d) as tx:
+        row = d.replay_run_insert(
+            tx,
+            actor="ops",
+            note="n",
+            data=dumps({"kind": "k"}),
+            batch_size=1,
+            stop_after_failures=1,
+            total=2,
+        )
+        assert row is not None
+        run = int(row["id"])
+        ids = json.dumps([world["queued"], world["leased"]])
+        assert d.replay_run_tasks_insert(tx, run_id=run, ids=ids) == 2
+        assert d.replay_run_task_mark(tx, run_id=run, position=1, seq=1) == 1
+        assert d.replay_run_progress(tx, id=run, replayed=1, skipped=0, batches=1) == 1
+        seen = d.replay_run_observe(tx, id=run)
+        assert seen is not None and (int(seen["died"]), int(seen["open"])) == (0, 1)
+        assert d.replay_run_finish(tx, id=run, state="stopped", stop_code="died_again", died=0)
+        # a finished run is never finished again
+        assert d.replay_run_finish(tx, id=run, state="completed", stop_code=None, died=0) == 0
+        [listed] = d.replay_run_list(tx, id=run, limit=5)
+        assert (listed["state"], listed["replayed"], listed["batches"]) == ("stopped", 1, 1)
+        assert listed["data"] == {"kind": "k"} and listed["died_now"] == 0
+        assert listed["finished_at"] is not None and listed["finished_at"].tzinfo is not None
 
 
 @covers("effect_intent", "step_confirm", "step_list", "effect_confirmed_count", "effect_forget")

@@ -180,8 +180,9 @@ sys.exit(0)
 class WorkerDir:
     """``crashapp.py`` + ``runner.py`` in a directory, and a way to start runners there."""
 
-    def __init__(self, root: Path, url: str) -> None:
+    def __init__(self, root: Path, url: str, extra_env: dict[str, str] | None = None) -> None:
         self.root = root
+        self.extra_env = extra_env or {}  # JOBTRAIL_POOLER behind PgBouncer
         self.marks = root / "marks"
         self.marks.mkdir(parents=True, exist_ok=True)
         (root / "crashapp.py").write_text(textwrap.dedent(APP_MODULE))
@@ -192,6 +193,8 @@ class WorkerDir:
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         env["JOBTRAIL_DATABASE_URL"] = self.url
+        env.pop("JOBTRAIL_POOLER", None)
+        env.update(self.extra_env)
         env["JT_MARKS"] = str(self.marks)
         env["PYTHONPATH"] = os.pathsep.join([str(self.root), env.get("PYTHONPATH", "")]).rstrip(
             os.pathsep

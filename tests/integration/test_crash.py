@@ -27,7 +27,7 @@ from jobtrail.model.machine import State
 
 @pytest.fixture
 def workers(store: Any, tmp_path: Path) -> Iterator[WorkerDir]:
-    wd = WorkerDir(tmp_path / "workerdir", store.url)
+    wd = WorkerDir(tmp_path / "workerdir", store.url, store.env())
     try:
         yield wd
     finally:

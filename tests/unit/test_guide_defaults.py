@@ -23,7 +23,7 @@ from jobtrail.cli import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "guide.md"
-SHARED_OPTIONS = {"db", "app_ref", "as_json", "help"}
+SHARED_OPTIONS = {"db", "app_ref", "as_json", "pooler", "listen_url", "help"}
 UNSET = getattr(click.core, "UNSET", None)  # click >= 8.2: an option without a default
 
 

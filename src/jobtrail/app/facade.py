@@ -22,7 +22,6 @@ from ..model.errors import IdempotencyConflict, IllegalTransition, TaskFailed, U
 from ..model.kinds import DEFAULT_MAX_PAYLOAD, KindSpec
 from ..model.machine import Reason, State
 from ..model.models import CancelResult, Task, Transition, task_from_fields, task_from_row
-from ..model.timeparse import parse_time
 from ..services.scheduler import Schedule
 from ..store.base import NEW_TASK_DEFAULTS, Driver, Move, NewTask, Row, Tx
 from ..store.open import describe_url, open_driver
@@ -33,6 +32,7 @@ from .core import (
 from .cron import CronAPI  # cron (§12): @app.periodic, schedule_due, cron_windows
 from .effects import EffectsAPI
 from .ops import OpsAPI
+from .replays import ReplayAPI  # replay, replay runs, the dead letters' evidence (§16.6)
 from .views import ViewsAPI  # read helpers for people (the dashboard)
 from .webhooks import WebhooksAPI  # webhooks (§12)
 
@@ -65,7 +65,7 @@ _ENQUEUE_KEYS = frozenset(
 )
 
 
-class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
+class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
     """One jobtrail application: a store (``url``) and the task kinds registered on it.
 
     ``url`` is ``sqlite:///path.db`` or ``postgresql://…``; else ``JOBTRAIL_DATABASE_URL``; else
@@ -83,12 +83,29 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
         version: str | None = None,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
         result_limit: int = DEFAULT_RESULT_LIMIT,
+        pooler: str | None = None,
+        listen_url: str | None = None,
+        poll_interval: float = 1.0,
         **driver_options: Any,
     ) -> None:
+        """``pooler="transaction"`` when PostgreSQL is reached through a pooler in transaction
+        mode (PgBouncer's ``pool_mode=transaction``, Supavisor, RDS Proxy): no named prepared
+        statements, no session settings, LISTEN only through ``listen_url`` (a direct or
+        session-pooled URL), else idle workers poll every ``poll_interval`` seconds (the
+        default of ``run_worker``). ``pooler`` and ``listen_url`` default to
+        ``JOBTRAIL_POOLER`` and ``JOBTRAIL_LISTEN_URL``; SQLite ignores them (docs/postgres.md).
+        """
         _require_name(default_queue, "default_queue")
         validate.integer(result_limit, "result_limit", 1, MAX_RESULT_LIMIT)
         self.result_limit = result_limit
+        if not isinstance(poll_interval, int | float) or not 0 < poll_interval <= 3600:
+            raise ValueError(
+                f"poll_interval must be a number of seconds in (0, 3600], not {poll_interval!r}"
+            )
         self.url = url or os.environ.get("JOBTRAIL_DATABASE_URL") or "sqlite:///jobtrail.db"
+        self.pooler = pooler or os.environ.get("JOBTRAIL_POOLER") or None
+        self.listen_url = listen_url or os.environ.get("JOBTRAIL_LISTEN_URL") or None
+        self.poll_interval = float(poll_interval)
         self.default_queue = default_queue
         self._version = version or os.environ.get("JOBTRAIL_APP_VERSION")
         self.max_payload_bytes = max_payload_bytes
@@ -96,7 +113,9 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
         self._sinks: dict[str, builtins.list[Any]] = {}
         self._periodic: dict[str, Schedule] = {}  # cron (app/cron.py)
         self._webhook_tenants: dict[str, str] = {}  # the tenant of each source (app/webhooks.py)
-        self._driver: Driver = open_driver(self.url, **driver_options)
+        self._driver: Driver = open_driver(
+            self.url, pooler=self.pooler, listen_url=self.listen_url, **driver_options
+        )
 
     # -- lifecycle ------------------------------------------------------------------------------
     def migrate(self) -> list[int]:
@@ -430,86 +449,6 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
             parent.id, "cancelled" if done else "cancel_requested", parent.state, parent.last_reason
         )
 
-    def replay(self, task_id: str | int, *, by: str, note: str) -> Task:
-        """``dead`` → ``queued`` (edge 19): attempts start again, ``replay_count`` += 1."""
-        _require_text(by, "by")
-        _require_text(note, "note")
-        with self._driver.transaction() as tx:
-            return self._replay(tx, task_id, by, note)
-
-    def _replay(self, tx: Tx, task_id: str | int, by: str, note: str) -> Task:
-        row = self._row(tx, task_id)
-        if row["state"] != State.DEAD:
-            raise IllegalTransition(str(row["id"]), row["state"], "replay (only dead tasks)")
-        children = self._driver.children_list(tx, id=row["id"])
-        for child in children:  # edge 21: replaying a parent replays its dead children
-            if child["state"] == State.DEAD:
-                self._replay(tx, child["id"], by, note)
-        moved = transition.apply(
-            self._driver,
-            tx,
-            Move(
-                task_id=row["id"],
-                from_state=State.DEAD,
-                to_state=State.WAITING if children else State.QUEUED,
-                reason=Reason.REPLAYED,
-                actor=by,
-                note=note,
-                run_in=0.0,
-                reset_attempts=True,
-                replay=True,
-            ),
-        )
-        if moved is None:  # pragma: no cover - writes are serialised in this transaction
-            raise IllegalTransition(str(row["id"]), row["state"], "replay")
-        self._driver.notify_queued(tx, row["queue"])
-        return task_from_row(self._row(tx, task_id))
-
-    def replay_dead(
-        self,
-        *,
-        reason: str | None = None,
-        kind: str | None = None,
-        since: datetime | str | None = None,
-        until: datetime | str | None = None,
-        by: str,
-        note: str,
-        limit: int | None = None,
-        per_second: float | None = None,
-    ) -> builtins.list[tuple[str, str]]:
-        """Batch replay as a formal migration: dead tasks by reason code and the time they
-        became dead (``since`` inclusive, ``until`` exclusive); each gets its own ``replayed``
-        transition, at most ``per_second`` a second. Returns ``(task id, new state)``."""
-        _require_text(by, "by")
-        _require_text(note, "note")
-        validate.batch_filters(reason=reason, kind=kind, limit=limit)
-        if per_second is not None:
-            validate.rate(per_second, "per_second")
-        start = parse_time(since, "since") if since is not None else None
-        end = parse_time(until, "until") if until is not None else None
-        with self._driver.transaction(write=False) as tx:
-            ids = [
-                r["id"]
-                for r in self._driver.task_dead_select(
-                    tx, reason=reason, kind=kind, since=start, until=end, limit=limit
-                )
-            ]
-        out: builtins.list[tuple[str, str]] = []
-        pace = 1.0 / per_second if per_second else 0.0
-        next_at = time.monotonic()
-        for task_id in ids:
-            if pace:
-                wait = next_at - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
-                next_at = max(next_at, time.monotonic()) + pace
-            try:
-                task = self.replay(task_id, by=by, note=note)
-                out.append((task.id, task.state.value))
-            except IllegalTransition as exc:  # replayed or moved by someone else meanwhile
-                out.append((str(task_id), exc.current_state.value))
-        return out
-
     def force(
         self,
         task_id: str | int,
@@ -626,7 +565,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
         concurrency: int = 4,
         prefetch: int = 0,
         burst: bool = False,
-        poll_interval: float = 1.0,
+        poll_interval: float | None = None,
         sweep_interval: float = 1.0,
         grace: float = 30.0,
     ) -> int:
@@ -636,7 +575,8 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
         ``concurrency`` handlers run at once; ``prefetch`` more tasks may be claimed ahead and
         held (leased to this worker) until a handler is free, so that the next claim's round
         trip overlaps the running handlers. Keep it 0 for long tasks: a task claimed ahead
-        waits behind this worker's running ones even when another worker is idle."""
+        waits behind this worker's running ones even when another worker is idle.
+        ``poll_interval`` defaults to the App's."""
         from ..worker import Worker, WorkerOptions
 
         chosen = queues or sorted(
@@ -651,7 +591,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, OpsAPI, CronAPI):
                 concurrency=concurrency,
                 prefetch=prefetch,
                 burst=burst,
-                poll_interval=poll_interval,
+                poll_interval=self.poll_interval if poll_interval is None else poll_interval,
                 sweep_interval=sweep_interval,
                 grace=grace,
             ),

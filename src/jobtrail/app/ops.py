@@ -164,23 +164,6 @@ class OpsAPI(AppCore):
             rows = self._driver.stats_reasons(tx, since=self._driver.encode_time(since))
         return [dict(r) for r in rows]
 
-    def dead(self) -> builtins.list[dict[str, Any]]:
-        """Dead tasks that still need a person, grouped by reason code and kind: count, oldest
-        age, and the code versions that failed them."""
-        with self._driver.transaction(write=False) as tx:
-            now = self._driver.db_now(tx)
-            rows = self._driver.dead_groups(tx)
-        return [
-            {
-                "reason": r["reason"],
-                "kind": r["kind"],
-                "count": r["n"],
-                "oldest_age": (now - r["oldest"]).total_seconds() if r["oldest"] else None,
-                "versions": sorted(set((r["versions"] or "?").split(","))),
-            }
-            for r in rows
-        ]
-
     # -- pruning ---------------------------------------------------------------------------------
     def prune(self, older_than: float | timedelta | str) -> dict[str, int]:
         """Delete ``succeeded`` and ``cancelled`` tasks that finished more than ``older_than``

@@ -9,6 +9,7 @@ import json
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from ..core import replays
 from ..model import validate
 from ..model.models import task_from_row
 from ..model.timeparse import parse_time
@@ -102,7 +103,9 @@ class ViewsAPI(OpsAPI):
         """Exactly the dead tasks ``replay_dead`` would touch with the same filters, read with
         the same query, and ``until`` frozen at the database clock: replaying with
         ``until=result["until"]`` and ``limit=len(result["tasks"])`` touches these tasks and no
-        task that died after the preview."""
+        task that died after the preview. ``effects`` maps each task id to the effects the
+        replay would perform again (``again``: no confirmed receipt) and those it would skip
+        (``skip``: confirmed, with the provider ids their results name)."""
         validate.batch_filters(reason=reason, kind=kind, limit=limit)
         start = parse_time(since, "since") if since is not None else None
         end = parse_time(until, "until") if until is not None else None
@@ -122,7 +125,11 @@ class ViewsAPI(OpsAPI):
             ]
             rows = {r["id"]: r for r in self._driver.view_tasks_by_ids(tx, ids=json.dumps(ids))}
             tasks = [task_from_row(rows[i]) for i in ids if i in rows]
-        return {"tasks": tasks, "until": frozen, "since": start, "now": now}
+            recorded = self._driver.effect_list_for_tasks(tx, ids=json.dumps(ids)) if ids else []
+        # §16.6: per task, the effects a replay performs again and those it skips (confirmed)
+        split = replays.split_effects(recorded)
+        effects = {t.id: split.get(t.id, {"again": [], "skip": []}) for t in tasks}
+        return {"tasks": tasks, "until": frozen, "since": start, "now": now, "effects": effects}
 
     def activity(self, *, window: float = 3600.0, bucket: float = 300.0) -> dict[str, Any]:
         """Arrivals and completions per queue in ``window / bucket`` buckets ending now, oldest

@@ -83,11 +83,19 @@ def load_app(ref: str) -> App:
     return obj
 
 
-def _rebind(loaded: App, url: str) -> App:
-    """The loaded app's registrations on another database (an explicit ``--db``)."""
-    app = App(url, default_queue=loaded.default_queue, max_payload_bytes=loaded.max_payload_bytes)
+def _rebind(loaded: App, url: str, pooler: str | None, listen_url: str | None) -> App:
+    """The loaded app's registrations on another database or pooler (an explicit ``--db``,
+    ``--pooler`` or ``--listen-url``)."""
+    app = App(
+        url,
+        default_queue=loaded.default_queue,
+        max_payload_bytes=loaded.max_payload_bytes,
+        pooler=pooler or loaded.pooler,
+        listen_url=listen_url or loaded.listen_url,
+        poll_interval=loaded.poll_interval,
+    )
     for name, value in vars(loaded).items():
-        if name not in ("url", "_driver"):
+        if name not in ("url", "_driver", "pooler", "listen_url"):
             setattr(app, name, value)
     return app
 
@@ -110,19 +118,36 @@ def _require_database(url: str) -> None:
 class Runtime:
     """One verb's view of the options every verb shares."""
 
-    def __init__(self, db: str | None, app_ref: str | None, as_json: bool) -> None:
+    def __init__(
+        self,
+        db: str | None,
+        app_ref: str | None,
+        as_json: bool,
+        pooler: str | None = None,
+        listen_url: str | None = None,
+    ) -> None:
         self.db = db
         self.app_ref = app_ref
         self.as_json = as_json
+        self.pooler = pooler
+        self.listen_url = listen_url
         self._app: App | None = None
 
     def app(self, *, must_exist: bool = True) -> App:
         if self._app is None:
             loaded = load_app(self.app_ref) if self.app_ref else None
             if loaded is None:
-                app = App(self.db or os.environ.get("JOBTRAIL_DATABASE_URL") or DEFAULT_URL)
-            elif self.db is not None and self.db != loaded.url:
-                app = _rebind(loaded, self.db)
+                app = App(
+                    self.db or os.environ.get("JOBTRAIL_DATABASE_URL") or DEFAULT_URL,
+                    pooler=self.pooler,
+                    listen_url=self.listen_url,
+                )
+            elif (
+                (self.db is not None and self.db != loaded.url)
+                or (self.pooler is not None and self.pooler != loaded.pooler)
+                or (self.listen_url is not None and self.listen_url != loaded.listen_url)
+            ):
+                app = _rebind(loaded, self.db or loaded.url, self.pooler, self.listen_url)
             else:
                 app = loaded
             self._app = app
@@ -191,8 +216,15 @@ def verb(
 
     def decorate(fn: Callable[..., int | None]) -> click.Command:
         @functools.wraps(fn)
-        def run(db: str | None, app_ref: str | None, as_json: bool, **params: Any) -> int:
-            rt = Runtime(db, app_ref, as_json)
+        def run(
+            db: str | None,
+            app_ref: str | None,
+            as_json: bool,
+            pooler: str | None,
+            listen_url: str | None,
+            **params: Any,
+        ) -> int:
+            rt = Runtime(db, app_ref, as_json, pooler, listen_url)
             if name != "worker":  # the one-line error says it; no pool warnings on stderr
                 logging.getLogger("psycopg").setLevel(logging.ERROR)
             try:
@@ -216,6 +248,21 @@ def verb(
             metavar="MODULE:ATTR",
             envvar="JOBTRAIL_APP",
             help="Your jobtrail.App, e.g. myproject.tasks:app [env JOBTRAIL_APP].",
+        )(run)
+        run = click.option(
+            "--listen-url",
+            metavar="URL",
+            envvar="JOBTRAIL_LISTEN_URL",
+            help="PostgreSQL URL for LISTEN (direct or session-pooled) when --pooler "
+            "transaction [env JOBTRAIL_LISTEN_URL].",
+        )(run)
+        run = click.option(
+            "--pooler",
+            type=click.Choice(["transaction", "session"]),
+            envvar="JOBTRAIL_POOLER",
+            help="The pooler in front of PostgreSQL: transaction (PgBouncer "
+            "pool_mode=transaction: no prepared statements, no session state, LISTEN only "
+            "through --listen-url) or session [env JOBTRAIL_POOLER].",
         )(run)
         run = click.option(
             "--db",

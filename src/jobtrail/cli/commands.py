@@ -293,6 +293,26 @@ def replay(rt: Runtime, task_id: str, by: str, note: str) -> None:
     metavar="R",
     help="At most R replays a second.",
 )
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, validate.MAX_BATCH),
+    metavar="N",
+    help="Replay N at a time, waiting for each batch to settle before the next.",
+)
+@click.option(
+    "--stop-after-failures",
+    type=click.IntRange(1, validate.MAX_BATCH),
+    metavar="N",
+    help="Stop the run once N of its replayed tasks are dead again (needs --batch-size).",
+)
+@click.option(
+    "--batch-timeout",
+    type=click.FloatRange(0, validate.MAX_DURATION, min_open=True),
+    default=300.0,
+    show_default=True,
+    metavar="S",
+    help="Stop the run when a batch has not settled within S seconds.",
+)
 def replay_dead(
     rt: Runtime,
     reason: str | None,
@@ -303,8 +323,12 @@ def replay_dead(
     note: str,
     limit: int | None,
     per_second: float | None,
+    batch_size: int | None,
+    stop_after_failures: int | None,
+    batch_timeout: float,
 ) -> None:
-    """Batch replay of dead tasks by reason code, kind and the time they died."""
+    """Batch replay of dead tasks by reason code, kind and the time they died, as a recorded
+    replay run (see replay-runs)."""
     if reason is None and kind is None and since is None and until is None:
         raise Fail(
             "replay-dead needs at least one filter (--reason, --kind, --since or "
@@ -321,9 +345,13 @@ def replay_dead(
         note=note,
         limit=limit,
         per_second=per_second,
+        batch_size=batch_size,
+        stop_after_failures=stop_after_failures,
+        batch_timeout=batch_timeout,
     )
     rt.emit(
-        [{"task_id": task_id, "state": state} for task_id, state in results], fmt.replayed(results)
+        [{"task_id": task_id, "state": state} for task_id, state in results],
+        fmt.replayed(results) + "\n(the run is recorded: jobtrail replay-runs)",
     )
 
 

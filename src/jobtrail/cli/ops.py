@@ -1,4 +1,5 @@
-"""Operator verbs of the CLI (§12): stats, pause, resume, limit, queues, dead, prune.
+"""Operator verbs of the CLI (§12): stats, pause, resume, limit, queues, prune (``dead`` is in
+``replays.py``).
 
 Registered on the ``jobtrail`` group by importing this module (``cli/__init__.py`` does).
 """
@@ -50,7 +51,6 @@ STATS_HEADERS = (
     "cli.h_drain",
 )
 HISTORY_HEADERS = ("cli.h_at", "cli.h_action", "cli.h_by", "cli.h_note", "cli.h_data")
-DEAD_HEADERS = ("cli.h_reason", "cli.h_kind", "cli.h_count", "cli.h_oldest", "cli.h_versions")
 
 
 def stats_text(report: dict[str, Any], lang: str = "en") -> str:
@@ -205,31 +205,6 @@ def queues(rt: Runtime, history: str | None, lang: str) -> None:
         return
     listed = app.queues()
     rt.emit(listed, "\n".join(queue_text(q, lang) for q in listed))
-
-
-@verb("dead")
-@lang_option
-def dead(rt: Runtime, lang: str) -> None:
-    """Dead tasks that need a person, grouped by reason code and kind."""
-    groups = rt.app().dead()
-    text = (
-        fmt.table(
-            [i18n.t(key, lang) for key in DEAD_HEADERS],
-            [
-                [
-                    g["reason"],
-                    g["kind"],
-                    str(g["count"]),
-                    _age(g["oldest_age"]),
-                    ",".join(g["versions"]),
-                ]
-                for g in groups
-            ],
-        )
-        if groups
-        else i18n.t("cli.no_dead", lang)
-    )
-    rt.emit(groups, text)
 
 
 @verb("prune")

@@ -167,6 +167,7 @@ _TEXT: dict[str, dict[str, str]] = {
         "note": ': "{note}"',
         "attempt": ", attempt {n}",
         "version": " (version {v})",
+        "replay_run": " (replay run {n})",
         "failed": " failed: {err}",
         "retry_at": "retry at {t}",
         "run_again_at": "runs again at {t}",
@@ -216,6 +217,7 @@ _TEXT: dict[str, dict[str, str]] = {
         "note": "：“{note}”",
         "attempt": "，第 {n} 次尝试",
         "version": "（版本 {v}）",
+        "replay_run": "（重放批次 {n}）",
         "failed": "，失败：{err}",
         "retry_at": "重试时间 {t}",
         "run_again_at": "下次运行 {t}",
@@ -372,6 +374,9 @@ def _details(t: Transition, lang: str, effect_confirmed: bool = False) -> str:
     version = t.data.get("version") if t.reason == Reason.CLAIMED else None
     if version:
         head += text["version"].format(v=version)
+    run = t.data.get("replay_run") if t.reason == Reason.REPLAYED else None
+    if run is not None:  # §16.6: a batch replay's transition names its run
+        head += text["replay_run"].format(n=run)
     if t.error_category or t.error:
         head += text["failed"].format(err=_short_error(t.error_category, t.error, lang))
         frame = raising_frame(t.traceback)

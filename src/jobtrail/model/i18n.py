@@ -212,6 +212,82 @@ MESSAGES: dict[str, dict[str, str]] = {
     "replayed.outcome": {"en": "{n} task(s) touched by {by}:", "zh": "{by} 处理了 {n} 个任务："},
     "replayed.col_new_state": {"en": "new state", "zh": "新状态"},
     "replayed.back": {"en": "Back to dead letters", "zh": "返回死信"},
+    # -- replay runs, effects in the preview, dead-letter evidence (SPEC §16.6) ---------------
+    "replay_run.died_again": {
+        "en": "{died} of {replayed} replayed tasks died again",
+        "zh": "已重放的 {replayed} 个任务中有 {died} 个再次死亡",
+    },
+    "replay_run.not_settled": {
+        "en": "batch {batch} had not settled within {timeout} s (is a worker running?); "
+        "the rest stay dead",
+        "zh": "第 {batch} 批任务在 {timeout} 秒内未结束（是否有 worker 在运行？）；"
+        "其余任务仍为死信",
+    },
+    "replay_run.interrupted": {
+        "en": "the replaying process stopped mid-run; the rest stay dead",
+        "zh": "执行重放的进程中途停止；其余任务仍为死信",
+    },
+    "replay_run.state.running": {"en": "running", "zh": "进行中"},
+    "replay_run.state.completed": {"en": "completed", "zh": "已完成"},
+    "replay_run.state.stopped": {"en": "stopped", "zh": "已停止"},
+    "runs.title": {"en": "Replay runs", "zh": "重放批次"},
+    "runs.none": {"en": "No replay run yet.", "zh": "还没有重放批次。"},
+    "runs.col_run": {"en": "run", "zh": "批次"},
+    "runs.col_by": {"en": "by", "zh": "操作人"},
+    "runs.col_note": {"en": "note", "zh": "备注"},
+    "runs.col_filter": {"en": "filter", "zh": "筛选"},
+    "runs.col_progress": {"en": "replayed / total", "zh": "已重放 / 总数"},
+    "runs.col_died": {"en": "died again", "zh": "再次死亡"},
+    "runs.col_outcome": {"en": "outcome", "zh": "结果"},
+    "runs.col_started": {"en": "started", "zh": "开始于"},
+    "dead.col_categories": {"en": "error categories", "zh": "错误分类"},
+    "dead.col_attempts": {"en": "attempts", "zh": "尝试次数"},
+    "dead.col_failures": {"en": "first / last failure", "zh": "首次 / 末次失败"},
+    "dead.evidence": {"en": "Evidence (newest dead tasks)", "zh": "证据（最新的死信任务）"},
+    "dead.col_version": {"en": "code version", "zh": "代码版本"},
+    "dead.col_input": {"en": "input reference", "zh": "输入引用"},
+    "dead.col_providers": {"en": "provider ids", "zh": "provider ID"},
+    "preview.effects_again": {"en": "performs again", "zh": "将再次执行"},
+    "preview.effects_skip": {"en": "skips (confirmed)", "zh": "跳过（已确认）"},
+    "preview.effects_note": {
+        "en": "Effects a replay performs again have no confirmed receipt; confirmed ones are "
+        "skipped. Effects the handler never reached are not listed.",
+        "zh": "将再次执行的副作用没有已确认的回执；已确认的会被跳过。"
+        "处理函数尚未执行到的副作用不在此列。",
+    },
+    "cli.h_run_id": {"en": "RUN", "zh": "批次"},
+    "cli.h_filter": {"en": "FILTER", "zh": "筛选"},
+    "cli.h_progress": {"en": "REPLAYED", "zh": "已重放"},
+    "cli.h_died_again": {"en": "DIED AGAIN", "zh": "再次死亡"},
+    "cli.h_outcome": {"en": "OUTCOME", "zh": "结果"},
+    "cli.h_started": {"en": "STARTED", "zh": "开始于"},
+    "cli.h_categories": {"en": "CATEGORIES", "zh": "错误分类"},
+    "cli.h_first_failure": {"en": "FIRST FAILURE", "zh": "首次失败"},
+    "cli.h_last_failure": {"en": "LAST FAILURE", "zh": "末次失败"},
+    "cli.no_replay_runs": {"en": "no replay runs recorded", "zh": "没有重放批次记录"},
+    "cli.dead_task": {
+        "en": "    task {id}  {category}  attempts {attempts}/{max}  version {version}  "
+        "input {input}  providers {providers}  failed {first} .. {last}",
+        "zh": "    任务 {id}  {category}  尝试 {attempts}/{max}  版本 {version}  "
+        "输入 {input}  provider {providers}  失败 {first} .. {last}",
+    },
+    "cli.preview_head": {
+        "en": "{n} dead task(s) a replay would touch (dead before {until}):",
+        "zh": "重放将处理 {n} 个死信任务（死于 {until} 之前）：",
+    },
+    "cli.preview_task": {
+        "en": "  task {id}  {kind}  {reason}",
+        "zh": "  任务 {id}  {kind}  {reason}",
+    },
+    "cli.preview_again": {"en": "    performs again: {names}", "zh": "    将再次执行：{names}"},
+    "cli.preview_skip": {
+        "en": "    skips (confirmed): {names}",
+        "zh": "    跳过（已确认）：{names}",
+    },
+    "cli.preview_none": {
+        "en": "no dead task matches; a replay would touch nothing",
+        "zh": "没有匹配的死信任务；重放不会处理任何任务",
+    },
     # -- cron --------------------------------------------------------------------------------
     "cron.title": {"en": "Cron", "zh": "定时任务"},
     "cron.col_cron": {"en": "cron", "zh": "cron 表达式"},

@@ -66,6 +66,20 @@ STATE_WRITERS = (
 )
 
 
+#: The ``pooler=`` values (``None``: a direct connection, plain behaviour as ``"session"``).
+POOLERS = ("session", "transaction")
+
+
+def check_pooler(pooler: str | None) -> str | None:
+    """``pooler`` when it is one jobtrail knows; ``ValueError`` naming the choices if not."""
+    if pooler is None or pooler in POOLERS:
+        return pooler
+    raise ValueError(
+        f"pooler must be 'transaction' (PgBouncer's pool_mode=transaction and the like), "
+        f"'session' or None, not {pooler!r}"
+    )
+
+
 class Driver(Statements, abc.ABC):
     """A backend. Generic operations live here; each dialect supplies SQL and connections."""
 
@@ -117,6 +131,15 @@ class Driver(Statements, abc.ABC):
     @abc.abstractmethod
     def wake(self) -> None:
         """Wake this process's waiting workers (a local hint)."""
+
+    #: True when no other process's enqueue wakes this one's idle workers: they find new work
+    #: by polling (PostgreSQL behind a transaction pooler without a ``listen_url``).
+    polls_only = False
+
+    def check_wakeups(self, timeout: float = 3.0) -> bool | None:
+        """Whether a wake-up sent through the store reaches this driver's listener (``None``
+        when it has none to check)."""
+        return None
 
     @abc.abstractmethod
     def watch_finished(self) -> AbstractContextManager[Callable[[float], bool]]:

@@ -7,12 +7,13 @@ import os
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from .base import Driver
+from .base import Driver, check_pooler
 
 
 def open_driver(url: str | None = None, **options: Any) -> Driver:
     """The driver for ``url`` (else ``JOBTRAIL_DATABASE_URL``, else ``sqlite:///jobtrail.db``)."""
     url = url or os.environ.get("JOBTRAIL_DATABASE_URL") or "sqlite:///jobtrail.db"
+    check_pooler(options.get("pooler"))  # on every backend: a typo is an error, not ignored
     if url.startswith("sqlite:"):
         from .sqlite import SQLiteDriver
 

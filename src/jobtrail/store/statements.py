@@ -244,6 +244,63 @@ class Statements:
     def dead_groups(self, tx: Tx) -> list[Row]:
         return tx.all("dead_groups")
 
+    def dead_tasks_evidence(self, tx: Tx, *, reason: Any, kind: Any, per_group: Any) -> list[Row]:
+        return tx.all(
+            "dead_tasks_evidence", {"reason": reason, "kind": kind, "per_group": per_group}
+        )
+
+    def effect_list_for_tasks(self, tx: Tx, *, ids: Any) -> list[Row]:
+        return tx.all("effect_list_for_tasks", {"ids": ids})
+
+    # -- replay runs (SPEC §16.6) ----------------------------------------------------------------
+    def replay_run_insert(
+        self,
+        tx: Tx,
+        *,
+        actor: Any,
+        note: Any,
+        data: Any,
+        batch_size: Any,
+        stop_after_failures: Any,
+        total: Any,
+    ) -> Row | None:
+        return tx.one(
+            "replay_run_insert",
+            {
+                "actor": actor,
+                "note": note,
+                "data": data,
+                "batch_size": batch_size,
+                "stop_after_failures": stop_after_failures,
+                "total": total,
+            },
+        )
+
+    def replay_run_tasks_insert(self, tx: Tx, *, run_id: Any, ids: Any) -> int:
+        return tx.run("replay_run_tasks_insert", {"run_id": run_id, "ids": ids})
+
+    def replay_run_task_mark(self, tx: Tx, *, run_id: Any, position: Any, seq: Any) -> int:
+        return tx.run("replay_run_task_mark", {"run_id": run_id, "position": position, "seq": seq})
+
+    def replay_run_progress(
+        self, tx: Tx, *, id: Any, replayed: Any, skipped: Any, batches: Any
+    ) -> int:
+        return tx.run(
+            "replay_run_progress",
+            {"id": id, "replayed": replayed, "skipped": skipped, "batches": batches},
+        )
+
+    def replay_run_observe(self, tx: Tx, *, id: Any) -> Row | None:
+        return tx.one("replay_run_observe", {"id": id})
+
+    def replay_run_finish(self, tx: Tx, *, id: Any, state: Any, stop_code: Any, died: Any) -> int:
+        return tx.run(
+            "replay_run_finish", {"id": id, "state": state, "stop_code": stop_code, "died": died}
+        )
+
+    def replay_run_list(self, tx: Tx, *, id: Any, limit: Any) -> list[Row]:
+        return tx.all("replay_run_list", {"id": id, "limit": limit})
+
     def prune_guard(self, tx: Tx, *, on: bool) -> None:
         """Lift (``on``) or restore the transition log's delete guard for a prune batch (a
         function returning a row on PostgreSQL, a statement on SQLite)."""

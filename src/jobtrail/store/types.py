@@ -35,6 +35,8 @@ TIME_COLUMNS = frozenset(
         "paused_at",
         "oldest",
         "oldest_due",
+        "first_failure",
+        "last_failure",
     }
 )
 

@@ -20,6 +20,7 @@ from ..app import App
 from ..model.errors import TaskNotFound
 from ..model.machine import TERMINAL, State
 from ..model.models import Task, iso
+from ..model.validate import MAX_LIMIT
 from . import schemas as s
 from .auth import Principal, Token, authenticate
 
@@ -262,3 +263,26 @@ def pause(queue: Queue, body: s.ActBody, app: Jobtrail, who: Actor) -> Any:
 def resume(queue: Queue, body: s.ActBody, app: Jobtrail, who: Actor) -> Any:
     untenanted(who)
     return plain(app.resume(queue, by=body.by, note=body.note or ""))
+
+
+# -- dead letters and replay runs (SPEC §16.6): whole-store views, like the queues ------------
+@router.get("/api/dead", response_model=s.DeadOut, responses=ERRORS)
+def dead(
+    app: Jobtrail,
+    who: Reader,
+    tasks: Annotated[
+        int, Query(ge=0, le=MAX_LIMIT, description="newest dead tasks per group, with evidence")
+    ] = 5,
+) -> dict[str, Any]:
+    untenanted(who)
+    return {"groups": plain(app.dead(tasks=tasks))}
+
+
+@router.get("/api/replay-runs", response_model=s.ReplayRunsOut, responses=ERRORS)
+def replay_runs(
+    app: Jobtrail,
+    who: Reader,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="the newest runs")] = 20,
+) -> dict[str, Any]:
+    untenanted(who)
+    return {"runs": plain(app.replay_runs(limit=limit))}

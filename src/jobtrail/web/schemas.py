@@ -191,3 +191,69 @@ class ErrorOut(BaseModel):
     fields: list[FieldError] | None = Field(
         default=None, description="each field a request failed validation on (422)"
     )
+
+
+# -- dead letters and replay runs (SPEC §16.6) --------------------------------------------------
+class DeadTaskOut(BaseModel):
+    """One dead task's evidence; the payload is never included, only its hash."""
+
+    id: str
+    kind: str
+    queue: str
+    tenant: str
+    reason: str
+    category: str | None = Field(description="the final error category")
+    attempts: int
+    max_attempts: int
+    replay_count: int
+    version: str | None = Field(description="the code version of the last claim")
+    input_ref: str = Field(description="key:<idempotency key>, else sha256:<payload hash>")
+    idempotency_key: str | None
+    payload_hash: str
+    provider_ids: list[str] = Field(description="from its confirmed effects and its receipt")
+    effects: list[dict[str, Any]]
+    first_failure: str | None
+    last_failure: str | None
+    died_at: str | None
+
+
+class DeadGroupOut(BaseModel):
+    reason: str
+    kind: str
+    count: int
+    oldest_age: float | None
+    versions: list[str]
+    categories: list[str]
+    attempts: dict[str, int | None] = Field(description="min and max")
+    first_failure: str | None
+    last_failure: str | None
+    tasks: list[DeadTaskOut] = Field(description="the newest `tasks` of the group")
+
+
+class DeadOut(BaseModel):
+    groups: list[DeadGroupOut]
+
+
+class ReplayRunOut(BaseModel):
+    id: int
+    by: str
+    note: str
+    filter: dict[str, Any]
+    batch_size: int | None
+    stop_after_failures: int | None
+    total: int
+    replayed: int
+    skipped: int
+    batches: int
+    state: str = Field(description="running, completed or stopped")
+    stop_code: str | None = Field(description="died_again, not_settled or interrupted")
+    stop_reason: str | None
+    died_again: int = Field(description="replayed tasks dead again when the run ended")
+    died_now: int = Field(description="replayed tasks dead again now")
+    started_at: str
+    updated_at: str
+    finished_at: str | None
+
+
+class ReplayRunsOut(BaseModel):
+    runs: list[ReplayRunOut]

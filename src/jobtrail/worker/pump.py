@@ -96,6 +96,7 @@ class Worker(LeaseRenewal):
             ",".join(sorted(self.collab.kinds)) or "-",
             self.options.concurrency,
         )
+        self._check_wakeups()
         self._completions.open()
         try:
             self._claim_loop()
@@ -120,6 +121,26 @@ class Worker(LeaseRenewal):
             self.round_trips,
         )
         return self.processed
+
+    def _check_wakeups(self) -> None:
+        """Say how this worker learns of new work: polling (no LISTEN behind a transaction
+        pooler without a listen_url), or LISTEN, checked with a NOTIFY of its own."""
+        if self.driver.polls_only:
+            log.info(
+                "worker %s: no LISTEN connection (pooler=transaction and no listen_url); "
+                "polling for new work every %.2fs",
+                self.owner,
+                self.options.poll_interval,
+            )
+            return
+        if self.driver.check_wakeups() is False:
+            log.warning(
+                "worker %s: a NOTIFY of its own did not reach its LISTEN connection (a "
+                "transaction pooler without pooler='transaction', or a listen_url to another "
+                "database?); new work is found by polling every %.2fs",
+                self.owner,
+                self.options.poll_interval,
+            )
 
     def _install_signals(self) -> Callable[[], None] | None:
         if threading.current_thread() is not threading.main_thread():

@@ -149,7 +149,7 @@ class _OwnUse:
             if self.lock is not None:
                 self.lock.release()
             raise
-        return _Tx(self.conn, self.driver.sql, own=self.holder)
+        return _Tx(self.conn, self.driver.sql, utc=not self.driver._pooled, own=self.holder)
 
     def __exit__(self, kind: Any, error: BaseException | None, trace: Any) -> None:
         try:

@@ -94,25 +94,38 @@ class DirectStatement:
         return out
 
     def first(
-        self, conn: psycopg.Connection[Any], prepared: set[bytes], values: list[bytes | None]
+        self,
+        conn: psycopg.Connection[Any],
+        prepared: set[bytes] | None,
+        values: list[bytes | None],
     ) -> tuple[Any, ...] | None:
         """Run on ``conn`` (an autocommit connection nobody else uses meanwhile; ``prepared``
-        holds the names prepared on it so far) and return the first row, or ``None``."""
+        holds the names prepared on it so far) and return the first row, or ``None``. With
+        ``prepared=None`` (behind a transaction pooler, where the next statement may reach
+        another server session) nothing is prepared: an unnamed statement, parsed each time."""
         pgconn = conn.pgconn
+        # None is SQL NULL (libpq's NULL pointer; psycopg's annotation leaves it out)
+        params = cast("list[bytes]", values)
+        if prepared is None:
+            result = pgconn.exec_params(self.text, params, result_format=pq.Format.BINARY)
+            _check(conn, result, pq.ExecStatus.TUPLES_OK)
+            return _first_row(result)
         if self.name not in prepared:
             _check(conn, pgconn.prepare(self.name, self.text), pq.ExecStatus.COMMAND_OK)
             prepared.add(self.name)
-        # None is SQL NULL (libpq's NULL pointer; psycopg's annotation leaves it out)
-        params = cast("list[bytes]", values)
         result = pgconn.exec_prepared(self.name, params, result_format=pq.Format.BINARY)
         _check(conn, result, pq.ExecStatus.TUPLES_OK)
-        if result.ntuples == 0:
-            return None
-        row = []
-        for i in range(result.nfields):
-            raw = result.get_value(0, i)
-            row.append(None if raw is None else _decode(result.ftype(i), raw))
-        return tuple(row)
+        return _first_row(result)
+
+
+def _first_row(result: pq.abc.PGresult) -> tuple[Any, ...] | None:
+    if result.ntuples == 0:
+        return None
+    row = []
+    for i in range(result.nfields):
+        raw = result.get_value(0, i)
+        row.append(None if raw is None else _decode(result.ftype(i), raw))
+    return tuple(row)
 
 
 def _decode(oid: int, raw: bytes) -> Any:

@@ -34,6 +34,7 @@ from ..base import (
     NewTask,
     Row,
     T,
+    check_pooler,
     dumps,
     loads_payload,
 )
@@ -51,7 +52,7 @@ from .connection import (
 )
 from .direct import DirectStatement
 from .insert import insert_statement, int_array, text_array
-from .listen import Listening
+from .listen import Listening, listen_url_for
 
 log = logging.getLogger("jobtrail.store")
 
@@ -68,6 +69,8 @@ class PostgresDriver(Listening, Driver):
         pool_size: int = 10,
         connect_timeout: float = 5.0,
         read_timeout: float | None = READ_TIMEOUT,
+        pooler: str | None = None,
+        listen_url: str | None = None,
         **_: Any,
     ) -> None:
         super().__init__()
@@ -76,6 +79,12 @@ class PostgresDriver(Listening, Driver):
         except psycopg.ProgrammingError as exc:
             raise ValueError(f"bad PostgreSQL URL: {exc}") from None
         self.url = url
+        # pooler="transaction" (PgBouncer's transaction mode and the like): every statement
+        # may run on another server session, so nothing may live in one (docs/postgres.md)
+        self.pooler = check_pooler(pooler)
+        self._pooled = self.pooler == "transaction"
+        self._listen_url = listen_url_for(url, self.pooler, listen_url)
+        self.polls_only = self._listen_url is None
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout if read_timeout and read_timeout > 0 else None
         self._watchdog = _Watchdog(self.read_timeout) if self.read_timeout else None
@@ -88,6 +97,8 @@ class PostgresDriver(Listening, Driver):
             "connect_timeout": max(1, int(connect_timeout)),
             **{k: v for k, v in tcp.items() if k not in given},
         }
+        if self._pooled:  # no named server-side prepared statements: psycopg's are off
+            self._connect_kwargs["prepare_threshold"] = None
         self._last_used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
             weakref.WeakKeyDictionary()
         )
@@ -122,6 +133,9 @@ class PostgresDriver(Listening, Driver):
         self._listener: threading.Thread | None = None
         self._listener_lock = threading.Lock()
         self._closed = threading.Event()
+        self._listening = threading.Event()
+        self._heard = threading.Event()
+        self._probe: str | None = None
 
     # -- connections: a connection back from a transaction less than CHECK_AFTER_IDLE ago,
     # with no connection of the pool found broken since, is handed out again without a round
@@ -129,6 +143,9 @@ class PostgresDriver(Listening, Driver):
     # A connection that breaks anyway fails its transaction as StoreUnavailable, is discarded,
     # and the caller's retry gets a checked one.
     def _configure(self, conn: psycopg.Connection[Any], *, generic_plans: bool = False) -> None:
+        if self._pooled:  # no session settings: times are converted client-side (_Tx)
+            self._last_used[conn] = time.monotonic()
+            return
         self._enter(conn)
         try:
             conn.execute("SET TIME ZONE 'UTC'")
@@ -218,7 +235,7 @@ class PostgresDriver(Listening, Driver):
             return
         try:
             with self._connection() as conn, conn.transaction():
-                yield _Tx(conn, self.sql)
+                yield _Tx(conn, self.sql, utc=not self._pooled)
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise _unavailable(exc) from exc
 
@@ -241,7 +258,7 @@ class PostgresDriver(Listening, Driver):
                 # the batch statement is prepared on its first use (task_insert_batches):
                 # planned once, not per execution
                 conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-                yield _Tx(conn, self.sql, pipelined=True)
+                yield _Tx(conn, self.sql, utc=not self._pooled, pipelined=True)
                 conn.execute("COMMIT")
 
     def single_statement(self, *, pinned: bool = False) -> AbstractContextManager[_Tx]:
@@ -257,7 +274,7 @@ class PostgresDriver(Listening, Driver):
     def _pooled_statement(self) -> Iterator[_Tx]:
         try:
             with self._connection() as conn:
-                yield _Tx(conn, self.sql)
+                yield _Tx(conn, self.sql, utc=not self._pooled)
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise _unavailable(exc) from exc
 
@@ -398,7 +415,9 @@ class PostgresDriver(Listening, Driver):
         if values is None:
             got = tx.first("task_insert", params)
         else:
-            got = self._direct_insert.first(tx.conn, tx.own.prepared, values)
+            # behind a transaction pooler: an unnamed statement (PQexecParams), one round trip
+            prepared = None if self._pooled else tx.own.prepared
+            got = self._direct_insert.first(tx.conn, prepared, values)
         return None if got is None else (got[0], got[1], got[2])
 
     def task_insert_alone(self, new: NewTask) -> tuple[Row, bool]:
@@ -424,7 +443,8 @@ class PostgresDriver(Listening, Driver):
         out: list[T] = []
         # on our own connections: prepared at once (the first call would otherwise plan ten
         # times), not on a caller's (its prepared statements are its business)
-        prepare = True if tx.pipelined else None
+        # (never behind a transaction pooler: another session would not know the name)
+        prepare = True if tx.pipelined and not self._pooled else None
         with nullcontext() if tx.pipelined else conn.pipeline():
             for news in batches:
                 cur = conn.cursor(row_factory=tuple_row)  # a caller's may make dicts

@@ -1,11 +1,17 @@
 """How idle PostgreSQL workers are woken: one ``LISTEN`` connection per driver (a daemon
 thread, reconnecting with backoff, pinged through the watchdog so a stalled stream is noticed)
 sets the wake-up event on each ``NOTIFY``. A wake-up only: polling still finds due work if a
-notification is lost."""
+notification is lost.
+
+Behind a transaction pooler (``pooler="transaction"``) a LISTEN session cannot be kept through
+the pool: the listener connects to ``listen_url`` (a direct or session-pooled URL), or there is
+none and idle workers poll (``polls_only``). ``check_wakeups`` sends a NOTIFY through the pool
+and reports whether the listener heard it (the worker warns when it did not)."""
 
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -13,22 +19,48 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .connection import CHANNEL, FINISHED_CHANNEL, LISTEN_PING, _Watchdog
 
 log = logging.getLogger("jobtrail.store")
+
+#: Seconds ``check_wakeups`` waits for the listener to connect and for its own NOTIFY.
+CHECK_TIMEOUT = 3.0
+
+
+def listen_url_for(url: str, pooler: str | None, listen_url: str | None) -> str | None:
+    """Where the LISTEN connection goes: ``listen_url`` when given, else the store's own URL,
+    except behind a transaction pooler (``None``: no LISTEN, idle workers poll)."""
+    if listen_url is None:
+        return None if pooler == "transaction" else url
+    if not isinstance(listen_url, str) or not listen_url.startswith(("postgresql:", "postgres:")):
+        raise ValueError(
+            f"listen_url must be a postgresql:// URL (direct or session-pooled), not {listen_url!r}"
+        )
+    try:
+        psycopg.conninfo.conninfo_to_dict(listen_url)
+    except psycopg.ProgrammingError as exc:
+        raise ValueError(f"bad listen_url: {exc}") from None
+    return listen_url
 
 
 class Listening:
     """Mixed into ``PostgresDriver`` (which sets these fields in ``__init__``)."""
 
     url: str
+    pool: ConnectionPool[psycopg.Connection[Any]]
+    polls_only: bool
+    _listen_url: str | None
     _connect_kwargs: dict[str, Any]
     _wakeup: threading.Event
     _listener: threading.Thread | None
     _listener_lock: threading.Lock
     _closed: threading.Event
     _watchdog: _Watchdog | None
+    _listening: threading.Event  # set while the LISTEN connection is up
+    _heard: threading.Event  # set once the listener heard check_wakeups' NOTIFY
+    _probe: str | None  # the payload of that NOTIFY
 
     def wake(self) -> None:
         if not self._wakeup.is_set():  # set() takes the event's lock even when set already
@@ -40,15 +72,39 @@ class Listening:
         self._wakeup.clear()
         return woke
 
+    def check_wakeups(self, timeout: float = CHECK_TIMEOUT) -> bool | None:
+        """Whether a NOTIFY sent through the pool reaches the LISTEN connection within
+        ``timeout`` seconds (``None`` when there is none: ``polls_only``). Checked once per
+        driver; a failed check is tried again next time."""
+        if self._listen_url is None:
+            return None
+        if self._heard.is_set():
+            return True
+        self._ensure_listener()
+        deadline = time.monotonic() + timeout
+        if not self._listening.wait(timeout):
+            return False
+        token = "jobtrail-check:" + secrets.token_hex(8)
+        self._probe = token
+        try:
+            with self.pool.connection(timeout=max(0.1, deadline - time.monotonic())) as conn:
+                conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, token))
+        except (psycopg.Error, PoolTimeout):
+            return False
+        return self._heard.wait(max(0.0, deadline - time.monotonic()))
+
     @contextmanager
     def watch_finished(self) -> Iterator[Callable[[float], bool]]:
         # A LISTEN connection of the watch's own on the channel terminal moves notify
-        # (FINISHED_CHANNEL): the worker's listener and its wake-ups stay untouched. Without
-        # it (the store is away, or the stream broke), the wait is a plain sleep: polling.
+        # (FINISHED_CHANNEL): the worker's listener and its wake-ups stay untouched. It goes
+        # where the workers' LISTEN goes (``_listen_url``: none behind a transaction pooler
+        # without listen_url). Without one (or the store is away, or the stream broke), the
+        # wait is a plain sleep: polling.
         conn: psycopg.Connection[Any] | None = None
         try:
-            conn = psycopg.connect(self.url, autocommit=True, **self._connect_kwargs)
-            conn.execute(f"LISTEN {FINISHED_CHANNEL}")
+            if self._listen_url is not None:
+                conn = psycopg.connect(self._listen_url, autocommit=True, **self._connect_kwargs)
+                conn.execute(f"LISTEN {FINISHED_CHANNEL}")
         except psycopg.Error as exc:
             log.info("result wait falls back to polling (%s)", type(exc).__name__)
             if conn is not None:
@@ -76,6 +132,8 @@ class Listening:
                 conn.close()
 
     def _ensure_listener(self) -> None:
+        if self._listen_url is None:
+            return
         with self._listener_lock:
             if self._listener is None and not self._closed.is_set():
                 self._listener = threading.Thread(
@@ -85,15 +143,21 @@ class Listening:
 
     def _listen(self) -> None:
         delay = 0.2
+        assert self._listen_url is not None
         while not self._closed.is_set():
             try:
-                with psycopg.connect(self.url, autocommit=True, **self._connect_kwargs) as conn:
+                with psycopg.connect(
+                    self._listen_url, autocommit=True, **self._connect_kwargs
+                ) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
                     delay = 0.2
+                    self._listening.set()
                     self._wakeup.set()  # we may have missed notifications while away
                     pinged = time.monotonic()
                     while not self._closed.is_set():
-                        for _ in conn.notifies(timeout=0.5, stop_after=1):
+                        for note in conn.notifies(timeout=0.5, stop_after=1):
+                            if note.payload == self._probe:
+                                self._heard.set()
                             self._wakeup.set()
                         if self._watchdog is not None and time.monotonic() - pinged >= LISTEN_PING:
                             # a stalled stream brings no notification and no error: ask
@@ -104,6 +168,7 @@ class Listening:
                                 self._watchdog.leave(conn)
                             pinged = time.monotonic()
             except psycopg.Error as exc:
+                self._listening.clear()
                 if self._closed.is_set():
                     return
                 log.warning(

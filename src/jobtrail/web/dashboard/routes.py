@@ -23,7 +23,7 @@ from jinja2 import pass_context
 from markupsafe import Markup
 
 from ...app import App
-from ...core import explain
+from ...core import explain, replays
 from ...core.results import raising_frame
 from ...model import i18n
 from ...model.errors import IllegalTransition, TaskNotFound
@@ -38,6 +38,10 @@ HERE = Path(__file__).parent
 STATIC = {"htmx.min.js": "text/javascript", "dashboard.css": "text/css"}
 PAGE_SIZE = 50
 PREVIEW_LIMIT = 500
+#: The newest dead tasks of each group the dead-letter page shows with their evidence, and the
+#: newest replay runs it lists (SPEC §16.6).
+EVIDENCE_TASKS = 5
+RUNS_SHOWN = 20
 PAYLOAD_LIMIT = 2000
 STATS_WINDOWS = {60, 300, 900, 3600}  # health cost grows with the window's volume
 CANCEL_OUTCOMES = {"cancelled", "cancel_requested", "already_terminal", "too_late"}
@@ -431,6 +435,7 @@ def router(
         chosen = result["tasks"][:PREVIEW_LIMIT]
         return {
             "preview": chosen,
+            "effects": result["effects"],
             "truncated": len(result["tasks"]) > PREVIEW_LIMIT,
             "frozen_until": iso(result["until"]),
             "since_iso": iso(since) if since else "",
@@ -449,7 +454,17 @@ def router(
         whole_store(request, "read")
         params = {"reason": reason, "kind": kind, "since": since, "until": until}
         extra = preview_context(params) if preview else {"preview": None, "params": params}
-        return page(request, "dead.html", groups=app.dead(), **extra)
+        lang = request_lang(request)
+        runs = [
+            {
+                **r,
+                "outcome": replays.outcome(r, lang),
+                "state_text": i18n.t(replays.STATE_KEYS[r["state"]], lang),
+                "filter_text": replays.filter_text(r["filter"]),
+            }
+            for r in app.replay_runs(limit=RUNS_SHOWN)
+        ]
+        return page(request, "dead.html", groups=app.dead(tasks=EVIDENCE_TASKS), runs=runs, **extra)
 
     @r.get("/dead/preview", response_class=HTMLResponse)
     def dead_preview(

@@ -127,12 +127,27 @@ WHERE x.at >= %(since)s AND x.from_state IN ('leased', 'cancel_requested')
   AND x.from_state <> x.to_state;
 
 -- name: dead_groups
+-- Dead tasks that need a person, by reason and kind, with the group's evidence: the code
+-- versions of their last claims, their final error categories, the range of attempts, and the
+-- first and last failure among them. One statement; each task's transitions are read once
+-- through the (task_id, seq) index (a failure: a change of state with an error category, or
+-- into dead).
 SELECT t.last_reason AS reason, t.kind, COUNT(*) AS n, MIN(t.finished_at) AS oldest,
-       string_agg(DISTINCT COALESCE(
-           (SELECT c.data ->> 'version' FROM jobtrail_transitions c
-            WHERE c.task_id = t.id AND c.reason = 'claimed' ORDER BY c.seq DESC LIMIT 1),
-           '?'), ',') AS versions
+       string_agg(DISTINCT COALESCE(f.version, '?'), ',') AS versions,
+       string_agg(DISTINCT COALESCE(t.last_error_category, '-'), ',') AS categories,
+       MIN(t.attempts) AS attempts_min, MAX(t.attempts) AS attempts_max,
+       MIN(f.first_failure) AS first_failure, MAX(f.last_failure) AS last_failure
 FROM jobtrail_tasks t
+LEFT JOIN LATERAL (
+    SELECT MIN(x.at) FILTER (WHERE x.from_state IS DISTINCT FROM x.to_state
+                               AND (x.error_category IS NOT NULL OR x.to_state = 'dead'))
+               AS first_failure,
+           MAX(x.at) FILTER (WHERE x.from_state IS DISTINCT FROM x.to_state
+                               AND (x.error_category IS NOT NULL OR x.to_state = 'dead'))
+               AS last_failure,
+           (array_agg(x.data ->> 'version' ORDER BY x.seq DESC)
+               FILTER (WHERE x.reason = 'claimed'))[1] AS version
+    FROM jobtrail_transitions x WHERE x.task_id = t.id) f ON true
 WHERE t.state = 'dead' AND t.dismissed_at IS NULL
 GROUP BY t.last_reason, t.kind
 ORDER BY n DESC, reason, kind;

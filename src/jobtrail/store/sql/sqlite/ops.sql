@@ -128,15 +128,28 @@ WHERE x.at >= :since AND x.from_state IN ('leased', 'cancel_requested')
   AND x.from_state <> x.to_state;
 
 -- name: dead_groups
-SELECT t.last_reason AS reason, t.kind, COUNT(*) AS n, MIN(t.finished_at) AS oldest,
-       GROUP_CONCAT(DISTINCT COALESCE(
-           (SELECT json_extract(c.data, '$.version') FROM jobtrail_transitions c
-            WHERE c.task_id = t.id AND c.reason = 'claimed' ORDER BY c.seq DESC LIMIT 1),
-           '?')) AS versions
-FROM jobtrail_tasks t
-WHERE t.state = 'dead' AND t.dismissed_at IS NULL
-GROUP BY t.last_reason, t.kind
-ORDER BY n DESC, reason, kind;
+-- Dead tasks that need a person, by reason and kind, with the group's evidence (see the
+-- PostgreSQL query). SQLite: per task one backward probe of its (task_id, seq) index for the
+-- version of its last claim (as before) and one forward probe that stops at its first
+-- failure; its last failure is its death (finished_at: a dead task's last move into dead).
+SELECT d.reason, d.kind, COUNT(*) AS n, MIN(d.finished_at) AS oldest,
+       GROUP_CONCAT(DISTINCT COALESCE(d.version, '?')) AS versions,
+       GROUP_CONCAT(DISTINCT COALESCE(d.category, '-')) AS categories,
+       MIN(d.attempts) AS attempts_min, MAX(d.attempts) AS attempts_max,
+       MIN(d.first_failure) AS first_failure, MAX(d.finished_at) AS last_failure
+FROM (SELECT t.last_reason AS reason, t.kind, t.finished_at,
+             t.last_error_category AS category, t.attempts,
+             (SELECT json_extract(c.data, '$.version') FROM jobtrail_transitions c
+              WHERE c.task_id = t.id AND c.reason = 'claimed' ORDER BY c.seq DESC LIMIT 1)
+                 AS version,
+             (SELECT x.at FROM jobtrail_transitions x
+              WHERE x.task_id = t.id AND x.from_state IS NOT x.to_state
+                AND (x.error_category IS NOT NULL OR x.to_state = 'dead')
+              ORDER BY x.seq LIMIT 1) AS first_failure
+      FROM jobtrail_tasks t
+      WHERE t.state = 'dead' AND t.dismissed_at IS NULL) d
+GROUP BY d.reason, d.kind
+ORDER BY n DESC, d.reason, d.kind;
 
 -- name: prune_select
 SELECT id FROM jobtrail_tasks t

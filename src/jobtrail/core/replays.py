@@ -1,0 +1,136 @@
+"""Pure pieces of replay runs, replay previews and dead-letter evidence (SPEC §16.6).
+
+Nothing here touches the store or a clock. ``stop_code`` is the one decision a replay run makes
+between batches; ``split_effects`` says which effects a replay would perform again and which it
+would skip; ``provider_ids`` reads the provider ids an effect's recorded result carries;
+``stop_reason`` says in words why a run stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from ..model import i18n
+
+#: How a run ends: ``completed`` (every selected task was replayed or found moved), or
+#: ``stopped`` with a ``stop_code``.
+COMPLETED, STOPPED, RUNNING = "completed", "stopped", "running"
+#: ``died_again``: ``stop_after_failures`` of its replayed tasks went dead again.
+#: ``not_settled``: the previous batch had not settled within the run's ``batch_timeout``
+#: (no worker running, or a provider slower than the timeout): nothing more is replayed.
+#: ``interrupted``: the operator's process failed or was stopped mid-run (Ctrl-C, a store
+#: outage): the tasks it replayed stay replayed, the rest stay dead.
+DIED_AGAIN, NOT_SETTLED, INTERRUPTED = "died_again", "not_settled", "interrupted"
+
+#: The catalog key of each run state's word.
+STATE_KEYS = {
+    RUNNING: "replay_run.state.running",
+    COMPLETED: "replay_run.state.completed",
+    STOPPED: "replay_run.state.stopped",
+}
+#: The parts of a run's recorded filter shown to people, in this order.
+FILTER_KEYS = ("reason", "kind", "since", "until", "limit")
+
+#: The keys of a recorded effect result that name the provider's object, in the order looked.
+PROVIDER_ID_KEYS = ("provider_id", "id", "receipt_id", "message_id", "external_id")
+
+
+def batches(ids: Sequence[Any], batch_size: int | None) -> Iterator[Sequence[Any]]:
+    """``ids`` in runs of ``batch_size`` (all of them at once without one)."""
+    size = batch_size or max(len(ids), 1)
+    for start in range(0, len(ids), size):
+        yield ids[start : start + size]
+
+
+def stop_code(
+    *, died: int, still_open: int, stop_after_failures: int | None, timed_out: bool
+) -> str | None:
+    """Whether a run stops before its next batch, and why: ``died`` of its replayed tasks are
+    dead again, ``still_open`` of them are still queued, leased or waiting. Reaching
+    ``stop_after_failures`` stops it even while others are still open; otherwise it waits
+    until nothing is open, and stops if that did not happen in time."""
+    if stop_after_failures is not None and died >= stop_after_failures:
+        return DIED_AGAIN
+    if still_open and timed_out:
+        return NOT_SETTLED
+    return None
+
+
+def settled(*, died: int, still_open: int, stop_after_failures: int | None) -> bool:
+    """Whether the run may stop waiting for its previous batch: all of it settled, or enough
+    of its tasks died again to stop now."""
+    return still_open == 0 or (stop_after_failures is not None and died >= stop_after_failures)
+
+
+def stop_reason(run: Mapping[str, Any], lang: str = "en") -> str | None:
+    """Why a recorded run stopped, in words (``None`` when it did not stop)."""
+    code = run.get("stop_code")
+    if code == DIED_AGAIN:
+        return i18n.t(
+            "replay_run.died_again", lang, died=run["died_again"], replayed=run["replayed"]
+        )
+    if code == NOT_SETTLED:
+        timeout = (run.get("filter") or {}).get("batch_timeout")
+        return i18n.t(
+            "replay_run.not_settled",
+            lang,
+            batch=run["batches"],
+            timeout=f"{timeout:g}" if isinstance(timeout, int | float) else "?",
+        )
+    if code == INTERRUPTED:
+        return i18n.t("replay_run.interrupted", lang)
+    return None
+
+
+def filter_text(recorded: Mapping[str, Any]) -> str:
+    """A run's filter in one line: ``kind=publish until=2026-…`` (``-`` for none)."""
+    shown = [f"{k}={recorded[k]}" for k in FILTER_KEYS if recorded.get(k)]
+    return " ".join(shown) or "-"
+
+
+def outcome(run: Mapping[str, Any], lang: str = "en") -> str:
+    """How a run ended (or that it runs), in words: the stop reason, else its state's word."""
+    return stop_reason(run, lang) or i18n.t(STATE_KEYS[run["state"]], lang)
+
+
+def provider_ids(result: Any) -> list[str]:
+    """The provider ids an effect's recorded result names: the first of ``PROVIDER_ID_KEYS``
+    holding a string or a number, else the values of its ``*_id`` keys (``post_id``), in key
+    order. A result that is not an object names none."""
+    if not isinstance(result, Mapping):
+        return []
+    for key in PROVIDER_ID_KEYS:
+        if (value := _scalar(result.get(key))) is not None:
+            return [value]
+    found = [_scalar(result[k]) for k in sorted(result) if isinstance(k, str) and k.endswith("_id")]
+    return [v for v in found if v is not None]
+
+
+def _scalar(value: Any) -> str | None:
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def split_effects(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Per task id, the effects a replay would perform again (``again``: an intent without a
+    confirmed receipt) and the ones it would skip (``skip``: confirmed, its result kept). An
+    effect the handler has not reached yet has no row and is not listed."""
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for r in rows:
+        entry = out.setdefault(str(r["task_id"]), {"again": [], "skip": []})
+        confirmed = r["status"] == "confirmed"
+        item: dict[str, Any] = {
+            "name": r["name"],
+            "effect_key": r["effect_key"],
+            "status": r["status"],
+            "attempt": r["attempt"],
+        }
+        if confirmed:
+            item["confirmed_at"] = r["confirmed_at"]
+            item["provider_ids"] = provider_ids(r["result"])
+        entry["skip" if confirmed else "again"].append(item)
+    return out

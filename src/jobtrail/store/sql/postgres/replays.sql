@@ -1,0 +1,99 @@
+-- Replay runs (SPEC §16.6), the effects a replay would perform again, and dead-letter evidence.
+
+-- name: replay_run_insert
+INSERT INTO jobtrail_replay_runs (actor, note, data, batch_size, stop_after_failures, total,
+                                  state, created_at, updated_at)
+VALUES (%(actor)s, %(note)s, %(data)s::jsonb, %(batch_size)s, %(stop_after_failures)s,
+        %(total)s, 'running', now(), now())
+RETURNING id;
+
+-- name: replay_run_tasks_insert
+-- :ids is a JSON array of task ids in the order the run replays them (position 1, 2, ...).
+INSERT INTO jobtrail_replay_run_tasks (run_id, task_id, position)
+SELECT %(run_id)s::bigint, v.task_id::bigint, v.ord::int
+FROM jsonb_array_elements_text(%(ids)s::jsonb) WITH ORDINALITY AS v(task_id, ord);
+
+-- name: replay_run_task_mark
+UPDATE jobtrail_replay_run_tasks SET replayed_seq = %(seq)s
+WHERE run_id = %(run_id)s AND position = %(position)s;
+
+-- name: replay_run_progress
+UPDATE jobtrail_replay_runs
+SET replayed = replayed + %(replayed)s, skipped = skipped + %(skipped)s,
+    batches = batches + %(batches)s, updated_at = now()
+WHERE id = %(id)s;
+
+-- name: replay_run_observe
+-- What became of the run's replayed tasks: how many went dead again after the run's replay,
+-- and how many are still on their way (queued, leased, waiting for children). A task awaiting
+-- a receipt has been run and counts as settled (its receipt may still fail it: counted then).
+SELECT COUNT(*) FILTER (WHERE EXISTS (
+           SELECT 1 FROM jobtrail_transitions x
+           WHERE x.task_id = r.task_id AND x.seq > r.replayed_seq
+             AND x.to_state = 'dead' AND x.from_state <> 'dead')) AS died,
+       COUNT(*) FILTER (WHERE t.state IN ('queued', 'leased', 'cancel_requested', 'waiting'))
+           AS open
+FROM jobtrail_replay_run_tasks r
+LEFT JOIN jobtrail_tasks t ON t.id = r.task_id
+WHERE r.run_id = %(id)s AND r.replayed_seq IS NOT NULL;
+
+-- name: replay_run_finish
+UPDATE jobtrail_replay_runs
+SET state = %(state)s, stop_code = %(stop_code)s, died_again = %(died)s,
+    finished_at = now(), updated_at = now()
+WHERE id = %(id)s AND state = 'running';
+
+-- name: replay_run_list
+-- Newest first, with how many of each run's replayed tasks are dead again now (live).
+SELECT r.*,
+       (SELECT COUNT(*) FROM jobtrail_replay_run_tasks rt
+        WHERE rt.run_id = r.id AND rt.replayed_seq IS NOT NULL
+          AND EXISTS (SELECT 1 FROM jobtrail_transitions x
+                      WHERE x.task_id = rt.task_id AND x.seq > rt.replayed_seq
+                        AND x.to_state = 'dead' AND x.from_state <> 'dead')) AS died_now
+FROM jobtrail_replay_runs r
+WHERE (%(id)s::bigint IS NULL OR r.id = %(id)s::bigint)
+ORDER BY r.id DESC
+LIMIT %(limit)s;
+
+-- name: effect_list_for_tasks
+-- The effects recorded by some tasks (:ids a JSON array): confirmed ones a replay skips, the
+-- rest (an intent without a confirmed receipt) it performs again.
+SELECT s.task_id, s.name, s.status, s.effect_key, s.result, s.attempt, s.created_at,
+       s.confirmed_at
+FROM jobtrail_steps s
+WHERE s.is_effect
+  AND s.task_id IN (SELECT v::bigint FROM jsonb_array_elements_text(%(ids)s::jsonb) AS v)
+ORDER BY s.task_id, s.created_at, s.name;
+
+-- name: dead_tasks_evidence
+-- The newest :per_group dead tasks of each (reason, kind) group, with their evidence: the
+-- final error category, attempts, the code version of the last claim, the input reference,
+-- the receipt id, and the first and last failure (a transition that changed state with an
+-- error category, or into dead). The window picks from the dead index's rows; the failures
+-- are read only for the picked tasks (one index range per task).
+SELECT p.id, p.kind, p.queue, p.tenant, p.last_reason AS reason,
+       p.last_error_category AS category, p.attempts, p.max_attempts, p.replay_count,
+       p.idempotency_key, p.payload_hash, p.receipt_id, p.finished_at,
+       f.first_failure, f.last_failure, f.version
+FROM (SELECT t.id, t.kind, t.queue, t.tenant, t.last_reason, t.last_error_category,
+             t.attempts, t.max_attempts, t.replay_count, t.idempotency_key, t.payload_hash,
+             t.receipt_id, t.finished_at,
+             ROW_NUMBER() OVER (PARTITION BY t.last_reason, t.kind
+                                ORDER BY t.finished_at DESC, t.id DESC) AS rank
+      FROM jobtrail_tasks t
+      WHERE t.state = 'dead' AND t.dismissed_at IS NULL
+        AND (%(reason)s::text IS NULL OR t.last_reason = %(reason)s::text)
+        AND (%(kind)s::text IS NULL OR t.kind = %(kind)s::text)) p
+LEFT JOIN LATERAL (
+    SELECT MIN(x.at) FILTER (WHERE x.from_state IS DISTINCT FROM x.to_state
+                               AND (x.error_category IS NOT NULL OR x.to_state = 'dead'))
+               AS first_failure,
+           MAX(x.at) FILTER (WHERE x.from_state IS DISTINCT FROM x.to_state
+                               AND (x.error_category IS NOT NULL OR x.to_state = 'dead'))
+               AS last_failure,
+           (array_agg(x.data ->> 'version' ORDER BY x.seq DESC)
+               FILTER (WHERE x.reason = 'claimed'))[1] AS version
+    FROM jobtrail_transitions x WHERE x.task_id = p.id) f ON true
+WHERE p.rank <= %(per_group)s
+ORDER BY p.last_reason, p.kind, p.rank;

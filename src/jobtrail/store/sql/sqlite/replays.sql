@@ -1,0 +1,96 @@
+-- Replay runs (SPEC §16.6), the effects a replay would perform again, and dead-letter evidence.
+
+-- name: replay_run_insert
+INSERT INTO jobtrail_replay_runs (actor, note, data, batch_size, stop_after_failures, total,
+                                  state, created_at, updated_at)
+VALUES (:actor, :note, :data, :batch_size, :stop_after_failures, :total, 'running',
+        round((julianday('now') - 2440587.5) * 86400.0, 3),
+        round((julianday('now') - 2440587.5) * 86400.0, 3))
+RETURNING id;
+
+-- name: replay_run_tasks_insert
+-- :ids is a JSON array of task ids in the order the run replays them (position 1, 2, ...).
+INSERT INTO jobtrail_replay_run_tasks (run_id, task_id, position)
+SELECT :run_id, CAST(value AS INTEGER), key + 1 FROM json_each(:ids);
+
+-- name: replay_run_task_mark
+UPDATE jobtrail_replay_run_tasks SET replayed_seq = :seq
+WHERE run_id = :run_id AND position = :position;
+
+-- name: replay_run_progress
+UPDATE jobtrail_replay_runs
+SET replayed = replayed + :replayed, skipped = skipped + :skipped,
+    batches = batches + :batches,
+    updated_at = round((julianday('now') - 2440587.5) * 86400.0, 3)
+WHERE id = :id;
+
+-- name: replay_run_observe
+-- What became of the run's replayed tasks: how many went dead again after the run's replay,
+-- and how many are still on their way (queued, leased, waiting for children). A task awaiting
+-- a receipt has been run and counts as settled (its receipt may still fail it: counted then).
+SELECT COALESCE(SUM(CASE WHEN EXISTS (
+           SELECT 1 FROM jobtrail_transitions x
+           WHERE x.task_id = r.task_id AND x.seq > r.replayed_seq
+             AND x.to_state = 'dead' AND x.from_state <> 'dead') THEN 1 ELSE 0 END), 0) AS died,
+       COALESCE(SUM(CASE WHEN t.state IN ('queued', 'leased', 'cancel_requested', 'waiting')
+                    THEN 1 ELSE 0 END), 0) AS open
+FROM jobtrail_replay_run_tasks r
+LEFT JOIN jobtrail_tasks t ON t.id = r.task_id
+WHERE r.run_id = :id AND r.replayed_seq IS NOT NULL;
+
+-- name: replay_run_finish
+UPDATE jobtrail_replay_runs
+SET state = :state, stop_code = :stop_code, died_again = :died,
+    finished_at = round((julianday('now') - 2440587.5) * 86400.0, 3),
+    updated_at = round((julianday('now') - 2440587.5) * 86400.0, 3)
+WHERE id = :id AND state = 'running';
+
+-- name: replay_run_list
+-- Newest first, with how many of each run's replayed tasks are dead again now (live).
+SELECT r.*,
+       (SELECT COUNT(*) FROM jobtrail_replay_run_tasks rt
+        WHERE rt.run_id = r.id AND rt.replayed_seq IS NOT NULL
+          AND EXISTS (SELECT 1 FROM jobtrail_transitions x
+                      WHERE x.task_id = rt.task_id AND x.seq > rt.replayed_seq
+                        AND x.to_state = 'dead' AND x.from_state <> 'dead')) AS died_now
+FROM jobtrail_replay_runs r
+WHERE (:id IS NULL OR r.id = :id)
+ORDER BY r.id DESC
+LIMIT :limit;
+
+-- name: effect_list_for_tasks
+-- The effects recorded by some tasks (:ids a JSON array): confirmed ones a replay skips, the
+-- rest (an intent without a confirmed receipt) it performs again.
+SELECT s.task_id, s.name, s.status, s.effect_key, s.result, s.attempt, s.created_at,
+       s.confirmed_at
+FROM jobtrail_steps s
+WHERE s.is_effect
+  AND s.task_id IN (SELECT CAST(value AS INTEGER) FROM json_each(:ids))
+ORDER BY s.task_id, s.created_at, s.name;
+
+-- name: dead_tasks_evidence
+-- The newest :per_group dead tasks of each (reason, kind) group, with their evidence (see the
+-- PostgreSQL query). SQLite: the failures by a correlated MIN/MAX each, the version of the
+-- last claim by one more; all read through the (task_id, seq) index of the picked tasks only.
+SELECT p.id, p.kind, p.queue, p.tenant, p.last_reason AS reason,
+       p.last_error_category AS category, p.attempts, p.max_attempts, p.replay_count,
+       p.idempotency_key, p.payload_hash, p.receipt_id, p.finished_at,
+       (SELECT MIN(x.at) FROM jobtrail_transitions x
+        WHERE x.task_id = p.id AND x.from_state IS NOT x.to_state
+          AND (x.error_category IS NOT NULL OR x.to_state = 'dead')) AS first_failure,
+       (SELECT MAX(x.at) FROM jobtrail_transitions x
+        WHERE x.task_id = p.id AND x.from_state IS NOT x.to_state
+          AND (x.error_category IS NOT NULL OR x.to_state = 'dead')) AS last_failure,
+       (SELECT json_extract(c.data, '$.version') FROM jobtrail_transitions c
+        WHERE c.task_id = p.id AND c.reason = 'claimed' ORDER BY c.seq DESC LIMIT 1) AS version
+FROM (SELECT t.id, t.kind, t.queue, t.tenant, t.last_reason, t.last_error_category,
+             t.attempts, t.max_attempts, t.replay_count, t.idempotency_key, t.payload_hash,
+             t.receipt_id, t.finished_at,
+             ROW_NUMBER() OVER (PARTITION BY t.last_reason, t.kind
+                                ORDER BY t.finished_at DESC, t.id DESC) AS rank
+      FROM jobtrail_tasks t
+      WHERE t.state = 'dead' AND t.dismissed_at IS NULL
+        AND (:reason IS NULL OR t.last_reason = :reason)
+        AND (:kind IS NULL OR t.kind = :kind)) p
+WHERE p.rank <= :per_group
+ORDER BY p.last_reason, p.kind, p.rank;

@@ -1,0 +1,245 @@
+"""PostgreSQL behind a real PgBouncer (``tests/bouncer.py``, SPEC §16.5): ``pooler=`` and
+``listen_url``, the worker's start-up NOTIFY check, transaction mode's polling, session mode,
+a PgBouncer killed and restarted under a running worker, and the soak through it.
+
+The conformance modules in ``conftest.POOLED`` and the crash tests also run through PgBouncer
+in transaction mode (backend ``pgbouncer-tx``)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from _integration_helpers import wait_until
+from conftest import PG_URL, Store, bouncer, make_store
+
+import jobtrail
+from jobtrail.worker import Worker, WorkerOptions
+
+
+@pytest.fixture
+def pooled(tmp_path: Path) -> Iterator[Store]:
+    """A fresh store reached through PgBouncer in transaction mode (``pooler="transaction"``);
+    ``direct_url`` reaches the same schema without it."""
+    s = make_store("pgbouncer-tx", tmp_path)
+    try:
+        yield s
+        if s.apps:
+            assert s.apps[0].check() == []
+    finally:
+        s.close()
+
+
+def _session_url(store: Store) -> str:
+    return store.url.replace("/tx_", "/se_")
+
+
+def _app(store: Store, **options: Any) -> jobtrail.App:
+    app = store.app(**options)
+
+    @app.task("k")
+    def k(ctx: jobtrail.Context, payload: Any) -> int:
+        return int(payload["n"])
+
+    return app
+
+
+def _worker(app: jobtrail.App, **options: Any) -> tuple[Worker, threading.Thread]:
+    options.setdefault("queues", ["default"])
+    options.setdefault("sweep_interval", 0.1)
+    worker = Worker(app.worker_collaborators(), WorkerOptions(install_signals=False, **options))
+    thread = threading.Thread(target=worker.run, name="pooled-worker", daemon=True)
+    thread.start()
+    return worker, thread
+
+
+def _succeeded(app: jobtrail.App, ids: list[str]) -> bool:
+    return all(app.get(i).state == "succeeded" for i in ids)
+
+
+# -- bad input -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_an_unknown_pooler_is_refused_on_both_backends_before_anything_opens(
+    backend: str, tmp_path: Path
+) -> None:
+    s = make_store(backend, tmp_path)
+    try:
+        with pytest.raises(ValueError, match=r"pooler must be 'transaction'.*not 'txn'"):
+            jobtrail.App(s.url, pooler="txn")
+        if backend == "sqlite":
+            assert not (tmp_path / "jobtrail.db").exists()  # nothing written
+        with pytest.raises(ValueError, match=r"poll_interval must be"):
+            jobtrail.App(s.url, poll_interval=0)
+    finally:
+        s.close()
+
+
+def test_a_listen_url_that_is_not_postgresql_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"listen_url must be a postgresql:// URL"):
+        jobtrail.App(PG_URL, pooler="transaction", listen_url="redis://localhost")
+    with pytest.raises(ValueError, match=r"bad listen_url"):
+        jobtrail.App(PG_URL, pooler="transaction", listen_url="postgresql://x/y?nosuch=1")
+
+
+# -- the failure this fixes ------------------------------------------------------------------------
+def test_without_pooler_transaction_mode_breaks_on_prepared_statements(pooled: Store) -> None:
+    # the plain driver prepares its hot statements on its connections: through a transaction
+    # pooler two clients' statements share server sessions (PgBouncer hands the last idle one
+    # out again), so the second client's PREPARE of the same name collides (what the issue
+    # saw: DuplicatePreparedStatement, then InvalidSqlStatementName); with
+    # pooler="transaction" the same alternation goes through
+    app = _app(pooled)
+    plain = [jobtrail.App(pooled.url, pooler="session") for _ in range(3)]
+    for p in plain:
+        p.task("k")(lambda ctx, payload: None)
+    try:
+        with pytest.raises(
+            (psycopg.errors.DuplicatePreparedStatement, psycopg.errors.InvalidSqlStatementName)
+        ):
+            for i in range(60):
+                plain[i % 3].enqueue("k", {"n": i})
+    finally:
+        for p in plain:
+            p.close()
+    apps = [app, _app(pooled)]
+    ids = [apps[i % 2].enqueue("k", {"n": i}).id for i in range(40)]
+    assert app.run_worker(burst=True, concurrency=4, poll_interval=0.05) >= 40
+    assert _succeeded(app, ids)
+
+
+# -- LISTEN ----------------------------------------------------------------------------------------
+def test_transaction_mode_without_listen_url_polls_and_says_so(
+    pooled: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = _app(pooled, poll_interval=0.2)
+    assert app._driver.polls_only and app._driver.check_wakeups() is None
+    caplog.set_level(logging.INFO, logger="jobtrail.worker")
+    app.enqueue("k", {"n": 1})
+    assert app.run_worker(burst=True, queues=["default"]) == 1
+    said = [r.getMessage() for r in caplog.records if "polling for new work" in r.getMessage()]
+    assert said and "every 0.20s" in said[0], caplog.text
+
+
+def test_transaction_mode_with_a_listen_url_wakes_workers_through_listen(pooled: Store) -> None:
+    app = _app(pooled, listen_url=pooled.direct_url, poll_interval=30.0)
+    assert not app._driver.polls_only
+    assert app._driver.check_wakeups() is True  # NOTIFY through PgBouncer, heard directly
+    worker, thread = _worker(app, poll_interval=30.0)
+    try:
+        wait_until(lambda: app._driver._listening.is_set(), timeout=10, what="the LISTEN")
+        # an enqueue by another App (another process's) through the pooler: with a 30 s poll,
+        # only the NOTIFY can bring it to the worker within the deadline
+        other = _app(pooled)
+        ids = [other.enqueue("k", {"n": i}).id for i in range(3)]
+        wait_until(lambda: _succeeded(app, ids), timeout=10, what="the woken worker")
+    finally:
+        worker.stop()
+        thread.join(15)
+    assert not thread.is_alive()
+
+
+def test_the_worker_warns_when_its_own_notify_does_not_arrive(
+    pooled: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a listen_url to another database: the listener connects, but NOTIFYs sent in the store's
+    # database never reach it
+    wrong = PG_URL.rsplit("/", 1)[0] + "/postgres"
+    app = _app(pooled, listen_url=wrong)
+    caplog.set_level(logging.INFO, logger="jobtrail.worker")
+    app.enqueue("k", {"n": 1})
+    assert app.run_worker(burst=True, poll_interval=0.05) == 1
+    warned = [r for r in caplog.records if "did not reach its LISTEN connection" in r.getMessage()]
+    assert warned and warned[0].levelno == logging.WARNING, caplog.text
+
+
+def test_session_mode_listens_through_the_pooler(pooled: Store) -> None:
+    app = jobtrail.App(_session_url(pooled), pooler="session")
+    try:
+        app.migrate()
+        app.task("k")(lambda ctx, payload: payload["n"])
+        assert app._driver.check_wakeups() is True
+        ids = [app.enqueue("k", {"n": i}).id for i in range(20)]
+        assert app.run_worker(burst=True, poll_interval=0.05) == 20
+        assert _succeeded(app, ids)
+        assert app.check() == []
+    finally:
+        app.close()
+
+
+# -- PgBouncer restarts -------------------------------------------------------------------------
+@pytest.mark.timeout(120)
+def test_a_worker_keeps_working_when_pgbouncer_is_killed_and_restarted(pooled: Store) -> None:
+    app = _app(pooled, poll_interval=0.05)
+    producer = _app(pooled)
+    ids = [producer.enqueue("k", {"n": i}).id for i in range(50)]
+    worker, thread = _worker(app, concurrency=4, poll_interval=0.05)
+    b = bouncer()
+    try:
+        wait_until(lambda: _succeeded(app, ids), timeout=30, what="the first tasks")
+        b.kill()  # every client and server connection through it cut at once
+        with pytest.raises(jobtrail.StoreUnavailable):
+            producer.enqueue("k", {"n": -1})
+        b.start()
+        more: list[str] = []
+
+        def enqueued() -> bool:
+            try:
+                more.append(producer.enqueue("k", {"n": len(more)}).id)
+            except jobtrail.StoreUnavailable:
+                return False
+            return len(more) >= 50
+
+        wait_until(enqueued, timeout=30, what="enqueues through the restarted PgBouncer")
+        wait_until(lambda: _succeeded(app, more), timeout=60, what="the worker after the restart")
+    finally:
+        if not b.running:
+            b.start()
+        worker.stop()
+        thread.join(30)
+    assert not thread.is_alive()
+    counts = {t.state for t in app.list(limit=1000)}
+    assert counts == {"succeeded"}
+    assert len(app.list(limit=1000)) == 100  # none lost, none doubled
+    assert app.check() == []
+
+
+# -- soak ------------------------------------------------------------------------------------------
+class _BouncerRestart:
+    """``soak.run``'s ``pg_restart``: restarts PgBouncer (not the server) mid-run."""
+
+    def ctl(self, action: str) -> None:
+        b = bouncer()
+        b.kill()
+        b.start()
+
+
+@pytest.mark.timeout(300)
+def test_soak_through_pgbouncer_in_transaction_mode(pooled: Store, tmp_path: Path) -> None:
+    from chaos import soak
+
+    with jobtrail.App(pooled.direct_url) as app:
+        app.migrate()
+    started = time.monotonic()
+    res = soak.run(
+        root=tmp_path,
+        url=pooled.direct_url,
+        pooled_url=pooled.url,
+        tasks=150,
+        workers=3,
+        kill_every=4,
+        timeout=200,
+        seed=7,
+        pg_restart=_BouncerRestart(),
+    )
+    print(soak.report(res), f"{time.monotonic() - started:.1f}s")
+    assert res.problems == [], res.problems
+    assert res.violations == [], res.violations[:10]
+    assert res.log_errors == [], res.log_errors[:10]
+    assert res.kills >= 1 and res.pg_restarts == 1
+    assert sum(res.states.values()) == 150
