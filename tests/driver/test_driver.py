@@ -95,6 +95,38 @@ def test_transactions(world: dict[str, Any]) -> None:
     assert d.encode_time(now) is not None
 
 
+@covers("run_async", "aclose")
+def test_run_async_runs_driver_code_off_the_loop_and_aclose(world: dict[str, Any]) -> None:
+    """``run_async`` awaits synchronous code that uses the driver (the async API's path):
+    it sees the store, its writes commit, its errors come back as raised."""
+    import asyncio
+
+    d: Driver = world["d"]
+
+    def read(task_id: int) -> Any:
+        with d.transaction(write=False) as tx:
+            return d.task_get(tx, task_id)
+
+    def fail() -> None:
+        with d.transaction() as tx:
+            d.task_get(tx, world["queued"])
+            raise KeyError("inside")
+
+    async def go() -> Any:
+        row = await d.run_async(read, world["queued"])
+        with pytest.raises(KeyError, match="inside"):
+            await d.run_async(fail)
+        return row
+
+    row = asyncio.run(go())
+    assert row is not None and row["id"] == world["queued"]
+    other = jobtrail.App(world["app"].url)
+    other.task("k")(lambda ctx, p: None)
+    asyncio.run(other._driver.aclose())
+    with pytest.raises(RuntimeError, match="closed"):
+        other.enqueue("k")
+
+
 @covers("migrate", "close")
 def test_migrate_is_idempotent_and_close(world: dict[str, Any]) -> None:
     app: jobtrail.App = world["app"]
@@ -420,6 +452,36 @@ def test_outbox(world: dict[str, Any]) -> None:
         assert d.outbox_list(tx, id=world["leased"])[0]["delivered_at"] is not None
 
 
+# -- rates ---------------------------------------------------------------------------------------
+@covers("queue_rate_set", "queue_claims_between", "queue_due_count", "tenant_rate_list")
+def test_rates(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with rolled_back(d) as tx:
+        d.queue_upsert(
+            tx,
+            name="default",
+            paused=False,
+            paused_by=None,
+            paused_note=None,
+            limit_total=None,
+            limit_per_tenant=None,
+        )
+        row = d.queue_rate_set(
+            tx, name="default", per_second=5.0, burst=2, per_tenant=1.0, ramp=10.0, until=10.0
+        )
+        assert row is not None
+        assert (row["rate_per_second"], row["rate_burst"], row["rate_per_tenant"]) == (5, 2, 1)
+        assert row["ramp_started_at"] is not None and row["rate_until"] > row["ramp_started_at"]
+        assert row["tokens"] is None  # a new rate starts with a full bucket
+        claimed = d.queue_claims_between(
+            tx, queue="default", since=ago(d, tx), until=ago(d, tx, -60)
+        )
+        assert claimed is not None and int(claimed["n"]) == 1  # the world's leased task
+        due = d.queue_due_count(tx, queue="default")
+        assert due is not None and int(due["n"]) == 1
+        assert d.tenant_rate_list(tx, queue="default", since=ago(d, tx)) == []
+
+
 # -- queues --------------------------------------------------------------------------------------
 @covers("queue_get", "queue_upsert", "queue_list", "queue_history_insert", "queue_history_list")
 @covers("queue_held_count", "queue_tenant_held")
@@ -573,3 +635,26 @@ def test_prune_statements(world: dict[str, Any]) -> None:
         d.prune_outbox(tx, ids=listed)
         assert d.prune_tasks(tx, ids=listed) == 0
         d.prune_guard(tx, on=False)
+
+
+@covers("retention_select", "retention_delete_tasks", "pruned_add", "pruned_list")
+def test_retention_statements(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with rolled_back(d) as tx:
+        # the world holds a queued and a leased task: nothing finished to select
+        assert d.retention_select(tx, state="succeeded", older_than=0, limit=10) == []
+        assert d.retention_delete_tasks(tx, ids=d._list([world["queued"]]), state="dead") == 0
+        assert d.pruned_list(tx) == []
+        d.pruned_add(tx, state="cancelled", tasks=3, transitions=9)
+        d.pruned_add(tx, state="cancelled", tasks=2, transitions=6)
+        assert [dict(r) for r in d.pruned_list(tx)] == [
+            {"state": "cancelled", "tasks": 5, "transitions": 15}
+        ]
+
+
+@covers("trace_contexts")
+def test_trace_contexts(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with d.transaction(write=False) as tx:
+        # enqueued without a recording tracer: no context stored
+        assert d.trace_contexts(tx, ids=d._list([world["queued"], world["leased"]])) == []

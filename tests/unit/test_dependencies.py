@@ -15,7 +15,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "jobtrail"
 #: imported only where the feature is asked for, with a message naming the extra
-OPTIONAL: set[str] = set()
+OPTIONAL: set[str] = {
+    # the `otel` extra: imported only inside jobtrail/core/tracing.py's functions, after
+    # tracing.available() found it installed; without it nothing is traced (SPEC §16.5)
+    "opentelemetry",
+    # the `django` extra: imported only by jobtrail.contrib.django (jobtrail[django])
+    "django",
+}
 
 
 def base_dependencies() -> set[str]:

@@ -40,6 +40,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "jobtrail.dashboard",  # the documented name of jobtrail.web.dashboard
             "jobtrail.demo",
             "jobtrail.docs",
+            "jobtrail.contrib",  # integrations (Django), entry points of other frameworks
         ),
     ),
     ("app", ("jobtrail.app",)),

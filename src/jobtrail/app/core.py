@@ -8,9 +8,9 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from ..core import payloads, transition
+from ..core import payloads, transition, typed
 from ..model import validate
 from ..model.errors import IdempotencyConflict, TaskNotFound, UnknownKind
 from ..model.kinds import Classifier, KindSpec
@@ -19,8 +19,10 @@ from ..model.timeparse import parse_time
 from ..services.outbox import Sink
 from ..services.scheduler import Schedule
 from ..store.base import Driver, NewTask, Row, Tx
+from .handles import TaskHandle
 
 F = TypeVar("F", bound=Callable[..., Any])
+P = TypeVar("P")
 
 WEBHOOK_PREFIX = "webhook."
 
@@ -64,11 +66,16 @@ class AppCore:
         reconcile: Callable[[str], Any] | None = None,
         check_receipt: Callable[[str], Any] | None = None,
         timeout: float | None = None,
-    ) -> Callable[[F], F]:
-        """Register a handler ``fn(ctx, payload)`` (plain or ``async def``) for a task kind."""
+    ) -> Callable[[Callable[[Any, P], Any]], TaskHandle[P]]:
+        """Register a handler ``fn(ctx, payload)`` (plain or ``async def``) for a task kind
+        and return its ``TaskHandle`` (callable as ``fn``; ``.kind``, ``.enqueue(...)``,
+        ``.aenqueue(...)``). A payload parameter annotated with a dataclass or a pydantic model
+        makes the payload typed (``core/typed.py``)."""
 
-        def register(fn: F) -> F:
-            name = kind or fn.__name__
+        def register(fn: Callable[[Any, P], Any]) -> TaskHandle[P]:
+            if isinstance(fn, TaskHandle):  # registered on another App too: its function
+                fn = fn.fn
+            name: str = kind or str(getattr(fn, "__name__", ""))
             if queue is not None:
                 _require_name(queue, "queue")
             spec = KindSpec(
@@ -86,12 +93,13 @@ class AppCore:
                 reconcile=reconcile,
                 check_receipt=check_receipt,
                 timeout=timeout,
+                payload_type=typed.payload_type(fn),
             )
             spec.validate()
             if name in self._kinds:
                 raise ValueError(f"task kind {name!r} is already registered")
             self._kinds[name] = spec
-            return fn
+            return TaskHandle(cast(Any, self), name, fn)
 
         return register
 
@@ -116,7 +124,10 @@ class AppCore:
         spec = self._kinds.get(kind)
         if spec is None and not label:
             raise UnknownKind(kind, list(self._kinds))
-        payload_json, payload_hash = payloads.encode(args.get("payload"), self.max_payload_bytes)
+        payload = args.get("payload")
+        if spec is not None and spec.payload_type is not None:
+            payload = typed.dump(kind, spec.payload_type, {} if payload is None else payload)
+        payload_json, payload_hash = payloads.encode(payload, self.max_payload_bytes)
         key = args.get("idempotency_key")
         if key is not None and (not isinstance(key, str) or not key or len(key) > 255):
             raise ValueError("idempotency_key must be a non-empty string of at most 255 chars")

@@ -17,6 +17,7 @@ from ..model.models import Task, task_from_row
 from ..services.outbox import Sink, dispatch, http_sink
 from ..services.receipts import apply_outcome
 from ..store.base import Driver, NewTask
+from .connections import dbapi_connection
 from .core import AppCore
 
 S = TypeVar("S", bound=Callable[..., Any])
@@ -191,7 +192,7 @@ class EffectsAPI(AppCore):
                 items.append(self._new_task(args))
             except (TypeError, ValueError) as exc:
                 raise type(exc)(f"workflow child {i}: {exc}") from exc
-        with self._driver.transaction(connection=connection) as tx:
+        with self._driver.transaction(connection=dbapi_connection(connection)) as tx:
             row, created = transition.create(self._driver, tx, parent)
             if not created:
                 if row["payload_hash"] != parent.payload_hash:

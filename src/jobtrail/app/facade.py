@@ -4,6 +4,7 @@ questions, and carries out the operator's actions — each through the one trans
 from __future__ import annotations
 
 import builtins
+import functools
 import gc
 import itertools
 import logging
@@ -11,10 +12,10 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..core import payloads, transition
+from ..core import payloads, tracing, transition
 from ..core.decide import decide_cancel
 from ..core.results import DEFAULT_RESULT_LIMIT
 from ..model import validate
@@ -22,9 +23,11 @@ from ..model.errors import IdempotencyConflict, IllegalTransition, TaskFailed, U
 from ..model.kinds import DEFAULT_MAX_PAYLOAD, KindSpec
 from ..model.machine import Reason, State
 from ..model.models import CancelResult, Task, Transition, task_from_fields, task_from_row
+from ..services.retention import parse_retention
 from ..services.scheduler import Schedule
 from ..store.base import NEW_TASK_DEFAULTS, Driver, Move, NewTask, Row, Tx
 from ..store.open import describe_url, open_driver
+from .connections import adbapi_connection, dbapi_connection
 from .core import (
     _require_name,
     _require_text,
@@ -37,7 +40,8 @@ from .views import ViewsAPI  # read helpers for people (the dashboard)
 from .webhooks import WebhooksAPI  # webhooks (§12)
 
 if TYPE_CHECKING:
-    from ..worker import Collaborators
+    from ..worker import Collaborators, Worker
+    from .background import WorkerHandle
 
 log = logging.getLogger("jobtrail")
 
@@ -73,6 +77,9 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
     which code failed it (else ``JOBTRAIL_APP_VERSION``, else the handlers' package version).
     ``result_limit``: the largest handler return value stored, in bytes of JSON (§16.1;
     default 1 MiB); a larger one ends its attempt ``dead`` (``invalid_input``).
+    ``retention`` gives, per finished state, how long its tasks are kept before a worker
+    prunes them (seconds or a ``timedelta``; ``None`` keeps for ever): by default
+    ``{"succeeded": 7 days, "cancelled": 7 days, "dead": None}``.
     """
 
     def __init__(
@@ -86,6 +93,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         pooler: str | None = None,
         listen_url: str | None = None,
         poll_interval: float = 1.0,
+        retention: Mapping[str, float | timedelta | None] | None = None,
         **driver_options: Any,
     ) -> None:
         """``pooler="transaction"`` when PostgreSQL is reached through a pooler in transaction
@@ -102,6 +110,8 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
             raise ValueError(
                 f"poll_interval must be a number of seconds in (0, 3600], not {poll_interval!r}"
             )
+        #: seconds each finished state is kept before the worker prunes it (SPEC §16.5)
+        self.retention = parse_retention(retention)
         self.url = url or os.environ.get("JOBTRAIL_DATABASE_URL") or "sqlite:///jobtrail.db"
         self.pooler = pooler or os.environ.get("JOBTRAIL_POOLER") or None
         self.listen_url = listen_url or os.environ.get("JOBTRAIL_LISTEN_URL") or None
@@ -174,7 +184,9 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         """Store one task (edge 1). With ``idempotency_key`` a repeat returns the existing task
         (``created`` False); a changed payload raises ``IdempotencyConflict``. With
         ``connection=`` the task is written in the caller's open transaction and exists if and
-        only if the caller commits."""
+        only if the caller commits (a ``sqlite3``/psycopg connection, or a SQLAlchemy 2
+        ``Connection`` or ``Session`` on one)."""
+        connection = dbapi_connection(connection)
         new = self._new_task(
             dict(
                 kind=kind,
@@ -189,15 +201,19 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
                 parent=parent,
             )
         )
-        if connection is None and new.parent_id is None:
-            # its own transaction: one statement on PostgreSQL (insert, log, wake-up)
-            row, created = transition.create_alone(self._driver, new)
-            if not created and row["payload_hash"] != new.payload_hash:
-                raise IdempotencyConflict(str(row["id"]), new.idempotency_key or "")
-            task = task_from_row(row, created=created)
-        else:
-            with self._driver.transaction(connection=connection) as tx:
-                task = self._insert(tx, new)
+        with tracing.send(new.queue) as span:
+            if span is not None:
+                _traced(new)
+            if connection is None and new.parent_id is None:
+                # its own transaction: one statement on PostgreSQL (insert, log, wake-up)
+                row, created = transition.create_alone(self._driver, new)
+                if not created and row["payload_hash"] != new.payload_hash:
+                    raise IdempotencyConflict(str(row["id"]), new.idempotency_key or "")
+                task = task_from_row(row, created=created)
+            else:
+                with self._driver.transaction(connection=connection) as tx:
+                    task = self._insert(tx, new)
+            tracing.sent(span, task.id, task.kind)
         if connection is None and task.created:
             self._driver.wake()
         return task
@@ -207,21 +223,24 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
     ) -> list[Task]:
         """Store several tasks in one transaction: all or nothing. Each item is a dict of
         ``enqueue``'s keyword arguments (``{"kind": ..., "payload": ...}``)."""
+        connection = dbapi_connection(connection)
         items = items if isinstance(items, builtins.list) else builtins.list(items)
         if not items:
             return []
-        if all(
-            type(item) is dict
-            and item.get("idempotency_key") is None
-            and item.get("parent") is None
-            for item in items
-        ):
-            with _collector_paused():
-                tasks = self._insert_plain(items, connection)
-        else:
-            news = [self._item_task(i, item) for i, item in enumerate(items)]
-            with self._driver.transaction(connection=connection) as tx:
-                tasks = [self._insert(tx, new) for new in news]
+        with tracing.send(self._first_queue(items[0]), count=len(items)) as span:
+            if all(
+                type(item) is dict
+                and item.get("idempotency_key") is None
+                and item.get("parent") is None
+                for item in items
+            ):
+                with _collector_paused():
+                    tasks = self._insert_plain(items, connection, traced=span is not None)
+            else:
+                news = [self._item_task(i, item) for i, item in enumerate(items)]
+                with self._driver.transaction(connection=connection) as tx:
+                    tasks = [self._insert(tx, _traced(n) if span else n) for n in news]
+            tracing.sent(span, tasks[0].id, tasks[0].kind)
         if connection is None and any(t.created for t in tasks):
             self._driver.wake()
         return tasks
@@ -241,7 +260,20 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         except (TypeError, ValueError, UnknownKind) as exc:
             raise type(exc)(f"enqueue_many item {i}: {exc}") from exc
 
-    def _insert_plain(self, items: builtins.list[Any], connection: Any) -> builtins.list[Task]:
+    def _first_queue(self, item: Any) -> str:
+        """The queue the first item of ``enqueue_many`` names (its span's name)."""
+        if isinstance(item, Mapping):
+            queue = item.get("queue")
+            if isinstance(queue, str) and queue:
+                return queue
+            spec = self._kinds.get(item.get("kind"))  # type: ignore[arg-type]
+            if spec is not None:
+                return spec.queue
+        return self.default_queue
+
+    def _insert_plain(
+        self, items: builtins.list[Any], connection: Any, *, traced: bool = False
+    ) -> builtins.list[Task]:
         """Items without idempotency keys or parents: nothing can conflict and no parent needs
         checking, so they go in batches (``Driver.task_insert_batches``: pipelined statements
         on PostgreSQL, so the database inserts one batch while the next is validated). The first
@@ -252,13 +284,19 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         # kind alone makes, checked once per kind (an error still names the item)
         alone: dict[str, NewTask] = {}
 
+        def typed_kind(kind: str) -> bool:
+            spec = self._kinds.get(kind)
+            return spec is not None and spec.payload_type is not None
+
         def one(i: int, item: Any) -> NewTask:
             kind = item.get("kind") if type(item) is dict else None
-            if type(kind) is not str or not _KIND_AND_PAYLOAD.issuperset(item):
-                return self._item_task(i, item)
+            if type(kind) is not str or not _KIND_AND_PAYLOAD.issuperset(item) or typed_kind(kind):
+                return self._item_task(i, item)  # typed payloads are checked by _new_task
             base = alone.get(kind)
             if base is None:
                 base = alone[kind] = self._item_task(i, {"kind": kind})
+                if traced:
+                    _traced(base)  # with_payload copies it to each item of the kind
             try:
                 text, digest = payloads.encode(item.get("payload"), self.max_payload_bytes)
             except (TypeError, ValueError) as exc:
@@ -268,6 +306,8 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         def batches() -> Iterator[builtins.list[NewTask]]:
             for lo in range(0, len(items), size):
                 batch = [one(i, items[i]) for i in range(lo, min(lo + size, len(items)))]
+                if traced:
+                    batch = [_traced(n) for n in batch]
                 news.extend(batch)
                 yield batch
 
@@ -396,6 +436,108 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
             effect_confirmed=bool(confirmed and confirmed["n"]),
         )
         return text + "".join("\n" + line for line in facts.details)
+
+    # -- the async API (§16.3): the sync methods' own code, awaited ------------------------------
+    # On PostgreSQL each runs on this event loop's async connections (psycopg AsyncConnection,
+    # AsyncConnectionPool) through store/bridge.py: no thread per call, and only the Python
+    # work between round trips runs on the loop. On SQLite each runs on a thread of the
+    # driver's own (store/offloop.py). Same arguments, same errors, same transactions.
+    async def aenqueue(
+        self,
+        kind: str,
+        payload: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        tenant: str = "",
+        queue: str | None = None,
+        priority: int = 0,
+        run_at: datetime | str | None = None,
+        delay: float | None = None,
+        max_attempts: int | None = None,
+        parent: str | None = None,
+        connection: Any = None,
+    ) -> Task:
+        """``enqueue`` from a coroutine. On PostgreSQL ``connection=`` takes an open
+        ``psycopg.AsyncConnection``: the task is written in the caller's async transaction
+        and exists if and only if the caller commits. (On SQLite a caller's ``sqlite3``
+        connection is used on the calling thread, as it must be.) A SQLAlchemy
+        ``AsyncConnection`` or ``AsyncSession`` on psycopg 3 is taken as its psycopg
+        connection."""
+        connection = await adbapi_connection(connection)
+        call = functools.partial(
+            self.enqueue,
+            kind,
+            payload,
+            idempotency_key=idempotency_key,
+            tenant=tenant,
+            queue=queue,
+            priority=priority,
+            run_at=run_at,
+            delay=delay,
+            max_attempts=max_attempts,
+            parent=parent,
+            connection=connection,
+        )
+        if connection is not None and self._driver.dialect == "sqlite":
+            return call()
+        return await self._driver.run_async(call)
+
+    async def aenqueue_many(
+        self, items: Iterable[Mapping[str, Any]], *, connection: Any = None
+    ) -> builtins.list[Task]:
+        """``enqueue_many`` from a coroutine (``connection=`` as for ``aenqueue``)."""
+        connection = await adbapi_connection(connection)
+        items = items if isinstance(items, builtins.list) else builtins.list(items)
+        if connection is not None and self._driver.dialect == "sqlite":
+            return self.enqueue_many(items, connection=connection)
+        return await self._driver.run_async(self.enqueue_many, items, connection=connection)
+
+    async def aget(self, task_id: str | int) -> Task:
+        """``get`` from a coroutine."""
+        return await self._driver.run_async(self.get, task_id)
+
+    async def alist(
+        self,
+        *,
+        state: str | None = None,
+        kind: str | None = None,
+        queue: str | None = None,
+        tenant: str | None = None,
+        limit: int = 100,
+        before: str | None = None,
+    ) -> builtins.list[Task]:
+        """``list`` from a coroutine."""
+        return await self._driver.run_async(
+            self.list,
+            state=state,
+            kind=kind,
+            queue=queue,
+            tenant=tenant,
+            limit=limit,
+            before=before,
+        )
+
+    async def atransitions(self, task_id: str | int) -> builtins.list[Transition]:
+        """``transitions`` from a coroutine."""
+        return await self._driver.run_async(self.transitions, task_id)
+
+    async def aexplain(self, task_id: str | int, lang: str = "en") -> str:
+        """``explain`` from a coroutine."""
+        return await self._driver.run_async(self.explain, task_id, lang)
+
+    async def acancel(
+        self, task_id: str | int, *, by: str, note: str | None = None
+    ) -> CancelResult:
+        """``cancel`` from a coroutine."""
+        return await self._driver.run_async(self.cancel, task_id, by=by, note=note)
+
+    async def areplay(self, task_id: str | int, *, by: str, note: str) -> Task:
+        """``replay`` from a coroutine."""
+        return await self._driver.run_async(self.replay, task_id, by=by, note=note)
+
+    async def aclose(self) -> None:
+        """``close`` from a coroutine: PostgreSQL's async pool is closed on the running loop."""
+        await self._driver.aclose()
 
     # -- operator and caller actions ------------------------------------------------------------
     def cancel(self, task_id: str | int, *, by: str, note: str | None = None) -> CancelResult:
@@ -577,6 +719,23 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         trip overlaps the running handlers. Keep it 0 for long tasks: a task claimed ahead
         waits behind this worker's running ones even when another worker is idle.
         ``poll_interval`` defaults to the App's."""
+        return self._worker(
+            queues=queues,
+            concurrency=concurrency,
+            prefetch=prefetch,
+            burst=burst,
+            poll_interval=poll_interval,
+            sweep_interval=sweep_interval,
+            grace=grace,
+        ).run()
+
+    def _worker(
+        self,
+        *,
+        queues: builtins.list[str] | None = None,
+        poll_interval: float | None = None,
+        **options: Any,
+    ) -> Worker:
         from ..worker import Worker, WorkerOptions
 
         chosen = queues or sorted(
@@ -584,19 +743,29 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         )
         for q in chosen:
             _require_name(q, "queue")
-        worker = Worker(
+        return Worker(
             self.worker_collaborators(),
             WorkerOptions(
                 queues=list(chosen),
-                concurrency=concurrency,
-                prefetch=prefetch,
-                burst=burst,
                 poll_interval=self.poll_interval if poll_interval is None else poll_interval,
-                sweep_interval=sweep_interval,
-                grace=grace,
+                **options,
             ),
         )
-        return worker.run()
+
+    def start_worker(self, **run_worker_options: Any) -> WorkerHandle:
+        """Run a worker on a thread of this process (an ASGI lifespan, a notebook, a test) with
+        ``run_worker``'s options; ``handle.stop(grace=None)`` stops it as SIGTERM stops
+        ``run_worker`` (no new claims, running handlers get the grace period) and waits for it.
+        Signals stay with the process: the worker installs no handlers."""
+        from .background import RUN_WORKER_OPTIONS, WorkerHandle
+
+        unknown = sorted(set(run_worker_options) - set(RUN_WORKER_OPTIONS))
+        if unknown:
+            raise TypeError(
+                f"start_worker got unknown options {unknown}; run_worker's options are: "
+                + ", ".join(RUN_WORKER_OPTIONS)
+            )
+        return WorkerHandle.start(self._worker(install_signals=False, **run_worker_options))
 
     def worker_collaborators(self) -> Collaborators:
         """What a worker of this app is given (``jobtrail.worker.Collaborators``): the driver,
@@ -611,6 +780,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
             version=self.version,
             result_limit=self.result_limit,
             database=describe_url(self.url),
+            retention=self.retention,
         )
 
     def check(self) -> builtins.list[dict[str, Any]]:
@@ -686,3 +856,12 @@ def _task_from_new(
     fields["idempotency_key"] = new.idempotency_key
     fields["steps"] = {}
     return task
+
+
+def _traced(new: NewTask) -> NewTask:
+    """``new`` carrying the current span's context (``tracing.carrier``) in the data of its
+    creating transition: stored in the insert itself."""
+    headers = tracing.carrier()
+    if headers is not None and new.data.get(tracing.KEY) != headers:
+        new.data = {**new.data, tracing.KEY: headers}
+    return new

@@ -10,30 +10,20 @@ from typing import TYPE_CHECKING, Any
 from ..core import explain_facts
 from ..model import validate
 from ..model.timeparse import parse_duration
+from ..services import retention
 from ..services import stats as stats_module
 from ..store.base import Driver, Row, Tx, dumps
-from .core import AppCore, _require_name, _require_text
+from .core import _require_name, _require_text
+from .rates import RatesAPI
+from .rates import queue_view as _queue_view
 
 if TYPE_CHECKING:
     from ..model.kinds import KindSpec
 
-PRUNE_BATCH = 500
+PRUNE_BATCH = retention.BATCH  # the batch of `prune`, retention.py's
 
 
-def _queue_view(row: Row | None, name: str) -> dict[str, Any]:
-    row = row or {}
-    return {
-        "queue": name,
-        "paused": bool(row.get("paused")),
-        "paused_by": row.get("paused_by"),
-        "paused_note": row.get("paused_note"),
-        "paused_since": row.get("paused_at"),
-        "limit_total": row.get("limit_total"),
-        "limit_per_tenant": row.get("limit_per_tenant"),
-    }
-
-
-class OpsAPI(AppCore):
+class OpsAPI(RatesAPI):
     _driver: Driver
     _kinds: dict[str, KindSpec]
     default_queue: str
@@ -44,9 +34,15 @@ class OpsAPI(AppCore):
         Audited in ``queue_history``. Pausing a paused queue changes nothing."""
         return self._set_queue(queue, "pause", by, note, paused=True)
 
-    def resume(self, queue: str, *, by: str, note: str) -> dict[str, Any]:
-        """Let workers claim from ``queue`` again. Audited."""
-        return self._set_queue(queue, "resume", by, note, paused=False)
+    def resume(
+        self, queue: str, *, by: str, note: str, ramp: float | None = None
+    ) -> dict[str, Any]:
+        """Let workers claim from ``queue`` again. Audited. ``ramp`` (seconds): claims grow
+        from a tenth of the queue's rate to all of it over that time, so a backlog does not
+        wake at once (a queue without a rate: see ``RatesAPI._ramp_on_resume``)."""
+        if ramp is not None:
+            ramp = validate.seconds(ramp, "ramp", positive=True)
+        return self._set_queue(queue, "resume", by, note, paused=False, ramp=ramp)
 
     def set_limit(
         self,
@@ -74,6 +70,7 @@ class OpsAPI(AppCore):
         paused: bool | None = None,
         total: int | None = None,
         per_tenant: int | None = None,
+        ramp: float | None = None,
     ) -> dict[str, Any]:
         validate.filter_text(queue, "queue")
         _require_name(queue, "queue")
@@ -93,6 +90,7 @@ class OpsAPI(AppCore):
                 changed = paused != was_paused
             if not changed:
                 return _queue_view(current, queue)
+            ramped = self._ramp_on_resume(tx, current, ramp) if ramp is not None else None
             row = self._driver.queue_upsert(
                 tx,
                 name=queue,
@@ -113,6 +111,8 @@ class OpsAPI(AppCore):
             data: dict[str, Any] = {}
             if action == "limit":
                 data = {"total": total, "per_tenant": per_tenant}
+            if ramped is not None:
+                data = ramped
             self._driver.queue_history_insert(
                 tx, queue=queue, action=action, actor=by, note=note, data=dumps(data)
             )
@@ -171,23 +171,10 @@ class OpsAPI(AppCore):
         documented exception to the append-only log. Dead tasks are kept."""
         seconds = parse_duration(older_than, "older_than")
         total = {"tasks": 0, "transitions": 0}
-        while True:
-            with self._driver.transaction() as tx:
-                ids = [
-                    r["id"]
-                    for r in self._driver.prune_select(tx, older_than=seconds, limit=PRUNE_BATCH)
-                ]
-                if not ids:
-                    break
-                listed = self._driver._list(ids)
-                self._driver.prune_guard(tx, on=True)
-                total["transitions"] += self._driver.prune_transitions(tx, ids=listed)
-                self._driver.prune_steps(tx, ids=listed)
-                self._driver.prune_outbox(tx, ids=listed)
-                total["tasks"] += self._driver.prune_tasks(tx, ids=listed)
-                self._driver.prune_guard(tx, on=False)
-            # no early exit on a short batch: a workflow's parent becomes prunable only once
-            # its children are gone, so keep going until nothing is left to select
+        for state in ("succeeded", "cancelled"):  # the same batches as retention's
+            tasks, transitions = retention.prune_state(self._driver, state, seconds)
+            total["tasks"] += tasks
+            total["transitions"] += transitions
         return total
 
     # -- live facts for explanations -------------------------------------------------------------
@@ -235,6 +222,7 @@ class OpsAPI(AppCore):
                     else f"tenant {tenant}: {n} of {queue['limit_per_tenant']} "
                     "leased (per-tenant limit)"
                 )
+        out += self._rate_facts(tx, row, queue, lang)
         return out
 
 

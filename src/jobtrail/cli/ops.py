@@ -79,9 +79,11 @@ def stats_text(report: dict[str, Any], lang: str = "en") -> str:
         )
     window = f"{report['window_seconds']:g}"
     head = i18n.t("cli.stats_head", lang, at=report["at"], window=window) + "\n"
+    pruned = {state: n["tasks"] for state, n in report.get("pruned", {}).items()}
+    tail = "\n" + i18n.t("cli.stats_pruned", lang, **pruned) if any(pruned.values()) else ""
     if not rows:
-        return head + i18n.t("cli.no_tasks", lang)
-    return head + fmt.table([i18n.t(key, lang) for key in STATS_HEADERS], rows)
+        return head + i18n.t("cli.no_tasks", lang) + tail
+    return head + fmt.table([i18n.t(key, lang) for key in STATS_HEADERS], rows) + tail
 
 
 def queue_text(q: dict[str, Any], lang: str = "en") -> str:
@@ -101,6 +103,7 @@ def queue_text(q: dict[str, Any], lang: str = "en") -> str:
         limits.append(i18n.t("cli.q_limit_total", lang, n=q["limit_total"]))
     if q["limit_per_tenant"] is not None:
         limits.append(i18n.t("cli.q_limit_tenant", lang, n=q["limit_per_tenant"]))
+    limits += rate_parts(q, lang)
     joined = i18n.t("cli.q_sep", lang).join(limits) if limits else i18n.t("cli.q_no_limits", lang)
     return i18n.t("cli.q_line", lang, queue=q["queue"], state=state, limits=joined)
 
@@ -132,11 +135,17 @@ def pause(rt: Runtime, queue: str, by: str, note: str) -> None:
 
 @verb("resume")
 @click.argument("queue", metavar="Q")
+@click.option(
+    "--ramp",
+    metavar="D",
+    help="Grow claims from a tenth of the queue's rate to all of it over D (30s, 5m).",
+)
 @_required("by")
 @_required("note")
-def resume(rt: Runtime, queue: str, by: str, note: str) -> None:
+def resume(rt: Runtime, queue: str, ramp: str | None, by: str, note: str) -> None:
     """Let workers claim from queue Q again. Audited."""
-    result = rt.app().resume(queue, by=by, note=note)
+    seconds = parse_duration(ramp, "--ramp") if ramp is not None else None
+    result = rt.app().resume(queue, by=by, note=note, ramp=seconds)
     rt.emit(result, queue_text(result))
 
 
@@ -216,3 +225,66 @@ def prune(rt: Runtime, older_than: str) -> int:
         result, f"pruned {result['tasks']} finished tasks and {result['transitions']} transitions"
     )
     return EXIT_OK
+
+
+# -- rates (SPEC §16.6) ----------------------------------------------------------------------
+def rate_parts(q: dict[str, Any], lang: str) -> list[str]:
+    """The rate of a queue as ``queues`` prints it (nothing without a rate)."""
+    out = []
+    if q.get("rate_per_second") is not None:
+        out.append(i18n.t("cli.q_rate", lang, rate=f"{q['rate_per_second']:g}"))
+    if q.get("rate_per_tenant") is not None:
+        out.append(i18n.t("cli.q_rate_tenant", lang, rate=f"{q['rate_per_tenant']:g}"))
+    if out and q.get("rate_burst") is not None:
+        out.append(i18n.t("cli.q_burst", lang, n=q["rate_burst"]))
+    if out and q.get("ramp_seconds") is not None:
+        since = fmt.when(q["ramp_started_at"])
+        out.append(i18n.t("cli.q_ramp", lang, seconds=f"{q['ramp_seconds']:g}", since=since))
+    if out and q.get("rate_until") is not None:
+        out.append(i18n.t("cli.q_rate_until", lang, at=fmt.when(q["rate_until"])))
+    return out
+
+
+def _rate(value: str | None, name: str) -> float | None:
+    if value is None or value.lower() in ("none", "off", "-"):
+        return None
+    try:
+        return float(value)  # range and NaN: App.set_rate says what is wrong (exit 2)
+    except ValueError:
+        raise Fail(f"{name} takes a number of claims a second or 'none', not {value!r}") from None
+
+
+@verb("rate")
+@click.argument("queue", metavar="Q")
+@click.option(
+    "--per-second", metavar="R", help="At most R claims a second from Q ('none' lifts it)."
+)
+@click.option("--burst", metavar="B", help="At most B claims at once (default: R).")
+@click.option(
+    "--per-tenant", metavar="R", help="At most R claims a second per tenant ('none' lifts it)."
+)
+@click.option("--ramp", metavar="D", help="Grow from a tenth of the rate to all of it over D.")
+@_required("by")
+@_required("note")
+def rate(
+    rt: Runtime,
+    queue: str,
+    per_second: str | None,
+    burst: str | None,
+    per_tenant: str | None,
+    ramp: str | None,
+    by: str,
+    note: str,
+) -> None:
+    """Set queue Q's rate limits (token buckets in the store, by the database clock), honoured
+    by every worker. Without --per-second and --per-tenant the rate is lifted. Audited."""
+    result = rt.app().set_rate(
+        queue,
+        per_second=_rate(per_second, "--per-second"),
+        burst=_limit(burst, "--burst"),
+        per_tenant=_rate(per_tenant, "--per-tenant"),
+        ramp=parse_duration(ramp, "--ramp") if ramp is not None else None,
+        by=by,
+        note=note,
+    )
+    rt.emit(result, queue_text(result))

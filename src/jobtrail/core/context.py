@@ -7,9 +7,10 @@ and the worker writes nothing further for the attempt.
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,10 @@ class Attempt:
     #: The handler's return value as JSON text (``results.encode_result``), written with the
     #: completing transition (§16.1); ``None`` when it returned nothing.
     result: str | None = None
+    #: Traced (a recording tracer when it was claimed) and the trace context stored with the
+    #: task at its enqueue (``tracing.carrier``), if any.
+    traced: bool = False
+    trace: dict[str, str] | None = None
 
     @property
     def effect_confirmed(self) -> bool:
@@ -152,7 +157,29 @@ class Context:
     # -- steps and effects (§8) ------------------------------------------------------------------
     def step(self, name: str, fn: Callable[[], Any]) -> Any:
         """Run ``fn()`` once per task: a confirmed step returns its stored JSON result without
-        running again, so a retry resumes after the last confirmed step."""
+        running again, so a retry resumes after the last confirmed step. ``fn`` must be a
+        plain function; an ``async def`` one goes to ``await ctx.astep(name, fn)``."""
+        _refuse_coroutine(fn, "step", "astep")
+        done, result = self._step_begin(name)
+        if done:
+            return result
+        result = fn()
+        _refuse_awaitable(result, "step", "astep")
+        self._confirm(name, result, effect_key=None)
+        return result
+
+    async def astep(self, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
+        """``step`` for an ``async def`` handler: ``await ctx.astep(name, async_fn)`` awaits
+        ``async_fn()`` once per task and stores its JSON result."""
+        done, result = self._step_begin(name)
+        if done:
+            return result
+        result = await _awaited(fn(), "astep", "step")
+        self._confirm(name, result, effect_key=None)
+        return result
+
+    def _step_begin(self, name: str) -> tuple[bool, Any]:
+        """The checks before a step runs: ``(True, result)`` when it is confirmed already."""
         _check_name(name)
         self.check_cancelled()
         row = self._steps().get(name)
@@ -160,10 +187,8 @@ class Context:
             if row["is_effect"]:
                 raise ValueError(f"{name!r} is an effect of this task, not a step")
             if row["status"] == "confirmed":
-                return row["result"]
-        result = fn()
-        self._confirm(name, result, effect_key=None)
-        return result
+                return True, row["result"]
+        return False, None
 
     def effect(self, name: str, fn: Callable[[str], Any]) -> Any:
         """Cross to the outside world once: ``fn(effect_key)`` gets the stable key
@@ -171,7 +196,41 @@ class Context:
         recorded before the call and the receipt (``fn``'s JSON result) after it; an earlier
         attempt's unconfirmed intent is reconciled (the kind's ``reconcile`` hook) before any
         repeat. A ``TransientError``/``PermanentError`` raised by ``fn`` means the provider
-        refused (nothing happened); any other exception leaves the effect uncertain."""
+        refused (nothing happened); any other exception leaves the effect uncertain. ``fn``
+        must be a plain function; an ``async def`` one goes to ``await ctx.aeffect(...)``."""
+        _refuse_coroutine(fn, "effect", "aeffect")
+        done, key, receipt = self._effect_begin(name)
+        if done:
+            return receipt
+        try:
+            receipt = fn(key)
+        except BaseException as exc:
+            self._effect_failed(name, exc)
+            raise
+        if inspect.isawaitable(receipt):  # its coroutine never ran: nothing happened
+            self._effect_forget(name)
+            _refuse_awaitable(receipt, "effect", "aeffect")
+        self._confirm(name, receipt, effect_key=key)
+        return receipt
+
+    async def aeffect(self, name: str, fn: Callable[[str], Awaitable[Any]]) -> Any:
+        """``effect`` for an ``async def`` handler: ``await ctx.aeffect(name, async_fn)``
+        awaits ``async_fn(effect_key)`` at most once per confirmed receipt, with the same
+        intent, receipt and reconciliation rules."""
+        done, key, receipt = self._effect_begin(name)
+        if done:
+            return receipt
+        try:
+            receipt = await _awaited(fn(key), "aeffect", "effect")
+        except BaseException as exc:
+            self._effect_failed(name, exc)
+            raise
+        self._confirm(name, receipt, effect_key=key)
+        return receipt
+
+    def _effect_begin(self, name: str) -> tuple[bool, str, Any]:
+        """Everything before the effect's call: ``(True, key, receipt)`` when it is confirmed
+        (or reconciled) already, else the intent is recorded and ``(False, key, None)``."""
         _check_name(name)
         self.check_cancelled()
         key = f"{self.task_id}/{name}"
@@ -179,12 +238,12 @@ class Context:
         if row is not None and not row["is_effect"]:
             raise ValueError(f"{name!r} is a step of this task, not an effect")
         if row is not None and row["status"] == "confirmed":
-            return row["result"]
+            return True, key, row["result"]
         if row is not None:  # started by an earlier attempt, outcome unknown
             found = self._reconcile(key)
             if found is not None and found is not _UNKNOWN:
                 self._confirm(name, found, effect_key=key)
-                return found
+                return True, key, found
             if found is _UNKNOWN and not self._attempt.spec.reentrant:
                 raise EffectUncertain(
                     f"effect {key} was started by attempt {row['attempt']} and its outcome is "
@@ -199,24 +258,26 @@ class Context:
             "attempt": self.attempt,
             "result": None,
         }
-        try:
-            receipt = fn(key)
-        except (TransientError, PermanentError, Snooze):
-            with self._driver.transaction() as tx:
-                self._driver.effect_forget(tx, id=self._attempt.task_id, name=name)
-            del self._steps()[name]
-            raise
-        except BaseException as exc:
-            with self._driver.transaction() as tx:
-                self._driver.effect_note_error(
-                    tx,
-                    id=self._attempt.task_id,
-                    name=name,
-                    error=f"{type(exc).__name__}: {exc}"[:2000],
-                )
-            raise
-        self._confirm(name, receipt, effect_key=key)
-        return receipt
+        return False, key, None
+
+    def _effect_failed(self, name: str, exc: BaseException) -> None:
+        """The effect's call raised: a refusal forgets the intent (nothing happened), anything
+        else notes the error on it (the outcome is unknown)."""
+        if isinstance(exc, TransientError | PermanentError | Snooze):
+            self._effect_forget(name)
+            return
+        with self._driver.transaction() as tx:
+            self._driver.effect_note_error(
+                tx,
+                id=self._attempt.task_id,
+                name=name,
+                error=f"{type(exc).__name__}: {exc}"[:2000],
+            )
+
+    def _effect_forget(self, name: str) -> None:
+        with self._driver.transaction() as tx:
+            self._driver.effect_forget(tx, id=self._attempt.task_id, name=name)
+        del self._steps()[name]
 
     def _reconcile(self, key: str) -> Any:
         """``reconcile(key)``: the receipt if it happened, ``None`` if it provably did not;
@@ -323,3 +384,39 @@ def _check_name(name: str) -> None:
             "step, effect and topic names must be non-empty text of at most 200 "
             "characters, without '/'"
         )
+
+
+def _refuse_coroutine(fn: Any, sync: str, name: str) -> None:
+    """An ``async def`` function handed to ``ctx.step``/``ctx.effect``: a ``TypeError`` naming
+    the async method, before anything is stored (its coroutine would never run)."""
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - an object whose __call__ is async
+    ):
+        raise TypeError(
+            f"ctx.{sync}() was given an async function ({_name(fn)}): "
+            f"use `await ctx.{name}(name, fn)` in an async def handler"
+        )
+
+
+def _refuse_awaitable(value: Any, sync: str, name: str) -> None:
+    """``fn`` returned a coroutine (a lambda around an async call): refused, never stored."""
+    if inspect.isawaitable(value):
+        if inspect.iscoroutine(value):
+            value.close()  # it will never be awaited: no "never awaited" warning
+        raise TypeError(
+            f"the function given to ctx.{sync}() returned an awaitable: "
+            f"use `await ctx.{name}(name, fn)` in an async def handler"
+        )
+
+
+async def _awaited(value: Any, name: str, sync: str) -> Any:
+    if not inspect.isawaitable(value):
+        raise TypeError(
+            f"ctx.{name}() needs an async function (its call must return an awaitable); "
+            f"for a plain function use ctx.{sync}()"
+        )
+    return await value
+
+
+def _name(fn: Any) -> str:
+    return str(getattr(fn, "__qualname__", None) or type(fn).__name__)

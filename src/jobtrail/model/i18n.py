@@ -359,6 +359,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "queue health at {at} (rates per minute over the last {window}s)",
         "zh": "队列健康状况，截至 {at}（最近 {window} 秒内每分钟的速率）",
     },
+    "cli.stats_pruned": {
+        "en": "pruned so far: {succeeded} succeeded, {cancelled} cancelled, {dead} dead tasks",
+        "zh": "已清理：成功 {succeeded} 个、已取消 {cancelled} 个、死信 {dead} 个任务",
+    },
     "cli.q_paused": {
         "en": 'paused by {by} since {since} ("{note}")',
         "zh": "已暂停，操作人 {by}，始于 {since}（“{note}”）",
@@ -367,6 +371,26 @@ MESSAGES: dict[str, dict[str, str]] = {
     "cli.q_limit_total": {"en": "at most {n} leased", "zh": "最多 {n} 个执行中"},
     "cli.q_limit_tenant": {"en": "at most {n} per tenant", "zh": "每租户最多 {n} 个"},
     "cli.q_no_limits": {"en": "no limits", "zh": "无限额"},
+    # -- rates and ramps (SPEC §16.6) --------------------------------------------------------
+    "cli.q_rate": {"en": "at most {rate}/s", "zh": "每秒最多 {rate} 个"},
+    "cli.q_rate_tenant": {"en": "at most {rate}/s per tenant", "zh": "每租户每秒最多 {rate} 个"},
+    "cli.q_burst": {"en": "burst {n}", "zh": "突发 {n}"},
+    "cli.q_ramp": {
+        "en": "ramp of {seconds}s from {since}",
+        "zh": "自 {since} 起 {seconds} 秒爬升",
+    },
+    "cli.q_rate_until": {"en": "rate ends at {at}", "zh": "限速于 {at} 结束"},
+    "explain.rate_queue": {
+        "en": "queue {queue} rate-limited at {rate}/s; next slot in {wait} s",
+        "zh": "队列 {queue} 限速为每秒 {rate} 个；下一个名额在 {wait} 秒后",
+    },
+    "explain.rate_tenant": {
+        "en": "tenant {tenant} of queue {queue} rate-limited at {rate}/s; next slot in {wait} s",
+        "zh": "队列 {queue} 的租户 {tenant} 限速为每秒 {rate} 个；下一个名额在 {wait} 秒后",
+    },
+    "queues.rate": {"en": "rate {rate}/s", "zh": "限速每秒 {rate} 个"},
+    "queues.rate_tenant": {"en": "{rate}/s per tenant", "zh": "每租户每秒 {rate} 个"},
+    "queues.ramp": {"en": "ramping over {seconds}s", "zh": "{seconds} 秒内爬升"},
     "cli.q_line": {
         "en": "queue {queue}: {state}; {limits}",
         "zh": "队列 {queue}：{state}；{limits}",

@@ -31,6 +31,9 @@ class KindSpec:
     reconcile: Callable[[str], Any] | None = None
     check_receipt: Callable[[str], Any] | None = None
     timeout: float | None = None
+    #: The dataclass or pydantic model of the handler's payload parameter (``core/typed.py``):
+    #: ``enqueue`` checks and stores it as JSON, the handler gets it rebuilt.
+    payload_type: type | None = None
 
     #: ``async def`` handler (run on the worker's event loop); worked out once.
     is_async: bool = field(init=False, compare=False)

@@ -5,6 +5,7 @@ a person, tasks finished in the window, arrival and completion rates per minute,
 lease expiries, queue wait (claimed − due) and run time (outcome − claimed) p50/p95 from the
 transitions in the window — so time spent queued is never mistaken for slow work — and the
 estimated drain time: backlog ÷ (completion rate − arrival rate), ``never`` when arrivals keep up.
+``pruned``: what retention and ``prune`` have deleted, by state, since the store was made.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from ..model.machine import TERMINAL, Reason
 from ..model.models import iso
 from ..store.base import Driver, Tx
+from .retention import pruned_counts
 
 OPEN_STATES = ("queued", "leased", "cancel_requested", "awaiting_receipt", "waiting")
 LEASE_EXPIRIES = {
@@ -115,4 +117,9 @@ def collect(driver: Driver, tx: Tx, window: float) -> dict[str, Any]:
                 "drain_time": drain_time(backlog, arrivals, completions),
             }
         )
-    return {"at": iso(now), "window_seconds": window, "queues": rows}
+    return {
+        "at": iso(now),
+        "window_seconds": window,
+        "queues": rows,
+        "pruned": pruned_counts(driver, tx),
+    }

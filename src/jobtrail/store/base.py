@@ -15,7 +15,7 @@ from typing import Any
 
 from ..model.errors import StoreUnavailable
 from ..model.machine import HELD, TERMINAL, State
-from . import queries
+from . import flow, queries
 from .statements import Statements
 from .types import (
     NEW_TASK_DEFAULTS,
@@ -123,6 +123,16 @@ class Driver(Statements, abc.ABC):
 
     @abc.abstractmethod
     def close(self) -> None: ...
+
+    async def aclose(self) -> None:
+        """``close`` from a coroutine (PostgreSQL closes its async pool on the running loop)."""
+        self.close()
+
+    @abc.abstractmethod
+    async def run_async(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` (synchronous code that uses this driver) awaited without
+        blocking the event loop: PostgreSQL runs its statements on async connections
+        (``bridge.py``), SQLite runs the call on a thread of its own (``offloop.py``)."""
 
     @abc.abstractmethod
     def wait_for_work(self, timeout: float) -> bool:
@@ -247,8 +257,10 @@ class Driver(Statements, abc.ABC):
         return out
 
     def task_claim(self, tx: Tx, claim: Claim) -> list[Row]:
-        """Edge 3 for up to ``claim.limit`` due tasks of unpaused queues, within the
-        concurrency limits of limited queues (enforced here, in the claim, for every worker)."""
+        """Edge 3 for up to ``claim.limit`` due tasks of unpaused queues, in the fair order
+        (priority, then tenants in turn, then due time), within the concurrency limits and
+        rates of limited queues (enforced here, in the claim, for every worker:
+        ``flow.claim_queue``)."""
         common = {
             "owner": claim.owner,
             "kinds": self._list(claim.kinds),
@@ -262,26 +274,14 @@ class Driver(Statements, abc.ABC):
             room = claim.limit - len(rows)
             if room <= 0:
                 break
-            rows += tx.all("task_claim", {**common, "queue": queue_name, "limit": room})
+            rows += tx.all(
+                "task_claim", {**common, "queue": queue_name, "limit": room, "mode": "unpaused"}
+            )
         for queue in [] if claim.skip_limited else limited:
             room = claim.limit - len(rows)
             if room <= 0:
                 break
-            if queue["limit_total"] is not None:
-                held = tx.one("queue_held_count", {"queue": queue["name"]})
-                room = min(room, queue["limit_total"] - (held["n"] if held else 0))
-            if room <= 0:
-                continue
-            rows += tx.all(
-                "task_claim_limited",
-                {
-                    **common,
-                    "queue": queue["name"],
-                    "limit": room,
-                    "per_tenant": queue["limit_per_tenant"],
-                    "scan": max(500, room * 20),
-                },
-            )
+            rows += flow.claim_queue(self, tx, claim, queue, room, common)
         if not self.logs_in_statement:
             self._log_claimed(tx, claim, rows)
         rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["id"]))
@@ -324,7 +324,10 @@ class Driver(Statements, abc.ABC):
             room = claim.limit - len(rows)
             if room <= 0:
                 break
-            rows += tx.all("task_claim_unlimited", {**common, "queue": queue_name, "limit": room})
+            rows += tx.all(
+                "task_claim_unlimited",
+                {**common, "queue": queue_name, "limit": room, "mode": "unlimited"},
+            )
         rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["id"]))
         return rows
 

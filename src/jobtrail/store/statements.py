@@ -63,6 +63,39 @@ class Statements:
             },
         )
 
+    # -- queues: rates (token buckets, ramps) ---------------------------------------------------
+    def queue_rate_set(
+        self,
+        tx: Tx,
+        *,
+        name: Any,
+        per_second: Any,
+        burst: Any,
+        per_tenant: Any,
+        ramp: Any,
+        until: Any,
+    ) -> Row | None:
+        return tx.one(
+            "queue_rate_set",
+            {
+                "name": name,
+                "per_second": per_second,
+                "burst": burst,
+                "per_tenant": per_tenant,
+                "ramp": ramp,
+                "until": until,
+            },
+        )
+
+    def queue_claims_between(self, tx: Tx, *, queue: Any, since: Any, until: Any) -> Row | None:
+        return tx.one("queue_claims_between", {"queue": queue, "since": since, "until": until})
+
+    def queue_due_count(self, tx: Tx, *, queue: Any) -> Row | None:
+        return tx.one("queue_due_count", {"queue": queue})
+
+    def tenant_rate_list(self, tx: Tx, *, queue: Any, since: Any) -> list[Row]:
+        return tx.all("tenant_rate_list", {"queue": queue, "since": since})
+
     # -- cron schedules and windows ------------------------------------------------------------
     def cron_schedule_get(self, tx: Tx, *, kind: Any) -> Row | None:
         return tx.one("cron_schedule_get", {"kind": kind})
@@ -219,6 +252,25 @@ class Statements:
 
     def prune_transitions(self, tx: Tx, *, ids: Any) -> int:
         return tx.run("prune_transitions", {"ids": ids})
+
+    # -- retention (SPEC §16.5): bounded prune batches by state, and their counts ---------------
+    def retention_select(self, tx: Tx, *, state: Any, older_than: Any, limit: Any) -> list[Row]:
+        return tx.all(
+            "retention_select", {"state": state, "older_than": older_than, "limit": limit}
+        )
+
+    def retention_delete_tasks(self, tx: Tx, *, ids: Any, state: Any) -> int:
+        return tx.run("retention_delete_tasks", {"ids": ids, "state": state})
+
+    def pruned_add(self, tx: Tx, *, state: Any, tasks: Any, transitions: Any) -> int:
+        return tx.run("pruned_add", {"state": state, "tasks": tasks, "transitions": transitions})
+
+    def pruned_list(self, tx: Tx) -> list[Row]:
+        return tx.all("pruned_list")
+
+    # -- tracing: the contexts stored with tasks at enqueue ---------------------------------
+    def trace_contexts(self, tx: Tx, *, ids: Any) -> list[Row]:
+        return tx.all("trace_contexts", {"ids": ids})
 
     # -- tasks (reads and non-state writes) ----------------------------------------------------
     def task_by_receipt(self, tx: Tx, *, receipt_id: Any, kind: Any, tenant: Any) -> list[Row]:

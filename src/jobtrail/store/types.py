@@ -33,6 +33,9 @@ TIME_COLUMNS = frozenset(
         "locked_until",
         "delivered_at",
         "paused_at",
+        "tokens_at",
+        "ramp_started_at",
+        "rate_until",
         "oldest",
         "oldest_due",
         "first_failure",
@@ -162,6 +165,9 @@ class Claim:
     version: str | None
     #: Leave queues with concurrency limits alone (the caller claims them on their own).
     skip_limited: bool = False
+    #: Filled by the claim: seconds until a rate-limited queue of this claim that had due work
+    #: but no token has its next slot (so the worker looks again then, not a poll later).
+    slots: list[float] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,10 @@ Metric names (all labelled by ``queue`` and ``kind`` unless said otherwise):
 - ``jobtrail_webhook_deliveries_total{source,outcome}`` — deliveries this server process
   answered (``queued``, ``duplicate``, ``bad_body``, ``bad_signature``, ``too_large``)
 
+- ``jobtrail_pruned_tasks_total{state}`` / ``jobtrail_pruned_transitions_total{state}`` — what
+  retention and ``jobtrail prune`` deleted, counted in the store (``jobtrail_pruned``): every
+  process exports the same total, which survives restarts
+
 Counters for ``rate()``, ``increase()`` and ``histogram_quantile()`` (this process's count since
 its first scrape, so they start at 0 and a restart is a counter reset, as Prometheus expects):
 
@@ -221,6 +225,17 @@ class StoreCollector(Collector):
         for view in queues:
             paused.add_metric([view["queue"]], 1 if view["paused"] else 0)
         yield paused
+        for what, text in (
+            (
+                "tasks",
+                "Finished tasks deleted by retention and prune, by state (kept in the store)",
+            ),
+            ("transitions", "Transitions deleted with them, by the state of their task"),
+        ):
+            pruned = CounterMetricFamily(f"jobtrail_pruned_{what}", text, labels=["state"])
+            for state, n in stats["pruned"].items():
+                pruned.add_metric([state], n[what])
+            yield pruned
         yield from self.counters.families()
 
 

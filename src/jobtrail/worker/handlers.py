@@ -9,8 +9,11 @@ import threading
 import time
 from typing import Any
 
+from ..core import tracing, typed
 from ..core.context import Attempt, Context
+from ..core.decide import classify
 from ..core.results import encode_result
+from ..model.errors import Cancelled, Snooze
 from ..model.models import task_from_row
 from .outcomes import Outcomes
 from .pool import _attempt_timeout
@@ -48,11 +51,21 @@ class Handlers(Outcomes):
         handler = attempt.spec.handler
         assert handler is not None
         outcome: BaseException | None = None
-        try:
-            value = handler(ctx, attempt.task.payload)
-            attempt.result = encode_result(value, self.collab.result_limit)
-        except BaseException as exc:  # noqa: BLE001 - every outcome is classified
-            outcome = exc
+        limit = self.collab.result_limit
+        if attempt.traced:
+            with _processing(attempt) as span:
+                try:
+                    value = handler(ctx, _payload(attempt))
+                    attempt.result = encode_result(value, limit)
+                except BaseException as exc:  # noqa: BLE001 - every outcome is classified
+                    outcome = exc
+                    _failed(span, attempt, exc)
+        else:
+            try:
+                value = handler(ctx, _payload(attempt))
+                attempt.result = encode_result(value, limit)
+            except BaseException as exc:  # noqa: BLE001 - every outcome is classified
+                outcome = exc
         keep = self._handler_done(attempt)
         self._finish(attempt, outcome)
         return keep
@@ -63,7 +76,13 @@ class Handlers(Outcomes):
         async with self._async_slots:  # at most `concurrency` async handlers at once
             attempt.started = time.monotonic()
             attempt.begun = True
-            outcome = await self._await_handler(attempt)
+            if attempt.traced:
+                with _processing(attempt) as span:
+                    outcome = await self._await_handler(attempt)
+                    if outcome is not None:
+                        _failed(span, attempt, outcome)
+            else:
+                outcome = await self._await_handler(attempt)
         self._handler_done(attempt)
         if outcome is None and self._finish_batched(attempt):
             return
@@ -77,10 +96,10 @@ class Handlers(Outcomes):
         try:
             if attempt.spec.timeout is not None:
                 value = await asyncio.wait_for(
-                    handler(ctx, attempt.task.payload), attempt.spec.timeout
+                    handler(ctx, _payload(attempt)), attempt.spec.timeout
                 )
             else:
-                value = await handler(ctx, attempt.task.payload)
+                value = await handler(ctx, _payload(attempt))
             attempt.result = encode_result(value, self.collab.result_limit)
         except TimeoutError:
             return _attempt_timeout(attempt)
@@ -114,3 +133,36 @@ class Handlers(Outcomes):
                 return False
             attempt.handler_done = True
             return True
+
+
+def _payload(attempt: Attempt) -> Any:
+    """The handler's payload argument: the stored JSON, or the kind's payload type rebuilt
+    from it (a payload that does not fit is a ``PermanentError``)."""
+    spec = attempt.spec
+    if spec.payload_type is None:
+        return attempt.task.payload
+    return typed.load(spec.name, spec.payload_type, attempt.task.payload)
+
+
+def _processing(attempt: Attempt) -> Any:
+    """The attempt's CONSUMER span (``tracing.process``)."""
+    task = attempt.task
+    return tracing.process(
+        queue=task.queue,
+        task_id=task.id,
+        kind=task.kind,
+        attempt=attempt.number,
+        stored=attempt.trace,
+    )
+
+
+def _failed(span: tracing.Processing | None, attempt: Attempt, exc: BaseException) -> None:
+    """Error status and category on the span of an attempt that raised (a snooze and a
+    confirmed cancel are outcomes, not errors)."""
+    if span is None or isinstance(exc, Snooze | Cancelled):
+        return
+    try:
+        category = classify(exc, attempt.spec.classify).value
+    except Exception:  # noqa: BLE001 - the kind's hook failed: decide() records that
+        category = "unclassified"
+    span.failed(exc, category)

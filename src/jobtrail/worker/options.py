@@ -39,7 +39,8 @@ class WorkerOptions:
 class Collaborators:
     """What a worker needs from the layers below it, composed by ``App.run_worker`` (the facade
     above owns them; the worker never reaches into it): the driver, the kind registry, the
-    outbox sinks, the cron pass, and the code version claims are made for."""
+    outbox sinks, the cron pass, the code version claims are made for, and the retention
+    of finished tasks."""
 
     driver: Driver
     kinds: dict[str, KindSpec]
@@ -50,6 +51,8 @@ class Collaborators:
     result_limit: int = DEFAULT_RESULT_LIMIT
     #: The database as the start line names it (``store.open.describe_url``: no password).
     database: str = ""
+    #: seconds each finished state is kept (``services.retention``); ``None``: no pruning
+    retention: dict[str, float | None] | None = None
 
 
 class ProvidesCollaborators(Protocol):

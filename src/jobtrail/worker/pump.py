@@ -17,6 +17,7 @@ PostgreSQL, one transaction — one fsync — on SQLite) and only then frees the
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import signal
 import threading
@@ -25,10 +26,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ..core import transition
+from ..core import tracing, transition
 from ..core.context import Attempt
 from ..model.machine import State
 from ..services.outbox import dispatch
+from ..services.retention import prune_retained
 from ..services.sweeper import sweep
 from ..store.base import Claim
 from . import logs
@@ -69,6 +71,8 @@ class Worker(LeaseRenewal):
         self._async_slots: asyncio.Semaphore | None = None
         self._limited: list[str] = []
         self._limited_read_at = float("-inf")
+        #: seconds until the next slot of a rate-limited queue the last claim found due work in
+        self._slot: float | None = None
         self._kinds = [name for name, spec in collab.kinds.items() if spec.handler is not None]
 
     # -- control -----------------------------------------------------------------------------
@@ -98,6 +102,7 @@ class Worker(LeaseRenewal):
         )
         self._check_wakeups()
         self._completions.open()
+        pruner = self._start_retention()
         try:
             self._claim_loop()
             self._drain(self.options.grace)
@@ -108,6 +113,8 @@ class Worker(LeaseRenewal):
             self._done.set()
             self._outbox_wake.set()
             heartbeat.join(timeout=5)
+            if pruner is not None:
+                pruner.join(timeout=5)
             if outbox is not None:
                 outbox.join(timeout=5)
                 self._dispatch_once()  # flush what the last attempts emitted
@@ -198,13 +205,41 @@ class Worker(LeaseRenewal):
                     continue
             if not burst and time.monotonic() >= next_sweep:
                 next_sweep = self._sweep()
-            if burst and claimed == 0 and busy_before == 0:
+            slot = self._slot  # a rate-limited queue's next slot, seconds (None: no such wait)
+            if burst and claimed == 0 and busy_before == 0 and slot is None:
                 return
             if (claimed and claimed == free) or self._completions.waiting():
                 continue  # there may be more due work, or successes to write: go again at once
-            self.driver.wait_for_work(
-                min(self.options.poll_interval, max(0.01, next_sweep - time.monotonic()))
-            )
+            wait = min(self.options.poll_interval, max(0.01, next_sweep - time.monotonic()))
+            self.driver.wait_for_work(wait if slot is None else min(wait, max(0.005, slot)))
+
+    # -- retention: pruning finished tasks on a thread of its own ----------------------------
+    def _start_retention(self) -> threading.Thread | None:
+        """A burst worker prunes once before it claims; a running one on its own thread, one
+        pass every sweep interval, so that no prune batch ever waits in the claim loop."""
+        retention = self.collab.retention
+        if not retention or all(age is None for age in retention.values()):
+            return None
+        if self.options.burst:
+            self._prune(retention)
+            return None
+        thread = threading.Thread(
+            target=self._retention_loop, args=(retention,), name="jobtrail-retention", daemon=True
+        )
+        thread.start()
+        return thread
+
+    def _retention_loop(self, retention: dict[str, float | None]) -> None:
+        while not self._done.is_set():
+            self._prune(retention)
+            self._done.wait(self.options.sweep_interval)
+
+    def _prune(self, retention: dict[str, float | None]) -> None:
+        try:
+            # a short pause between batches leaves the store to the claims
+            prune_retained(self.driver, retention, stop=self._done, pause=0.005)
+        except Exception as exc:  # the store is down: keep running, try later
+            log.warning("retention pass failed: %s", type(exc).__name__)
 
     def _sweep(self) -> float:
         """Expired leases and receipt deadlines, then cron windows; returns the next time."""
@@ -235,14 +270,37 @@ class Worker(LeaseRenewal):
             self._release(completed)
             # The guard failed (a cancel was requested, or the lease was lost): decide alone.
             self._settle_alone([a for a in done if a.task_id not in moved])
+        traces = self._traces(rows) if rows and tracing.recording() else None
         for row in rows:
-            self._start(self._attempt(row))
+            attempt = self._attempt(row)
+            if traces is not None:
+                attempt.traced = True
+                attempt.trace = traces.get(row["id"])
+            self._start(attempt)
         return len(rows)
+
+    def _traces(self, rows: list[dict[str, Any]]) -> dict[int, dict[str, str]]:
+        """The trace contexts stored with the claimed tasks (one read, only when tracing)."""
+        try:
+            with self.driver.transaction(write=False) as tx:
+                found = self.driver.trace_contexts(
+                    tx, ids=self.driver._list([r["id"] for r in rows])
+                )
+        except Exception as exc:  # the attempts run all the same, in traces of their own
+            log.warning("reading trace contexts failed: %s", type(exc).__name__)
+            return {}
+        out = {}
+        for r in found:
+            trace = json.loads(r["trace"]) if isinstance(r["trace"], str) else r["trace"]
+            if isinstance(trace, dict):
+                out[r["task_id"]] = {str(k): str(v) for k, v in trace.items()}
+        return out
 
     def _complete_and_claim(
         self, pairs: list[tuple[int, int]], free: int, results: dict[int, str]
     ) -> tuple[set[int], list[dict[str, Any]]]:
         request = None
+        self._slot = None
         if free > 0:
             request = Claim(
                 owner=self.owner,
@@ -251,6 +309,19 @@ class Worker(LeaseRenewal):
                 limit=free,
                 version=self.version,
             )
+        try:
+            return self._complete_and_claim_in(pairs, free, request, results)
+        finally:
+            if request is not None and request.slots:
+                self._slot = min(request.slots)
+
+    def _complete_and_claim_in(
+        self,
+        pairs: list[tuple[int, int]],
+        free: int,
+        request: Claim | None,
+        results: dict[int, str],
+    ) -> tuple[set[int], list[dict[str, Any]]]:
         driver = self.driver
         if not driver.claims_in_one_statement:
             # One transaction (one fsync on SQLite) for the successes and the claim from

@@ -38,6 +38,8 @@ from ..base import (
     dumps,
     loads_payload,
 )
+from ..bridge import in_bridge, run_bridged
+from .aio import AsyncSide
 from .connection import (
     CHANNEL,
     CHECK_AFTER_IDLE,
@@ -128,6 +130,14 @@ class PostgresDriver(Listening, Driver):
             # background task (a thread hand-off per transaction); _checkin notes the time
             reconnect_timeout=3600.0,
             name="jobtrail",
+        )
+        # the async API's connections (aio.py): an AsyncConnectionPool per event loop
+        self._async = AsyncSide(
+            url,
+            max_size=self.max_size,
+            timeout=connect_timeout,
+            kwargs=self._connect_kwargs,
+            pooled=self._pooled,
         )
         self._wakeup = threading.Event()
         self._listener: threading.Thread | None = None
@@ -230,8 +240,22 @@ class PostgresDriver(Listening, Driver):
     # -- transactions --------------------------------------------------------------------------
     @contextmanager
     def transaction(self, *, write: bool = True, connection: Any = None) -> Iterator[_Tx]:
+        if isinstance(connection, psycopg.AsyncConnection):
+            if not in_bridge():
+                raise TypeError(
+                    "connection= is a psycopg AsyncConnection: use the async API "
+                    "(await app.aenqueue(..., connection=conn))"
+                )
+            try:
+                yield from self._async.caller(connection, self.sql)
+            except psycopg.OperationalError as exc:
+                raise _unavailable(exc) from exc
+            return
         if connection is not None:
             yield from self._caller_transaction(connection)
+            return
+        if in_bridge():
+            yield from self._async_transaction()
             return
         try:
             with self._connection() as conn, conn.transaction():
@@ -239,8 +263,20 @@ class PostgresDriver(Listening, Driver):
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise _unavailable(exc) from exc
 
+    def _async_transaction(self, *, autocommit: bool = False) -> Iterator[_Tx]:
+        try:
+            with self._async.transaction(self.sql, autocommit=autocommit) as tx:
+                yield tx
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise _unavailable(exc) from exc
+
+    async def run_async(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        # on this loop's async connections, through the bridge: no thread
+        await self._async.pool()
+        return await run_bridged(fn, *args, **kwargs)
+
     def batch_transaction(self, *, connection: Any = None) -> AbstractContextManager[_Tx]:
-        if connection is not None:
+        if connection is not None or in_bridge():
             return self.transaction(connection=connection)
         return self._pipelined_transaction()
 
@@ -264,6 +300,8 @@ class PostgresDriver(Listening, Driver):
     def single_statement(self, *, pinned: bool = False) -> AbstractContextManager[_Tx]:
         # The pool's connections are autocommit: outside conn.transaction() each statement
         # commits on its own (synchronous_commit) before its result comes back.
+        if in_bridge():
+            return contextmanager(self._async_transaction)(autocommit=True)
         if pinned:
             return _OwnUse(self, self._pinned)
         if self._express_lock.acquire(blocking=False):
@@ -331,8 +369,8 @@ class PostgresDriver(Listening, Driver):
     def _caller_transaction(self, conn: Any) -> Iterator[_Tx]:
         if not isinstance(conn, psycopg.Connection):
             raise TypeError(
-                "connection= must be an open psycopg (3) Connection for a "
-                f"PostgreSQL App, got {type(conn).__name__}"
+                "connection= must be an open psycopg (3) Connection (or, with the async API, "
+                f"an AsyncConnection) for a PostgreSQL App, got {type(conn).__name__}"
             )
         if not conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
             # Open the caller's own transaction first, so that the block below is a savepoint
@@ -367,7 +405,12 @@ class PostgresDriver(Listening, Driver):
                 applied.append(version)
         return applied
 
+    async def aclose(self) -> None:
+        await self._async.aclose()
+        self.close()
+
     def close(self) -> None:
+        self._async.close()
         self._closed.set()
         self._wakeup.set()
         if self._listener is not None and self._listener.is_alive():
@@ -514,6 +557,7 @@ class PostgresDriver(Listening, Driver):
                 "owner": claim.owner,
                 "actor": claim.owner,
                 "queue": queue,
+                "mode": "unlimited",
                 "kinds": text_array(tuple(claim.kinds)),
                 "limit": limit,
                 "data": dumps({"version": claim.version} if claim.version else {}),

@@ -18,6 +18,7 @@ from typing import Any
 
 from .. import queries
 from ..base import TIME_COLUMNS, Claim, Driver, NewTask, Row, Tx, dumps
+from ..offloop import OffLoop
 
 #: How often an idle worker looks for commits by other processes (seconds). A commit waits
 #: half of it on average before a worker sees it; an idle worker spends ~3.4% of a core at
@@ -108,7 +109,7 @@ def path_from_url(url: str) -> str:
     return path
 
 
-class SQLiteDriver(Driver):
+class SQLiteDriver(OffLoop, Driver):
     dialect = "sqlite"
     logs_in_statement = False
 
@@ -227,6 +228,7 @@ class SQLiteDriver(Driver):
         return applied
 
     def close(self) -> None:
+        self.close_offloop()  # the async API's calls in flight finish first
         self._closed = True
         with self._lock:
             conns, self._all = self._all, []

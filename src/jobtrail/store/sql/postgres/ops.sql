@@ -1,50 +1,104 @@
 -- Operations (§12) for PostgreSQL: queues (pause, limits), limit-aware claims, stats, pruning.
 
 -- name: queue_limits_lock
--- Claims on a limited queue take turns: the queue's row lock is held until the claim commits,
--- so the next claimer counts what the previous one took (READ COMMITTED re-reads per statement).
--- Locked in name order, so two claimers never deadlock.
-SELECT name, limit_total, limit_per_tenant FROM jobtrail_queues
+-- Claims on a limited queue (concurrency or rate) take turns: the queue's row lock is held
+-- until the claim commits, so the next claimer counts what the previous one took and sees the
+-- bucket it left (READ COMMITTED re-reads per statement). Locked in name order, so two
+-- claimers never deadlock. now(): the database clock every rate decision uses.
+SELECT *, now() AS db_now FROM jobtrail_queues
 WHERE name = ANY(%(queues)s::text[]) AND NOT paused
-  AND (limit_total IS NOT NULL OR limit_per_tenant IS NOT NULL)
+  AND (limit_total IS NOT NULL OR limit_per_tenant IS NOT NULL
+       OR rate_per_second IS NOT NULL OR rate_per_tenant IS NOT NULL)
 ORDER BY name
 FOR UPDATE;
 
 -- name: queue_limited_names
 SELECT name FROM jobtrail_queues
 WHERE name = ANY(%(queues)s::text[])
-  AND (limit_total IS NOT NULL OR limit_per_tenant IS NOT NULL);
+  AND (limit_total IS NOT NULL OR limit_per_tenant IS NOT NULL
+       OR rate_per_second IS NOT NULL OR rate_per_tenant IS NOT NULL);
 
 -- name: queue_held_count
 SELECT COUNT(*) AS n FROM jobtrail_tasks
 WHERE queue = %(queue)s AND state IN ('leased', 'cancel_requested');
 
+-- name: queue_tenants_held
+SELECT tenant, COUNT(*) AS n FROM jobtrail_tasks
+WHERE queue = %(queue)s AND state IN ('leased', 'cancel_requested')
+GROUP BY tenant;
+
 -- name: task_claim_limited
+-- The fair claim of one limited queue, under its queue lock: at most :limit tasks (the room
+-- the driver computed from the concurrency limit and the queue's bucket), and of each tenant
+-- at most its room (:rooms, a JSON object tenant -> room, for the tenants whose per-tenant
+-- limit or bucket leaves less than :default_room; :default_room for the others).
 WITH upd AS (
     -- include: claim_set
-    WHERE t.state = 'queued' AND t.id = ANY(ARRAY(
-        SELECT x.id FROM (
-            SELECT c.id, c.priority, c.run_at,
-                   ROW_NUMBER() OVER (PARTITION BY c.tenant
-                                      ORDER BY c.priority DESC, c.run_at, c.id) AS tn,
-                   COALESCE(h.n, 0) AS held
-            FROM (SELECT id, tenant, priority, run_at FROM jobtrail_tasks
-                  WHERE state = 'queued' AND queue = %(queue)s AND run_at <= now()
-                    AND kind = ANY(%(kinds)s::text[])
-                  ORDER BY priority DESC, run_at, id
-                  LIMIT %(scan)s) c
-            LEFT JOIN (SELECT tenant, COUNT(*) AS n FROM jobtrail_tasks
-                       WHERE queue = %(queue)s AND state IN ('leased', 'cancel_requested')
-                       GROUP BY tenant) h ON h.tenant = c.tenant
-        ) x
-        WHERE %(per_tenant)s::int IS NULL OR x.tn + x.held <= %(per_tenant)s::int
-        ORDER BY x.priority DESC, x.run_at, x.id
-        LIMIT %(limit)s))
+    -- include: claim_due_head
+    -- include: fair_due
+            ) f
+            LEFT JOIN jsonb_each_text(%(rooms)s::jsonb) r ON r.key = f.tenant
+            WHERE f.tn <= COALESCE(r.value::int, %(default_room)s::int)
+            ORDER BY f.priority DESC, f.turn, f.run_at, f.id
+            LIMIT %(limit)s)) WITH ORDINALITY AS o(id, ord)
+        JOIN jobtrail_tasks w ON w.id = o.id
+        WHERE w.state = 'queued'
+        ORDER BY o.ord
+        LIMIT %(limit)s
+        FOR UPDATE OF w))
     RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
 ), log AS (
     -- include: claim_log
 )
 SELECT * FROM upd;
+
+-- name: queue_tokens_set
+UPDATE jobtrail_queues SET tokens = %(tokens)s::float8, tokens_at = now() WHERE name = %(name)s;
+
+-- name: queue_rate_end
+-- A resume ramp's temporary rate is over: the queue is as it was before (no rate).
+UPDATE jobtrail_queues
+SET rate_per_second = NULL, rate_burst = NULL, rate_per_tenant = NULL, ramp_seconds = NULL,
+    ramp_started_at = NULL, rate_until = NULL, tokens = NULL, tokens_at = NULL
+WHERE name = %(name)s AND rate_until IS NOT NULL AND rate_until <= now();
+
+-- name: queue_rate_set
+-- A new rate (or none): the bucket starts over (full, or a tenth of full during a ramp).
+UPDATE jobtrail_queues
+SET rate_per_second = %(per_second)s::float8,
+    rate_burst = %(burst)s::int,
+    rate_per_tenant = %(per_tenant)s::float8,
+    ramp_seconds = %(ramp)s::float8,
+    ramp_started_at = CASE WHEN %(ramp)s::float8 IS NULL THEN NULL ELSE now() END,
+    rate_until = CASE WHEN %(until)s::float8 IS NULL THEN NULL
+                      ELSE now() + make_interval(secs => %(until)s::float8) END,
+    tokens = NULL,
+    tokens_at = NULL,
+    updated_at = now()
+WHERE name = %(name)s
+RETURNING *;
+
+-- name: tenant_rate_list
+-- The tenant buckets of a queue touched since :since (older ones are full again).
+SELECT tenant, tokens, tokens_at FROM jobtrail_tenant_rates
+WHERE queue = %(queue)s AND tokens_at >= %(since)s;
+
+-- name: tenant_rate_upsert
+INSERT INTO jobtrail_tenant_rates (queue, tenant, tokens, tokens_at)
+SELECT %(queue)s, x.key, x.value::float8, now() FROM jsonb_each_text(%(tokens)s::jsonb) x
+ON CONFLICT (queue, tenant) DO UPDATE SET tokens = excluded.tokens, tokens_at = excluded.tokens_at;
+
+-- name: tenant_rate_forget
+DELETE FROM jobtrail_tenant_rates WHERE queue = %(queue)s AND tokens_at < %(since)s;
+
+-- name: queue_claims_between
+-- Claims of a queue in a time window (a resume ramp's measured pace before the pause).
+SELECT COUNT(*) AS n FROM jobtrail_transitions tr JOIN jobtrail_tasks t ON t.id = tr.task_id
+WHERE t.queue = %(queue)s AND tr.reason = 'claimed' AND tr.at >= %(since)s AND tr.at < %(until)s;
+
+-- name: queue_due_count
+SELECT COUNT(*) AS n FROM jobtrail_tasks
+WHERE queue = %(queue)s AND state = 'queued' AND run_at <= now();
 
 -- name: queue_get
 SELECT * FROM jobtrail_queues WHERE name = %(name)s;

@@ -18,23 +18,77 @@ SELECT now() AS now;
         last_reason = 'claimed',
         updated_at = now()
 
--- fragment: claim_unlimited_where
--- Due tasks of one queue without concurrency limits, checked in the same statement (a queue
--- that has a limit yields nothing here and is claimed by task_claim under its queue lock);
--- the shape is task_claim's.
+-- fragment: claim_due_head
+-- The claim's WHERE: the first :limit due tasks of one queue in the fair order (fair_due
+-- follows, then a tail). Candidates are read without locks, three batches' worth in fair
+-- order; then the claim locks the first :limit of them still queued with SKIP LOCKED, so
+-- many workers claim at once without waiting on each other (one that finds the first batch
+-- taken takes the next) and the claim locks only what it takes. The id = ANY(ARRAY(...))
+-- shape keeps the update on the primary key for any batch size.
     WHERE t.id = ANY(ARRAY(
-        SELECT id FROM jobtrail_tasks
-        WHERE state = 'queued'
-          AND run_at <= now()
-          AND queue = %(queue)s
-          AND kind = ANY(%(kinds)s::text[])
-          AND NOT EXISTS (SELECT 1 FROM jobtrail_queues q
-                          WHERE q.name = %(queue)s
-                            AND (q.paused OR q.limit_total IS NOT NULL
-                                 OR q.limit_per_tenant IS NOT NULL))
-        ORDER BY priority DESC, run_at, id
+        SELECT w.id FROM unnest(ARRAY(
+            SELECT f.id FROM (
+
+-- fragment: fair_due
+-- Fairness (SPEC §16.6): priority first, then tenants in turn, then due time. The tenants with
+-- queued tasks of the queue are walked as a skip scan of jobtrail_tasks_due_tenant (one probe
+-- per tenant, not one row per task); each tenant gives its first due tasks in its own order,
+-- as many as its fair share of the candidates needs (all three batches with one tenant, one
+-- task each with hundreds), so a claim reads about 3 x :limit rows plus one probe per tenant.
+-- tn: a task's place within its tenant; turn: within its tenant and priority (the round it is
+-- taken in). :mode says which queues may be claimed so: 'unlimited' (not paused, no
+-- concurrency or rate limit: checked in the same statement, so a queue that has one yields
+-- nothing here and is claimed by task_claim under its queue lock), 'unpaused', or 'limited'
+-- (the caller holds the queue's lock and has checked).
+                WITH RECURSIVE tenants AS (
+                    (SELECT tenant FROM jobtrail_tasks
+                     WHERE state = 'queued' AND queue = %(queue)s
+                       AND NOT EXISTS (
+                           SELECT 1 FROM jobtrail_queues q
+                           WHERE q.name = %(queue)s
+                             AND ((%(mode)s::text <> 'limited' AND q.paused)
+                                  OR (%(mode)s::text = 'unlimited'
+                                      AND (q.limit_total IS NOT NULL
+                                           OR q.limit_per_tenant IS NOT NULL
+                                           OR q.rate_per_second IS NOT NULL
+                                           OR q.rate_per_tenant IS NOT NULL))))
+                     ORDER BY tenant LIMIT 1)
+                    UNION ALL
+                    SELECT (SELECT n.tenant FROM jobtrail_tasks n
+                            WHERE n.state = 'queued' AND n.queue = %(queue)s
+                              AND n.tenant > tenants.tenant
+                            ORDER BY n.tenant LIMIT 1)
+                    FROM tenants WHERE tenants.tenant IS NOT NULL
+                )
+                SELECT c.id, c.tenant, c.priority, c.run_at, c.tn, c.turn
+                FROM tenants CROSS JOIN LATERAL (
+                    -- numbered here, per tenant, where the index already gives the order
+                    -- (no sort of every candidate by tenant). The second LIMIT only tells the
+                    -- planner how few rows this is (its guess for a LIMIT by subquery is a
+                    -- tenth of the table, which would cost the plan a JIT compilation of
+                    -- 100 ms).
+                    SELECT share.*,
+                           ROW_NUMBER() OVER (ORDER BY priority DESC, run_at, id) AS tn,
+                           ROW_NUMBER() OVER (PARTITION BY priority ORDER BY run_at, id) AS turn
+                    FROM (SELECT * FROM (
+                        SELECT id, tenant, priority, run_at FROM jobtrail_tasks
+                        WHERE state = 'queued' AND queue = %(queue)s AND tenant = tenants.tenant
+                          AND run_at <= now() AND kind = ANY(%(kinds)s::text[])
+                        ORDER BY priority DESC, run_at, id
+                        LIMIT (SELECT (3 * %(limit)s::int + GREATEST(1, COUNT(tenant)) - 1)
+                                      / GREATEST(1, COUNT(tenant))
+                               FROM tenants)) own
+                          LIMIT 3 * %(limit)s::int) share) c
+
+-- fragment: claim_fair_tail
+            ) f
+            ORDER BY f.priority DESC, f.turn, f.run_at, f.id
+            LIMIT 3 * %(limit)s::int)) WITH ORDINALITY AS o(id, ord)
+        JOIN jobtrail_tasks w ON w.id = o.id
+        WHERE w.state = 'queued'
+        ORDER BY o.ord
         LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED))
+        FOR UPDATE OF w SKIP LOCKED))
     RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
 
 -- fragment: claim_log
@@ -180,23 +234,14 @@ WHERE tenant = %(tenant)s AND kind = %(kind)s AND idempotency_key = %(idempotenc
 SELECT *, now() AS db_now FROM jobtrail_tasks WHERE id = %(id)s;
 
 -- name: task_claim
--- One queue at a time, so the claim reads the due index (queue, priority, run_at, id) in
--- order and stops at the limit instead of sorting every queued row of several queues.
--- SKIP LOCKED lets many workers claim at once without waiting on each other; the
--- id = ANY(ARRAY(...)) shape keeps the update on the primary key for any batch size.
+-- One queue at a time (of those task_claim found without limits under their locks), so the
+-- claim reads the queue's due tasks in order and stops at the limit instead of sorting every
+-- queued row of several queues.
 WITH upd AS (
     -- include: claim_set
-    WHERE t.id = ANY(ARRAY(
-        SELECT id FROM jobtrail_tasks
-        WHERE state = 'queued'
-          AND run_at <= now()
-          AND queue = %(queue)s
-          AND kind = ANY(%(kinds)s::text[])
-          AND queue NOT IN (SELECT name FROM jobtrail_queues WHERE paused)
-        ORDER BY priority DESC, run_at, id
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED))
-    RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
+    -- include: claim_due_head
+    -- include: fair_due
+    -- include: claim_fair_tail
 ), log AS (
     -- include: claim_log
 )
@@ -208,7 +253,9 @@ SELECT * FROM upd;
 -- back.
 WITH upd AS (
     -- include: claim_set
-    -- include: claim_unlimited_where
+    -- include: claim_due_head
+    -- include: fair_due
+    -- include: claim_fair_tail
 ), log AS (
     -- include: claim_log
 )
@@ -293,7 +340,9 @@ WITH done AS (
     -- include: complete_log
 ), upd AS (
     -- include: claim_set
-    -- include: claim_unlimited_where
+    -- include: claim_due_head
+    -- include: fair_due
+    -- include: claim_fair_tail
 ), log AS (
     -- include: claim_log
 )

@@ -1,54 +1,90 @@
 -- Operations (§12) for SQLite: queues (pause, limits), limit-aware claims, stats, pruning.
 
 -- name: queue_limits_lock
--- Queues of this claim that have a concurrency limit and are not paused. (SQLite writers are
--- serialised by BEGIN IMMEDIATE; PostgreSQL locks these rows so limited claims take turns.)
-SELECT name, limit_total, limit_per_tenant FROM jobtrail_queues
+-- Queues of this claim that have a concurrency or rate limit and are not paused, with the
+-- database clock every rate decision uses. (SQLite writers are serialised by BEGIN
+-- IMMEDIATE; PostgreSQL locks these rows so limited claims take turns.)
+SELECT *, round((julianday('now') - 2440587.5) * 86400.0, 3) AS db_now FROM jobtrail_queues
 WHERE name IN (SELECT value FROM json_each(:queues)) AND paused = 0
-  AND (limit_total IS NOT NULL OR limit_per_tenant IS NOT NULL)
+  AND (limit_total IS NOT NULL OR limit_per_tenant IS NOT NULL
+       OR rate_per_second IS NOT NULL OR rate_per_tenant IS NOT NULL)
 ORDER BY name;
 
 -- name: queue_limited_names
 SELECT name FROM jobtrail_queues
 WHERE name IN (SELECT value FROM json_each(:queues))
-  AND (limit_total IS NOT NULL OR limit_per_tenant IS NOT NULL);
+  AND (limit_total IS NOT NULL OR limit_per_tenant IS NOT NULL
+       OR rate_per_second IS NOT NULL OR rate_per_tenant IS NOT NULL);
 
 -- name: queue_held_count
 SELECT COUNT(*) AS n FROM jobtrail_tasks
 WHERE queue = :queue AND state IN ('leased', 'cancel_requested');
 
+-- name: queue_tenants_held
+SELECT tenant, COUNT(*) AS n FROM jobtrail_tasks
+WHERE queue = :queue AND state IN ('leased', 'cancel_requested')
+GROUP BY tenant;
+
 -- name: task_claim_limited
--- Like task_claim for one queue, but never past the per-tenant limit: each candidate's rank
--- within its tenant plus what that tenant already holds must stay within the limit. The
--- queue-wide limit is the LIMIT (capacity computed by the driver). Candidates come from the
--- first :scan due tasks, so a tenant far down a long queue waits for the head to move.
-UPDATE jobtrail_tasks
-SET state = 'leased',
-    lease_owner = :owner,
-    lease_expires_at = round((julianday('now') - 2440587.5) * 86400.0, 3) + lease_seconds,
-    attempts = attempts + 1,
-    seq = seq + 1,
-    last_reason = 'claimed',
-    updated_at = round((julianday('now') - 2440587.5) * 86400.0, 3)
+-- The fair claim of one limited queue: at most :limit tasks (the room the driver computed
+-- from the concurrency limit and the queue's bucket), and of each tenant at most its room
+-- (:rooms, a JSON object tenant -> room, for the tenants whose per-tenant limit or bucket
+-- leaves less than :default_room; :default_room for the others).
+-- include: claim_set
 WHERE state = 'queued' AND id IN (
-    SELECT id FROM (
-        SELECT c.id, c.priority, c.run_at,
-               ROW_NUMBER() OVER (PARTITION BY c.tenant
-                                  ORDER BY c.priority DESC, c.run_at, c.id) AS tn,
-               COALESCE(h.n, 0) AS held
-        FROM (SELECT id, tenant, priority, run_at FROM jobtrail_tasks
-              WHERE state = 'queued' AND queue = :queue AND run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)
-                AND kind IN (SELECT value FROM json_each(:kinds))
-              ORDER BY priority DESC, run_at, id
-              LIMIT :scan) c
-        LEFT JOIN (SELECT tenant, COUNT(*) AS n FROM jobtrail_tasks
-                   WHERE queue = :queue AND state IN ('leased', 'cancel_requested')
-                   GROUP BY tenant) h ON h.tenant = c.tenant
-    ) x
-    WHERE :per_tenant IS NULL OR x.tn + x.held <= :per_tenant
-    ORDER BY x.priority DESC, x.run_at, x.id
+    -- include: fair_due
+    SELECT f.id FROM f LEFT JOIN json_each(:rooms) r ON r.key = f.tenant
+    WHERE f.tn <= COALESCE(r.value, :default_room)
+    ORDER BY f.priority DESC, f.turn, f.run_at, f.id
     LIMIT :limit)
 RETURNING *, round((julianday('now') - 2440587.5) * 86400.0, 3) - run_at AS waited;
+
+-- name: queue_tokens_set
+UPDATE jobtrail_queues SET tokens = :tokens, tokens_at = round((julianday('now') - 2440587.5) * 86400.0, 3) WHERE name = :name;
+
+-- name: queue_rate_end
+-- A resume ramp's temporary rate is over: the queue is as it was before (no rate).
+UPDATE jobtrail_queues
+SET rate_per_second = NULL, rate_burst = NULL, rate_per_tenant = NULL, ramp_seconds = NULL,
+    ramp_started_at = NULL, rate_until = NULL, tokens = NULL, tokens_at = NULL
+WHERE name = :name AND rate_until IS NOT NULL AND rate_until <= round((julianday('now') - 2440587.5) * 86400.0, 3);
+
+-- name: queue_rate_set
+-- A new rate (or none): the bucket starts over (full, or a tenth of full during a ramp).
+UPDATE jobtrail_queues
+SET rate_per_second = :per_second,
+    rate_burst = :burst,
+    rate_per_tenant = :per_tenant,
+    ramp_seconds = :ramp,
+    ramp_started_at = CASE WHEN :ramp IS NULL THEN NULL ELSE round((julianday('now') - 2440587.5) * 86400.0, 3) END,
+    rate_until = CASE WHEN :until IS NULL THEN NULL ELSE round((julianday('now') - 2440587.5) * 86400.0, 3) + :until END,
+    tokens = NULL,
+    tokens_at = NULL,
+    updated_at = round((julianday('now') - 2440587.5) * 86400.0, 3)
+WHERE name = :name
+RETURNING *;
+
+-- name: tenant_rate_list
+-- The tenant buckets of a queue touched since :since (older ones are full again).
+SELECT tenant, tokens, tokens_at FROM jobtrail_tenant_rates
+WHERE queue = :queue AND tokens_at >= :since;
+
+-- name: tenant_rate_upsert
+INSERT INTO jobtrail_tenant_rates (queue, tenant, tokens, tokens_at)
+SELECT :queue, x.key, x.value, round((julianday('now') - 2440587.5) * 86400.0, 3) FROM json_each(:tokens) x WHERE true
+ON CONFLICT (queue, tenant) DO UPDATE SET tokens = excluded.tokens, tokens_at = excluded.tokens_at;
+
+-- name: tenant_rate_forget
+DELETE FROM jobtrail_tenant_rates WHERE queue = :queue AND tokens_at < :since;
+
+-- name: queue_claims_between
+-- Claims of a queue in a time window (a resume ramp's measured pace before the pause).
+SELECT COUNT(*) AS n FROM jobtrail_transitions tr JOIN jobtrail_tasks t ON t.id = tr.task_id
+WHERE t.queue = :queue AND tr.reason = 'claimed' AND tr.at >= :since AND tr.at < :until;
+
+-- name: queue_due_count
+SELECT COUNT(*) AS n FROM jobtrail_tasks
+WHERE queue = :queue AND state = 'queued' AND run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3);
 
 -- name: queue_get
 SELECT * FROM jobtrail_queues WHERE name = :name;

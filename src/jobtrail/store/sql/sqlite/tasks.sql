@@ -33,10 +33,8 @@ WHERE tenant = :tenant AND kind = :kind AND idempotency_key = :idempotency_key;
 SELECT *, round((julianday('now') - 2440587.5) * 86400.0, 3) AS db_now
 FROM jobtrail_tasks WHERE id = :id;
 
--- name: task_claim
--- One queue at a time, so the claim reads the due index in order and stops at :limit.
--- Writers are serialised by BEGIN IMMEDIATE, so no row locking is needed to take each due
--- task exactly once. Order: priority (higher first), then run_at, then enqueue order.
+-- fragment: claim_set
+-- Edge 3 (queued -> leased, claimed) on the rows the WHERE that follows picks.
 UPDATE jobtrail_tasks
 SET state = 'leased',
     lease_owner = :owner,
@@ -45,14 +43,52 @@ SET state = 'leased',
     seq = seq + 1,
     last_reason = 'claimed',
     updated_at = round((julianday('now') - 2440587.5) * 86400.0, 3)
+
+-- fragment: fair_due
+-- Fairness (SPEC §16.6): priority first, then tenants in turn, then due time. The tenants with
+-- queued tasks of the queue are walked as a skip scan of jobtrail_tasks_due_tenant (one probe
+-- per tenant, not one row per task); each tenant gives its first due tasks in its own order,
+-- as many as its fair share of three batches needs (all of them with one tenant, one task
+-- each with hundreds), so a claim reads about 3 x :limit rows plus one probe per tenant. The
+-- same as PostgreSQL's fair_due. tn: a task's place within its tenant; turn:
+-- within its tenant and priority (the round it is taken in).
+    WITH RECURSIVE tenants(tenant) AS (
+        SELECT (SELECT tenant FROM jobtrail_tasks
+                WHERE state = 'queued' AND queue = :queue ORDER BY tenant LIMIT 1)
+        UNION ALL
+        SELECT (SELECT n.tenant FROM jobtrail_tasks n
+                WHERE n.state = 'queued' AND n.queue = :queue AND n.tenant > tenants.tenant
+                ORDER BY n.tenant LIMIT 1)
+        FROM tenants WHERE tenants.tenant IS NOT NULL
+    ), c AS (
+        SELECT d.id, d.tenant, d.priority, d.run_at
+        FROM tenants JOIN jobtrail_tasks d ON d.id IN (
+            SELECT e.id FROM jobtrail_tasks e
+            WHERE e.state = 'queued' AND e.queue = :queue AND e.tenant = tenants.tenant
+              AND e.run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)
+              AND e.kind IN (SELECT value FROM json_each(:kinds))
+            ORDER BY e.priority DESC, e.run_at, e.id
+            LIMIT (SELECT (3 * :limit + MAX(1, COUNT(tenant)) - 1) / MAX(1, COUNT(tenant))
+                   FROM tenants))
+    ), f AS (
+        SELECT c.*,
+               ROW_NUMBER() OVER (PARTITION BY c.tenant
+                                  ORDER BY c.priority DESC, c.run_at, c.id) AS tn,
+               ROW_NUMBER() OVER (PARTITION BY c.tenant, c.priority
+                                  ORDER BY c.run_at, c.id) AS turn
+        FROM c
+    )
+
+-- name: task_claim
+-- One queue at a time, so the claim reads the queue's due tasks and stops at :limit.
+-- Writers are serialised by BEGIN IMMEDIATE, so no row locking is needed to take each due
+-- task exactly once. Order: the fair order (fair_due).
+-- include: claim_set
 WHERE id IN (
-    SELECT id FROM jobtrail_tasks
-    WHERE state = 'queued'
-      AND run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)
-      AND queue = :queue
-      AND kind IN (SELECT value FROM json_each(:kinds))
-      AND queue NOT IN (SELECT name FROM jobtrail_queues WHERE paused = 1)
-    ORDER BY priority DESC, run_at, id
+    -- include: fair_due
+    SELECT f.id FROM f
+    WHERE :queue NOT IN (SELECT name FROM jobtrail_queues WHERE paused = 1)
+    ORDER BY f.priority DESC, f.turn, f.run_at, f.id
     LIMIT :limit)
 RETURNING *, round((julianday('now') - 2440587.5) * 86400.0, 3) - run_at AS waited;
 

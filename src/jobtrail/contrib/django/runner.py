@@ -1,0 +1,149 @@
+"""What a jobtrail worker runs for a Django task: the task function with its arguments (and a
+context when ``takes_context``), between the framework's ``task_started`` and ``task_finished``
+signals, sent from the worker process."""
+
+from __future__ import annotations
+
+import asyncio
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from inspect import iscoroutinefunction
+from typing import TYPE_CHECKING, Any
+
+from django.db import close_old_connections
+from django.utils import timezone
+
+from ...core.context import Context
+from ...model.errors import PermanentError
+from .compat import (
+    SUCCESSFUL,
+    TaskContext,
+    TaskError,
+    TaskResultStatus,
+    task_finished,
+    task_started,
+)
+
+if TYPE_CHECKING:
+    from .backend import JobtrailBackend
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobtrailTaskContext(TaskContext):  # type: ignore[misc]
+    """The framework's ``TaskContext`` (``task_result``, ``attempt``) with jobtrail's handler
+    context under ``jobtrail``, and its durable helpers at hand: ``step``, ``effect``,
+    ``check_cancelled`` and ``extend`` (SPEC §8)."""
+
+    jobtrail: Context
+
+    def step(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` once per task: a retry gets the recorded result instead (SPEC §8)."""
+        return self.jobtrail.step(name, fn)
+
+    def effect(self, name: str, fn: Callable[[str], Any]) -> Any:
+        """An external effect with an idempotency key and a receipt (SPEC §8)."""
+        return self.jobtrail.effect(name, fn)
+
+    def check_cancelled(self) -> None:
+        self.jobtrail.check_cancelled()
+
+    def extend(self, seconds: float) -> None:
+        self.jobtrail.extend(seconds)
+
+
+def handler_for(backend: JobtrailBackend, kind: str, task: Any) -> Callable[..., Any]:
+    """The jobtrail handler of a Django task (``async def`` for a coroutine function)."""
+    sender = type(backend)
+
+    if iscoroutinefunction(task.func):
+
+        async def run_async(ctx: Context, payload: Any) -> Any:
+            result = await asyncio.to_thread(backend.get_result, ctx.task_id)
+            await task_started.asend(sender, task_result=result)
+            args, kwargs = _arguments(result, ctx)
+            try:
+                value = _json(await result.task.func(*args, **kwargs))
+            except BaseException as exc:
+                if _final(ctx, exc):
+                    _failed(result, exc)
+                    await task_finished.asend(sender, task_result=result)
+                raise
+            _succeeded(result, value)
+            await task_finished.asend(sender, task_result=result)
+            return value
+
+        run_async.__qualname__ = run_async.__name__ = f"django:{kind}"
+        return run_async
+
+    def run(ctx: Context, payload: Any) -> Any:
+        close_old_connections()
+        try:
+            result = backend.get_result(ctx.task_id)
+            task_started.send(sender, task_result=result)
+            args, kwargs = _arguments(result, ctx)
+            try:
+                value = _json(result.task.func(*args, **kwargs))
+            except BaseException as exc:
+                if _final(ctx, exc):
+                    _failed(result, exc)
+                    task_finished.send(sender, task_result=result)
+                raise
+            _succeeded(result, value)
+            task_finished.send(sender, task_result=result)
+            return value
+        finally:
+            close_old_connections()
+
+    run.__qualname__ = run.__name__ = f"django:{kind}"
+    return run
+
+
+def _arguments(result: Any, ctx: Context) -> tuple[list[Any], dict[str, Any]]:
+    args = list(result.args)
+    if result.task.takes_context:
+        args.insert(0, JobtrailTaskContext(task_result=result, jobtrail=ctx))
+    return args, dict(result.kwargs)
+
+
+def _json(value: Any) -> Any:
+    """The return value as JSON holds it (the framework's rule: tuples become lists; a value
+    JSON cannot hold fails the attempt with a ``TypeError`` naming it)."""
+    import json
+
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"the task's return value is not JSON-serialisable: {exc}") from exc
+
+
+def _final(ctx: Context, exc: BaseException) -> bool:
+    """Whether this failure ends the task (no retry follows): a permanent error, or the last
+    attempt. (Cancellations and snoozes are not failures.)"""
+    if not isinstance(exc, Exception):
+        return False
+    if isinstance(exc, PermanentError):
+        return True
+    from ...model.errors import Cancelled, LeaseLost, Snooze
+
+    if isinstance(exc, Snooze | Cancelled | LeaseLost):
+        return False
+    return ctx.attempt >= ctx.task.max_attempts
+
+
+def _failed(result: Any, exc: BaseException) -> None:
+    cls = type(exc)
+    result.errors.append(
+        TaskError(
+            exception_class_path=f"{cls.__module__}.{cls.__qualname__}",
+            traceback="".join(traceback.format_exception(exc)),
+        )
+    )
+    object.__setattr__(result, "status", TaskResultStatus.FAILED)
+    object.__setattr__(result, "finished_at", timezone.now())
+
+
+def _succeeded(result: Any, value: Any) -> None:
+    object.__setattr__(result, "status", SUCCESSFUL)
+    object.__setattr__(result, "finished_at", timezone.now())
+    object.__setattr__(result, "_return_value", value)

@@ -1,0 +1,117 @@
+"""The claim of one limited queue (concurrency limits and rates, SPEC §12 and §16.6), for both
+backends alike: the driver has locked the queue's row (PostgreSQL) or holds the write lock
+(SQLite), so claims of this queue take turns and each sees the buckets the last one left.
+
+Every time is the database's (``db_now`` of the locked row, and ``now()`` in the writes).
+The arithmetic of buckets and ramps is ``model.rates``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from ..model import rates
+from .types import Claim, Row, Tx, dumps
+
+if TYPE_CHECKING:
+    from .base import Driver
+
+#: the room a tenant has when nothing limits it (beyond the claim's own limit)
+_UNBOUNDED = 1 << 30
+
+
+def claim_queue(
+    driver: Driver, tx: Tx, claim: Claim, queue: Row, room: int, common: dict[str, Any]
+) -> list[Row]:
+    """Up to ``room`` tasks of the limited ``queue`` (its locked row, with ``db_now``), within
+    its concurrency limits and the rooms of its buckets; takes the tokens it used."""
+    name = queue["name"]
+    now = queue["db_now"]
+    if queue.get("rate_until") is not None and now >= queue["rate_until"]:
+        tx.run("queue_rate_end", {"name": name})  # a resume ramp is over: no rate any more
+    rate = rates.of(queue, now)
+    if queue["limit_total"] is not None:
+        held = tx.one("queue_held_count", {"queue": name})
+        room = min(room, queue["limit_total"] - (held["n"] if held else 0))
+    tokens = None
+    bound = False  # the queue's bucket, not the claim's room, decides how many
+    if rate is not None and rate.per_second is not None:
+        tokens = rates.tokens(rate, rate.per_second, queue["tokens"], queue["tokens_at"], now)
+        bound = rates.room(tokens) < room
+        room = min(room, rates.room(tokens))
+    if room <= 0:
+        if bound and rate is not None and rate.per_second is not None and tokens is not None:
+            claim.slots.append(rates.next_slot(rate, rate.per_second, tokens, now))
+        return []
+    default_room = _UNBOUNDED
+    rooms: dict[str, int] = {}
+    if queue["limit_per_tenant"] is not None:
+        default_room = queue["limit_per_tenant"]
+        for r in tx.all("queue_tenants_held", {"queue": name}):
+            rooms[r["tenant"]] = max(0, queue["limit_per_tenant"] - r["n"])
+    tenant_tokens: dict[str, float] = {}
+    if rate is not None and rate.per_tenant is not None:
+        full = rate.per_tenant
+        since = now - timedelta(seconds=rates.full_until(rate, full))
+        default_room = min(default_room, rates.room(rate.capacity(full, now)))
+        for r in tx.all("tenant_rate_list", {"queue": name, "since": driver.encode_time(since)}):
+            left = rates.tokens(rate, full, r["tokens"], r["tokens_at"], now)
+            tenant_tokens[r["tenant"]] = left
+            rooms[r["tenant"]] = min(rooms.get(r["tenant"], _UNBOUNDED), rates.room(left))
+    rooms = {t: n for t, n in rooms.items() if n < default_room}
+    rows = tx.all(
+        "task_claim_limited",
+        {
+            **common,
+            "queue": name,
+            "mode": "limited",
+            "limit": room,
+            "rooms": dumps(rooms),
+            "default_room": min(default_room, room),
+        },
+    )
+    if tokens is not None:
+        tx.run("queue_tokens_set", {"name": name, "tokens": tokens - len(rows)})
+        if bound and rate is not None and rate.per_second is not None:
+            claim.slots.append(rates.next_slot(rate, rate.per_second, tokens - len(rows), now))
+    if rate is not None and rate.per_tenant is not None:
+        _take_tenant_tokens(driver, tx, name, rate, now, rows, tenant_tokens)
+        if not rows:
+            _tenant_slot(claim, rate, now, tenant_tokens)
+    return rows
+
+
+def _take_tenant_tokens(
+    driver: Driver,
+    tx: Tx,
+    queue: str,
+    rate: rates.Rate,
+    now: Any,
+    rows: list[Row],
+    tenant_tokens: dict[str, float],
+) -> None:
+    assert rate.per_tenant is not None
+    full = rate.per_tenant
+    taken = Counter(r["tenant"] for r in rows)
+    if taken:
+        left = {t: tenant_tokens.get(t, rate.capacity(full, now)) - n for t, n in taken.items()}
+        tx.run("tenant_rate_upsert", {"queue": queue, "tokens": dumps(left)})
+    # buckets untouched for this long are full again: forget them now and then
+    if math.floor(now.timestamp()) % 60 == 0:
+        since = now - timedelta(seconds=rates.full_until(rate, full))
+        tx.run("tenant_rate_forget", {"queue": queue, "since": driver.encode_time(since)})
+
+
+def _tenant_slot(claim: Claim, rate: rates.Rate, now: Any, tenant_tokens: dict[str, float]) -> None:
+    """Nothing claimed and the tenants' buckets may be why: the soonest of their next slots."""
+    assert rate.per_tenant is not None
+    waits = [
+        rates.next_slot(rate, rate.per_tenant, left, now)
+        for left in tenant_tokens.values()
+        if left < 1.0
+    ]
+    if waits:
+        claim.slots.append(min(waits))

@@ -1,0 +1,38 @@
+-- Retention (SPEC §16.5) and tracing: the sweeper's bounded prune batches, the store's counts
+-- of what was pruned, and the trace contexts stored with tasks.
+
+-- name: retention_select
+-- The oldest finished tasks of one state past its retention, through the finished_at indexes
+-- (jobtrail_tasks_finished, jobtrail_tasks_dead): a batch reads the rows it deletes, not every
+-- finished task. SKIP LOCKED: two workers pruning at once take different batches, and a row
+-- another transaction holds is never waited for.
+-- Kept like `prune_select`: parents of tasks still present and tasks with pending outbox
+-- messages wait.
+SELECT id FROM jobtrail_tasks t
+WHERE t.state = %(state)s
+  AND t.finished_at < now() - make_interval(secs => %(older_than)s::float8)
+  AND NOT EXISTS (SELECT 1 FROM jobtrail_tasks c WHERE c.parent_id = t.id)
+  AND NOT EXISTS (SELECT 1 FROM jobtrail_tasks c WHERE c.after_id = t.id)
+  AND NOT EXISTS (SELECT 1 FROM jobtrail_outbox o WHERE o.task_id = t.id AND o.state = 'pending')
+ORDER BY t.finished_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: retention_delete_tasks
+DELETE FROM jobtrail_tasks WHERE id = ANY(%(ids)s::bigint[]) AND state = %(state)s;
+
+-- name: pruned_add
+INSERT INTO jobtrail_pruned AS p (state, tasks, transitions, last_at)
+VALUES (%(state)s, %(tasks)s, %(transitions)s, now())
+ON CONFLICT (state) DO UPDATE
+SET tasks = p.tasks + EXCLUDED.tasks,
+    transitions = p.transitions + EXCLUDED.transitions,
+    last_at = EXCLUDED.last_at;
+
+-- name: pruned_list
+SELECT state, tasks, transitions FROM jobtrail_pruned ORDER BY state;
+
+-- name: trace_contexts
+-- The context stored at enqueue, in the creating transition's data (key "trace"), by its key.
+SELECT task_id, data -> 'trace' AS trace FROM jobtrail_transitions
+WHERE task_id = ANY(%(ids)s::bigint[]) AND seq = 1 AND data ? 'trace';

@@ -1,0 +1,35 @@
+-- Retention (SPEC §16.5) and tracing: the sweeper's bounded prune batches, the store's counts
+-- of what was pruned, and the trace contexts stored with tasks.
+
+-- name: retention_select
+-- The oldest finished tasks of one state past its retention, through the finished_at indexes
+-- (jobtrail_tasks_finished, jobtrail_tasks_dead). No row locks in SQLite: the batch runs under
+-- BEGIN IMMEDIATE, one writer at a time.
+SELECT id FROM jobtrail_tasks t
+WHERE t.state = :state
+  AND t.finished_at < round((julianday('now') - 2440587.5) * 86400.0, 3) - :older_than
+  AND NOT EXISTS (SELECT 1 FROM jobtrail_tasks c WHERE c.parent_id = t.id)
+  AND NOT EXISTS (SELECT 1 FROM jobtrail_tasks c WHERE c.after_id = t.id)
+  AND NOT EXISTS (SELECT 1 FROM jobtrail_outbox o WHERE o.task_id = t.id AND o.state = 'pending')
+ORDER BY t.finished_at
+LIMIT :limit;
+
+-- name: retention_delete_tasks
+DELETE FROM jobtrail_tasks WHERE id IN (SELECT value FROM json_each(:ids)) AND state = :state;
+
+-- name: pruned_add
+INSERT INTO jobtrail_pruned (state, tasks, transitions, last_at)
+VALUES (:state, :tasks, :transitions, round((julianday('now') - 2440587.5) * 86400.0, 3))
+ON CONFLICT (state) DO UPDATE
+SET tasks = tasks + excluded.tasks,
+    transitions = transitions + excluded.transitions,
+    last_at = excluded.last_at;
+
+-- name: pruned_list
+SELECT state, tasks, transitions FROM jobtrail_pruned ORDER BY state;
+
+-- name: trace_contexts
+-- The context stored at enqueue, in the creating transition's data (key "trace"), by its key.
+SELECT task_id, json_extract(data, '$.trace') AS trace FROM jobtrail_transitions
+WHERE task_id IN (SELECT value FROM json_each(:ids)) AND seq = 1
+  AND json_extract(data, '$.trace') IS NOT NULL;

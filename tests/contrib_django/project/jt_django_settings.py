@@ -1,0 +1,53 @@
+"""Settings of the Django project the integration tests drive (both databases at once: the
+SQLite file and a PostgreSQL schema named by the environment, one task backend for each)."""
+
+import os
+
+SECRET_KEY = "tests-only"
+USE_TZ = True
+TIME_ZONE = "UTC"
+INSTALLED_APPS = ["jobtrail.contrib.django", "testapp"]
+try:
+    import django.tasks  # noqa: F401  (Django >= 6.0: built in)
+except ImportError:
+    INSTALLED_APPS.insert(0, "django_tasks")
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.environ["JT_DJ_SQLITE"],
+    },
+    "pg": {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": os.environ.get("JT_DJ_PG_NAME", "test"),
+        "USER": os.environ.get("JT_DJ_PG_USER", "postgres"),
+        "HOST": os.environ.get("JT_DJ_PG_HOST", "127.0.0.1"),
+        "PORT": os.environ.get("JT_DJ_PG_PORT", "5432"),
+        "OPTIONS": {"options": f"-c search_path={os.environ.get('JT_DJ_PG_SCHEMA', 'public')}"},
+    },
+}
+_OPTIONS = {
+    "TASKS": {
+        "testapp.tasks.fail": {"max_attempts": 2, "backoff_base": 0},
+        "testapp.tasks.fail_permanently": {"max_attempts": 5},
+    }
+}
+QUEUES = ["default", "other", "spare"]
+TASKS = {
+    "default": {
+        "BACKEND": "jobtrail.contrib.django.JobtrailBackend",
+        "QUEUES": QUEUES,
+        "OPTIONS": {"DATABASE": "default", **_OPTIONS},
+    },
+    "pg": {
+        "BACKEND": "jobtrail.contrib.django.JobtrailBackend",
+        "QUEUES": QUEUES,
+        "OPTIONS": {"DATABASE": "pg", **_OPTIONS},
+    },
+    # jobtrail's tables in a database of their own: enqueues commit on their own
+    "separate": {
+        "BACKEND": "jobtrail.contrib.django.JobtrailBackend",
+        "QUEUES": QUEUES,
+        "OPTIONS": {"DATABASE_URL": f"sqlite:///{os.environ['JT_DJ_SQLITE']}.separate", **_OPTIONS},
+    },
+}
