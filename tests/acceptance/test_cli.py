@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _worker_log import stray_traceback
 
 APP_MODULE = textwrap.dedent("""
     import jobtrail
@@ -49,7 +50,7 @@ class Cli:
         proc = subprocess.run(
             argv, cwd=self.cwd, env=self.env, capture_output=True, text=True, timeout=60
         )
-        assert "Traceback" not in proc.stderr, proc.stderr
+        assert not stray_traceback(proc.stderr), proc.stderr
         assert proc.returncode == code, (args, proc.returncode, proc.stdout, proc.stderr)
         if code:
             assert proc.stderr.startswith("jobtrail: error: "), proc.stderr

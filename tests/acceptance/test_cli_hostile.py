@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from _worker_log import stray_traceback
 from conftest import Store
 from test_http_hostile import fill, small_disk  # noqa: F401 - the fixture
 
@@ -58,7 +59,7 @@ class Cli:
         )
         out = proc.stdout.decode("utf-8")
         err = proc.stderr.decode("utf-8")
-        assert "Traceback" not in err, err
+        assert not stray_traceback(err), err
         assert proc.returncode == code, (args, proc.returncode, out, err)
         if code:
             assert err.startswith("jobtrail: error: ") and err.count("\n") == 1, err

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import sqlite3
 import subprocess
@@ -325,11 +326,20 @@ def run(
         res.problems.append(f"tasks not terminal: {open_left}")
     for log in logs:
         text = log.read_text(errors="replace") if log.exists() else ""
+        in_failed_attempt = False  # a failed attempt is logged with its traceback (§16.1)
         for line in text.splitlines():
-            if "Traceback" in line or "database is locked" in line:
+            if _RECORD.match(line):
+                in_failed_attempt = bool(_FAILED_ATTEMPT.match(line))
+            stray = "Traceback" in line and not in_failed_attempt
+            if stray or "database is locked" in line:
                 res.log_errors.append(f"{log.name}: {line[:200]}")
     app.close()
     return res
+
+
+#: The head of a worker's log record (the format its script sets) and of a failed attempt's.
+_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [\w.]+: ")
+_FAILED_ATTEMPT = re.compile(r"^\S+ \S+ jobtrail\.worker: task .+ failed: ")
 
 
 def report(res: Result) -> str:

@@ -208,6 +208,53 @@ def test_batch_completion(world: dict[str, Any]) -> None:
                 d.task_complete_and_claim(tx, pairs, claim(), "default", 1)
 
 
+def test_batch_completion_stores_the_return_values(world: dict[str, Any]) -> None:
+    """§16.1: each completed task's result (JSON text) is written by the batch statement; a
+    task without one keeps none; a JSON null is none."""
+    d: Driver = world["d"]
+    leased = world["leased"]
+    for results, expected in (
+        ({leased: '{"a":[1,"é"]}'}, {"a": [1, "é"]}),
+        ({leased: "null"}, None),
+        ({}, None),
+        (None, None),
+    ):
+        with rolled_back(d) as tx:
+            assert d.task_complete_many(tx, OWNER, OWNER, [(leased, 1)], results) == {leased}
+            row = d.task_get(tx, leased)
+            assert row is not None and row["result"] == expected
+        if d.claims_in_one_statement:
+            with rolled_back(d) as tx:
+                moved, _ = d.task_complete_and_claim(
+                    tx, [(leased, 1)], claim(), "default", 1, results
+                )
+                assert moved == {leased}
+                row = d.task_get(tx, leased)
+                assert row is not None and row["result"] == expected
+
+
+@covers("watch_finished")
+def test_watch_finished(world: dict[str, Any]) -> None:
+    """A terminal move committed after the watch began wakes its wait; without one the wait
+    runs to its timeout."""
+    d: Driver = world["d"]
+    with d.watch_finished() as wait:
+        assert wait(0.05) is False
+        with d.transaction() as tx:
+            moved = d.task_move(
+                tx,
+                Move(
+                    task_id=world["queued"],
+                    from_state=State.QUEUED,
+                    to_state=State.CANCELLED,
+                    reason="cancelled_before_start",
+                    actor="test",
+                ),
+            )
+        assert moved is not None
+        assert wait(10) is True
+
+
 @covers("task_move", "transition_insert", "transition_list")
 def test_move_and_transitions(world: dict[str, Any]) -> None:
     d: Driver = world["d"]
@@ -238,6 +285,50 @@ def test_move_and_transitions(world: dict[str, Any]) -> None:
             note="a note",
         )
         assert len(d.transition_list(tx, world["queued"])) == seq
+
+
+def test_a_move_keeps_result_traceback_and_error_class(world: dict[str, Any]) -> None:
+    """§16.1 through the single-task move: a success stores its result; a failure's
+    transition its traceback and error class (and a plain transition has neither)."""
+    d: Driver = world["d"]
+    leased = world["leased"]
+    base = {"task_id": leased, "from_state": State.LEASED, "actor": OWNER, "owner": OWNER}
+    with rolled_back(d) as tx:
+        row = d.task_move(
+            tx,
+            Move(
+                **base,
+                to_state=State.SUCCEEDED,
+                reason="completed",
+                attempt=1,
+                set_result=True,
+                result='{"ok":1}',
+            ),
+        )
+        assert row is not None
+        assert d.task_get(tx, leased)["result"] == {"ok": 1}  # type: ignore[index]
+        last = d.transition_list(tx, leased)[-1]
+        assert (last["traceback"], last["error_class"]) == (None, None)
+    with rolled_back(d) as tx:
+        text = 'Traceback (most recent call last):\n  File "x.py", line 3, in f\nKeyError: 1\n'
+        row = d.task_move(
+            tx,
+            Move(
+                **base,
+                to_state=State.DEAD,
+                reason="permanent_error",
+                attempt=1,
+                set_error=True,
+                error_category="invalid_input",
+                error="KeyError: 1",
+                traceback=text,
+                error_class="builtins.KeyError",
+            ),
+        )
+        assert row is not None
+        last = d.transition_list(tx, leased)[-1]
+        assert (last["traceback"], last["error_class"]) == (text, "builtins.KeyError")
+        assert d.task_get(tx, leased)["result"] is None  # type: ignore[index]
 
 
 @covers("task_release_next", "task_set_after", "children_list")

@@ -78,7 +78,11 @@ def test_claim_reads_the_due_index(store: Any) -> None:
         conn.execute("ANALYZE")
         if store.backend == "postgres":
             # the worker's round trip too: its completions must stay on the primary key
-            done = {"ids": "{1,2,3,4,5,6,7,8,9,10}", "attempts": "{1,1,1,1,1,1,1,1,1,1}"}
+            done = {
+                "ids": "{1,2,3,4,5,6,7,8,9,10}",
+                "attempts": "{1,1,1,1,1,1,1,1,1,1}",
+                "results": "[]",
+            }
             for name in ("task_claim", "task_claim_unlimited", "task_complete_and_claim"):
                 query = driver.sql[name]
                 params = {**claim_params("postgres"), **done}

@@ -40,6 +40,7 @@ FIELDS = {
     "dismissed": False,
     "created": True,
     "steps": {"s": 1},
+    "result": {"r": [1, "x"]},
 }
 
 

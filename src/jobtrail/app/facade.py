@@ -9,6 +9,7 @@ import gc
 import itertools
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -16,15 +17,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core import payloads, tracing, transition
 from ..core.decide import decide_cancel
+from ..core.results import DEFAULT_RESULT_LIMIT
 from ..model import validate
-from ..model.errors import IdempotencyConflict, IllegalTransition, UnknownKind
+from ..model.errors import IdempotencyConflict, IllegalTransition, TaskFailed, UnknownKind
 from ..model.kinds import DEFAULT_MAX_PAYLOAD, KindSpec
 from ..model.machine import Reason, State
 from ..model.models import CancelResult, Task, Transition, task_from_fields, task_from_row
 from ..services.retention import parse_retention
 from ..services.scheduler import Schedule
 from ..store.base import NEW_TASK_DEFAULTS, Driver, Move, NewTask, Row, Tx
-from ..store.open import open_driver
+from ..store.open import describe_url, open_driver
 from .connections import adbapi_connection, dbapi_connection
 from .core import (
     _require_name,
@@ -44,6 +46,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("jobtrail")
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: The largest ``result_limit`` (a return value is stored in one column: 64 MiB is plenty).
+MAX_RESULT_LIMIT = 64 * 1024 * 1024
+#: ``App.result``: the longest sleep between two reads when no wake-up comes (the fallback).
+RESULT_POLL = 1.0
 
 _KIND_AND_PAYLOAD = frozenset({"kind", "payload"})
 _ENQUEUE_KEYS = frozenset(
@@ -68,6 +75,8 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
     ``url`` is ``sqlite:///path.db`` or ``postgresql://…``; else ``JOBTRAIL_DATABASE_URL``; else
     ``sqlite:///jobtrail.db``. ``version`` is recorded on every claim so a dead letter shows
     which code failed it (else ``JOBTRAIL_APP_VERSION``, else the handlers' package version).
+    ``result_limit``: the largest handler return value stored, in bytes of JSON (§16.1;
+    default 1 MiB); a larger one ends its attempt ``dead`` (``invalid_input``).
     ``retention`` gives, per finished state, how long its tasks are kept before a worker
     prunes them (seconds or a ``timedelta``; ``None`` keeps for ever): by default
     ``{"succeeded": 7 days, "cancelled": 7 days, "dead": None}``.
@@ -80,6 +89,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         default_queue: str = "default",
         version: str | None = None,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD,
+        result_limit: int = DEFAULT_RESULT_LIMIT,
         pooler: str | None = None,
         listen_url: str | None = None,
         poll_interval: float = 1.0,
@@ -94,6 +104,8 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         ``JOBTRAIL_POOLER`` and ``JOBTRAIL_LISTEN_URL``; SQLite ignores them (docs/postgres.md).
         """
         _require_name(default_queue, "default_queue")
+        validate.integer(result_limit, "result_limit", 1, MAX_RESULT_LIMIT)
+        self.result_limit = result_limit
         if not isinstance(poll_interval, int | float) or not 0 < poll_interval <= 3600:
             raise ValueError(
                 f"poll_interval must be a number of seconds in (0, 3600], not {poll_interval!r}"
@@ -321,6 +333,46 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
             }
             return task_from_row(row, steps=steps)
 
+    def result(self, task_id: str | int, *, timeout: float | None = None) -> Any:
+        """The return value of a ``succeeded`` task (``None`` when its handler returned
+        nothing), §16.1. A ``dead`` or ``cancelled`` task raises ``TaskFailed`` (its state,
+        reason, error category and error). A task not finished yet: with ``timeout`` seconds
+        this waits for it to finish — woken by the store's own wake-ups (PostgreSQL
+        ``LISTEN``, SQLite's data version), re-reading at least every second — and raises
+        ``TimeoutError`` when it has not finished by then; without ``timeout`` it does not
+        wait: ``TimeoutError`` at once, naming the task's state. ``TaskNotFound`` for an
+        unknown id."""
+        if timeout is not None:
+            timeout = validate.seconds(timeout, "timeout")
+        task = self._terminal_or_none(task_id)
+        if task is None and timeout:
+            deadline = time.monotonic() + timeout
+            with self._driver.watch_finished() as wait:
+                while True:
+                    task = self._terminal_or_none(task_id)
+                    left = deadline - time.monotonic()
+                    if task is not None or left <= 0:
+                        break
+                    wait(min(left, RESULT_POLL))
+        if task is None:
+            state = self.get(task_id).state.value
+            if timeout:
+                raise TimeoutError(
+                    f"task {task_id} did not finish within {timeout:g}s (it is {state})"
+                )
+            raise TimeoutError(
+                f"task {task_id} has not finished (it is {state}); pass timeout= to wait for it"
+            )
+        if task.state is State.SUCCEEDED:
+            return task.result
+        raise TaskFailed(task)
+
+    def _terminal_or_none(self, task_id: str | int) -> Task | None:
+        with self._driver.transaction(write=False) as tx:
+            row = self._row(tx, task_id)
+        task = task_from_row(row)
+        return task if task.terminal else None
+
     def list(
         self,
         *,
@@ -374,12 +426,14 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
             row = self._row(tx, task_id)
             rows = self._driver.transition_list(tx, row["id"])
             facts = self._live_facts(tx, row, lang)
+            confirmed = self._driver.effect_confirmed_count(tx, id=row["id"])
         text = explain.render(
             task_from_row(row),
             [_transition_from_row(r) for r in rows],
             row["db_now"],
             lang=lang,
             extra=facts.why or None,
+            effect_confirmed=bool(confirmed and confirmed["n"]),
         )
         return text + "".join("\n" + line for line in facts.details)
 
@@ -724,6 +778,8 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
             sinks=self._sinks,
             cron_tick=self._cron_tick,
             version=self.version,
+            result_limit=self.result_limit,
+            database=describe_url(self.url),
             retention=self.retention,
         )
 
@@ -750,6 +806,8 @@ def _transition_from_row(row: Row) -> Transition:
         note=row["note"],
         corrects=row["corrects"],
         data=row["data"] or {},
+        traceback=row.get("traceback"),
+        error_class=row.get("error_class"),
     )
 
 

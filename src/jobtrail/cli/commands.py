@@ -89,6 +89,21 @@ def migrate(rt: Runtime) -> None:
     metavar="S",
     help="Seconds running tasks get to finish after SIGTERM/SIGINT.",
 )
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+    help="DEBUG adds one line per finished attempt; failures log at WARNING (retried) or "
+    "ERROR (dead), with the traceback.",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one object per line with task_id, kind, attempt, reason, duration_ms.",
+)
 def worker(
     rt: Runtime,
     queues: tuple[str, ...],
@@ -97,6 +112,8 @@ def worker(
     burst: bool,
     poll_interval: float,
     grace: float,
+    log_level: str,
+    log_format: str,
 ) -> None:
     """Run a worker for the kinds of --app until SIGTERM/SIGINT (or, with --burst, until idle)."""
     if not rt.app_ref:
@@ -104,7 +121,7 @@ def worker(
             "worker needs your app to know the task kinds: pass --app module:attr or set "
             "JOBTRAIL_APP"
         )
-    fmt.log_to_stderr()
+    fmt.log_to_stderr(getattr(logging, log_level.upper()), log_format)
     app = rt.app(must_exist=False)
     pool_log = logging.getLogger("psycopg")
     level = pool_log.level

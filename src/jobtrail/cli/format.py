@@ -21,8 +21,12 @@ from datetime import datetime
 from typing import Any
 
 from ..model import i18n
+from ..model.machine import State
 from ..model.models import CancelResult, Task, iso
 from ..model.urls import redact_url as redact_url  # re-exported: the CLI's callers use it
+
+#: How much of a result ``status`` shows (``--json`` gives all of it).
+RESULT_SHOWN = 500
 
 # C0 controls but newline and tab, DEL, C1 controls; the bidirectional overrides and
 # isolates, which reorder what a terminal shows ("Trojan Source"); and lone surrogates (an
@@ -48,11 +52,19 @@ class PrintableFormatter(logging.Formatter):
         return printable(super().format(record))
 
 
-def log_to_stderr(level: int = logging.INFO) -> None:
-    """The CLI's logging (``worker``, ``serve``): INFO and up on stderr, lines printable."""
+def log_to_stderr(level: int = logging.INFO, style: str = "text") -> None:
+    """The CLI's logging (``worker``, ``serve``): ``level`` and up on stderr, as printable
+    text lines or (``style`` ``json``) one JSON object per line (``worker.logs``)."""
+    from ..worker.logs import JsonFormatter
+
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(PrintableFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler])
+    if style == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(PrintableFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    # DEBUG is jobtrail's own (a line per attempt); libraries stay at INFO and up
+    logging.basicConfig(level=max(level, logging.INFO), handlers=[handler], force=True)
+    logging.getLogger("jobtrail").setLevel(level)
 
 
 def _jsonable(value: Any) -> Any:
@@ -146,6 +158,11 @@ def status(task: Task, lang: str = "en") -> str:
                 f"{category}: {task.last_error}" if task.last_error else category,
             )
         )
+    if task.state is State.SUCCEEDED and task.result is not None:
+        shown = json.dumps(task.result, ensure_ascii=False)
+        if len(shown) > RESULT_SHOWN:
+            shown = shown[: RESULT_SHOWN - 1] + "…"
+        rows.append((tr("cli.s_result"), shown))
     if task.parent_id:
         rows.append((tr("cli.s_parent"), task.parent_id))
     if task.idempotency_key:

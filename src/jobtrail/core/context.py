@@ -53,6 +53,9 @@ class Attempt:
     pending_receipt: tuple[str, float] | None = None
     #: Messages from ``ctx.emit``, committed with the completing transition.
     outbox: list[tuple[str, str]] = field(default_factory=list)
+    #: The handler's return value as JSON text (``results.encode_result``), written with the
+    #: completing transition (§16.1); ``None`` when it returned nothing.
+    result: str | None = None
     #: Traced (a recording tracer when it was claimed) and the trace context stored with the
     #: task at its enqueue (``tracing.carrier``), if any.
     traced: bool = False

@@ -10,11 +10,13 @@ Reason codes are the contract; the sentences below may change freely.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
-from ..model.machine import Reason, State
+from ..model.machine import ErrorCategory, Reason, State
 from ..model.models import Task, Transition, iso
+from .results import raising_frame
 
 #: The languages every sentence and narrative exists in.
 LANGUAGES = ("en", "zh")
@@ -24,7 +26,7 @@ SENTENCES: dict[str, dict[str, str]] = {
     "en": {
         Reason.ENQUEUED: "accepted into the queue",
         Reason.CLAIMED: "a worker took it and holds a lease",
-        Reason.COMPLETED: "finished; the side effect is confirmed",
+        Reason.COMPLETED: "finished",
         Reason.RETRY_SCHEDULED: "the attempt failed with a transient error; a retry is scheduled",
         Reason.SNOOZED: "the handler asked to run later; the attempt is not counted",
         Reason.PERMANENT_ERROR: "failed with an error that retrying cannot fix",
@@ -65,7 +67,7 @@ SENTENCES: dict[str, dict[str, str]] = {
     "zh": {
         Reason.ENQUEUED: "已接受，进入队列",
         Reason.CLAIMED: "被工作器领取，持有租约",
-        Reason.COMPLETED: "执行完成，副作用已确认",
+        Reason.COMPLETED: "执行完成",
         Reason.RETRY_SCHEDULED: "本次尝试遇到短暂错误，已计划重试",
         Reason.SNOOZED: "处理函数要求稍后再跑，本次不计入尝试次数",
         Reason.PERMANENT_ERROR: "错误不可重试",
@@ -172,6 +174,11 @@ _TEXT: dict[str, dict[str, str]] = {
         "corrects": "corrects #{seq}",
         "effects_checked": "external effects checked",
         "cron_window": "for cron window {w} ({cron}, {tz})",
+        # §16.1: the wording that depends on more than the reason code
+        "completed_effect": "finished; the side effect is confirmed",
+        "retry_unclassified": "unclassified error, retried by default; a retry is scheduled",
+        "raised_at": " at {frame}",
+        "h_result": "result:     {v}",
     },
     "zh": {
         "not_due": "尚未到期，要到 {at} 才运行（{rel}）",
@@ -217,12 +224,17 @@ _TEXT: dict[str, dict[str, str]] = {
         "corrects": "更正 #{seq}",
         "effects_checked": "已确认外部副作用",
         "cron_window": "定时窗口 {w}（{cron}，{tz}）",
+        "completed_effect": "执行完成，副作用已确认",
+        "retry_unclassified": "未分类的错误，默认重试；已计划重试",
+        "raised_at": "，出错位置 {frame}",
+        "h_result": "结果：{v}",
     },
 }
 
 _REASON_WIDTH = 30
 _STATE_WIDTH = 12
 _ERROR_LIMIT = 160
+_RESULT_LIMIT = 200
 
 
 def _check_lang(lang: str) -> None:
@@ -352,7 +364,7 @@ def _next_time(value: Any, at: datetime) -> str:
     return text[11:] if text[:10] == _iso(at)[:10] else text
 
 
-def _details(t: Transition, lang: str) -> str:
+def _details(t: Transition, lang: str, effect_confirmed: bool = False) -> str:
     text = _TEXT[lang]
     head = text["by"].format(actor=t.actor)
     if t.note:
@@ -367,6 +379,9 @@ def _details(t: Transition, lang: str) -> str:
         head += text["replay_run"].format(n=run)
     if t.error_category or t.error:
         head += text["failed"].format(err=_short_error(t.error_category, t.error, lang))
+        frame = raising_frame(t.traceback)
+        if frame:
+            head += text["raised_at"].format(frame=frame)
     segments = [head]
     next_run = t.data.get("retry_at")
     if next_run and t.reason in (Reason.RETRY_SCHEDULED, Reason.SNOOZED):
@@ -379,7 +394,20 @@ def _details(t: Transition, lang: str) -> str:
     if t.reason == Reason.ENQUEUED and t.data.get("cron_window"):  # cron (scheduler.py)
         cron, tz = t.data.get("cron", "?"), t.data.get("tz", "UTC")
         segments.append(text["cron_window"].format(w=t.data["cron_window"], cron=cron, tz=tz))
-    return text["join"].join(segments) + " — " + sentence(t.reason, lang)
+    return text["join"].join(segments) + " — " + transition_sentence(t, lang, effect_confirmed)
+
+
+def transition_sentence(t: Transition, lang: str = "en", effect_confirmed: bool = False) -> str:
+    """The sentence for one transition: its reason's, except where §16.1 needs more than the
+    code — an unclassified error's retry ("unclassified error, retried by default", never
+    "transient") and a completion, "finished", that says "the side effect is confirmed" only
+    when ``effect_confirmed`` (the task has a confirmed effect)."""
+    text = _TEXT[lang]
+    if t.reason == Reason.COMPLETED and effect_confirmed:
+        return text["completed_effect"]
+    if t.reason == Reason.RETRY_SCHEDULED and t.error_category == ErrorCategory.UNCLASSIFIED:
+        return text["retry_unclassified"]
+    return sentence(t.reason, lang)
 
 
 def _header(task: Task, now: datetime, lang: str, extra: list[str] | None) -> list[str]:
@@ -412,6 +440,11 @@ def _header(task: Task, now: datetime, lang: str, extra: list[str] | None) -> li
     why = why_not_running(task, now, lang, extra)
     if why:
         lines.append(text["h_why"].format(v=why))
+    if task.state is State.SUCCEEDED and task.result is not None:
+        shown = json.dumps(task.result, ensure_ascii=False, separators=(", ", ": "))
+        if len(shown) > _RESULT_LIMIT:
+            shown = shown[: _RESULT_LIMIT - 1] + "…"
+        lines.append(text["h_result"].format(v=shown))
     return lines
 
 
@@ -421,10 +454,14 @@ def render(
     now: datetime,
     lang: str = "en",
     extra: list[str] | None = None,
+    *,
+    effect_confirmed: bool = False,
 ) -> str:
     """The whole narrative: a header, then one line per transition in ``seq`` order.
 
     ``now`` is the database's current time; ``extra`` as for :func:`why_not_running`.
+    ``effect_confirmed``: the task has a confirmed effect, so its completion says so (a
+    plain success is only "finished", §16.1).
     """
     _check_lang(lang)
     ordered = sorted(transitions, key=lambda t: t.seq)
@@ -436,6 +473,7 @@ def render(
     lines.append(_TEXT[lang]["h_history"])
     for t in ordered:
         lines.append(
-            f"{_iso(t.at)}  {t.reason:<{reason_w}}{t.to_state.value:<{state_w}}{_details(t, lang)}"
+            f"{_iso(t.at)}  {t.reason:<{reason_w}}{t.to_state.value:<{state_w}}"
+            + _details(t, lang, effect_confirmed)
         )
     return "\n".join(lines)

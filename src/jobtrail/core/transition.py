@@ -8,7 +8,7 @@ decides again (never read–decide–write unconditionally).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -70,13 +70,19 @@ def move_for(
 
 
 def complete_many(
-    driver: Driver, tx: Tx, owner: str, actor: str, attempts: Sequence[tuple[int, int]]
+    driver: Driver,
+    tx: Tx,
+    owner: str,
+    actor: str,
+    attempts: Sequence[tuple[int, int]],
+    results: Mapping[int, str] | None = None,
 ) -> set[int]:
     """Edge 4 (``leased`` → ``succeeded``, ``completed``) for a worker's batch of plain
     successes, ``(task id, attempt)`` each, under the worker guard; returns the ids that moved
-    (``Driver.task_complete_many``; never a workflow child)."""
+    (``Driver.task_complete_many``; never a workflow child). ``results``: each returned value's
+    JSON text by task id, stored by the same statement (§16.1)."""
     check("complete", State.LEASED, State.SUCCEEDED, Reason.COMPLETED)
-    return driver.task_complete_many(tx, owner, actor, attempts)
+    return driver.task_complete_many(tx, owner, actor, attempts, results)
 
 
 def complete_and_claim(
@@ -86,12 +92,13 @@ def complete_and_claim(
     request: Claim,
     queue: str,
     limit: int,
+    results: Mapping[int, str] | None = None,
 ) -> tuple[set[int], list[Row]]:
     """``complete_many`` and edge 3 for up to ``limit`` tasks of ``queue`` in one statement
     (``Driver.task_complete_and_claim``): the worker's round trip."""
     check("complete", State.LEASED, State.SUCCEEDED, Reason.COMPLETED)
     check("claim", State.QUEUED, State.LEASED, Reason.CLAIMED)
-    return driver.task_complete_and_claim(tx, attempts, request, queue, limit)
+    return driver.task_complete_and_claim(tx, attempts, request, queue, limit, results)
 
 
 def create(driver: Driver, tx: Tx, new: NewTask) -> tuple[Row, bool]:

@@ -5,7 +5,12 @@ Handlers signal outcomes with a category that is an enum, never a match on messa
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .machine import PERMANENT_CATEGORIES, TRANSIENT_CATEGORIES, ErrorCategory, State
+
+if TYPE_CHECKING:
+    from .models import Task
 
 
 class JobtrailError(Exception):
@@ -71,6 +76,22 @@ class Snooze(JobtrailError):  # noqa: N818 - the public name is fixed by the spe
             raise ValueError("Snooze needs a non-negative number of seconds")
         super().__init__(f"snoozed for {seconds}s")
         self.seconds = float(seconds)
+
+
+class TaskFailed(JobtrailError):  # noqa: N818 - the public name is fixed by the spec
+    """Raised by ``app.result`` for a task that ended ``dead`` or ``cancelled`` (§16.1): it
+    has no result and never will. ``task`` is the snapshot read; ``state``, ``reason``,
+    ``category`` and ``error`` are its state, last reason code, last error category and
+    last error."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.state = task.state
+        self.reason = task.last_reason
+        self.category = task.last_error_category
+        self.error = task.last_error
+        detail = f" ({self.category}: {self.error})" if self.error else ""
+        super().__init__(f"task {task.id} ended {task.state.value} by {self.reason}{detail}")
 
 
 class Cancelled(JobtrailError):  # noqa: N818

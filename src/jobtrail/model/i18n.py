@@ -114,6 +114,9 @@ MESSAGES: dict[str, dict[str, str]] = {
     "task.delivering": {"en": "delivering", "zh": "投递中"},
     "task.children": {"en": "Workflow children", "zh": "工作流子任务"},
     "task.payload": {"en": "Payload", "zh": "载荷"},
+    "task.result": {"en": "Result", "zh": "结果"},
+    "task.raised_at": {"en": "raised at", "zh": "出错位置"},
+    "task.traceback": {"en": "traceback", "zh": "调用栈"},
     "task.payload_show": {"en": "show (first {n} characters)", "zh": "显示（前 {n} 个字符）"},
     # -- queues ------------------------------------------------------------------------------
     "queues.title": {"en": "Queues", "zh": "队列"},
@@ -352,6 +355,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "cli.h_data": {"en": "DATA", "zh": "数据"},
     "cli.status_head": {"en": "task {id}  {kind}", "zh": "任务 {id}  {kind}"},
     "cli.s_state": {"en": "state", "zh": "状态"},
+    "cli.s_result": {"en": "result", "zh": "结果"},
     "cli.s_queue": {"en": "queue", "zh": "队列"},
     "cli.s_attempts": {"en": "attempts", "zh": "尝试"},
     "cli.s_run_at": {"en": "run at", "zh": "计划运行"},

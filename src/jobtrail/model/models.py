@@ -40,6 +40,9 @@ class Task:
     dismissed: bool = False
     created: bool = False
     steps: dict[str, Any] = field(default_factory=dict)
+    #: §16.1: the handler's return value (decoded JSON), stored with its success; ``None``
+    #: when the handler returned nothing or the task has not succeeded
+    result: Any = None
 
     @property
     def terminal(self) -> bool:
@@ -84,6 +87,10 @@ class Transition:
     note: str | None = None
     corrects: int | None = None
     data: dict[str, Any] = field(default_factory=dict)
+    #: §16.1: a failed attempt's formatted traceback (frames only, the last 16 KiB) and its
+    #: exception's class path (``builtins.KeyError``); ``None`` on every other transition
+    traceback: str | None = None
+    error_class: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -99,6 +106,8 @@ class Transition:
             "note": self.note,
             "corrects": self.corrects,
             "data": self.data,
+            "traceback": self.traceback,
+            "error_class": self.error_class,
         }
 
 
@@ -160,5 +169,6 @@ def task_from_row(
             "dismissed": row["dismissed_at"] is not None,
             "created": created,
             "steps": steps or {},
+            "result": row.get("result"),
         }
     )

@@ -8,7 +8,7 @@ Rows come back as plain dicts with times as aware UTC ``datetime`` and JSON alre
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
@@ -150,6 +150,15 @@ class Driver(Statements, abc.ABC):
         """Whether a wake-up sent through the store reaches this driver's listener (``None``
         when it has none to check)."""
         return None
+
+    @abc.abstractmethod
+    def watch_finished(self) -> AbstractContextManager[Callable[[float], bool]]:
+        """A watch for tasks reaching a terminal state (``app.result``, §16.1): inside it, the
+        yielded ``wait(timeout)`` blocks until some task may have finished since the watch
+        began or the last wait (True) or ``timeout`` passed (False). A hint only — the caller
+        re-reads its task; a watch that cannot listen (the store is away) just sleeps. Started
+        before the caller's first read, so a finish between the read and the wait is seen.
+        Apart from ``wait_for_work``: a waiting caller never takes a worker's wake-up."""
 
     @abc.abstractmethod
     def encode_time(self, value: datetime) -> Any: ...
@@ -323,7 +332,13 @@ class Driver(Statements, abc.ABC):
         return rows
 
     def task_complete_and_claim(
-        self, tx: Tx, attempts: Sequence[tuple[int, int]], claim: Claim, queue: str, limit: int
+        self,
+        tx: Tx,
+        attempts: Sequence[tuple[int, int]],
+        claim: Claim,
+        queue: str,
+        limit: int,
+        results: Mapping[int, str] | None = None,
     ) -> tuple[set[int], list[Row]]:
         """``task_complete_many`` plus ``task_claim_unlimited`` from one queue as one
         statement (drivers with ``claims_in_one_statement`` only); returns the ids that
@@ -370,19 +385,27 @@ class Driver(Statements, abc.ABC):
                 note=move.note,
                 corrects=move.corrects,
                 data=_exact_retry_at(move.data, row),
+                traceback=move.traceback,
+                error_class=move.error_class,
             )
         return row
 
     @abc.abstractmethod
     def task_complete_many(
-        self, tx: Tx, owner: str, actor: str, attempts: Sequence[tuple[int, int]]
+        self,
+        tx: Tx,
+        owner: str,
+        actor: str,
+        attempts: Sequence[tuple[int, int]],
+        results: Mapping[int, str] | None = None,
     ) -> set[int]:
         """Edge 4 (``leased`` → ``succeeded``, ``completed``) for several ``(task id, attempt)``
         of one holder in one transaction (one statement on PostgreSQL, which may therefore run
         in ``single_statement``; two on SQLite); returns the ids that moved. Each task keeps the
         worker guard of ``task_move``; a task whose guard fails is left untouched (the caller
         decides for it alone). Only for tasks without a parent: a workflow child's completion
-        re-derives its parent (``transition.apply``)."""
+        re-derives its parent (``transition.apply``). ``results``: the return value (JSON
+        text) of each task id that returned one, stored in the same statement (§16.1)."""
 
     def _move_params(self, move: Move) -> dict[str, Any]:
         return {
@@ -410,6 +433,10 @@ class Driver(Statements, abc.ABC):
             "corrects": move.corrects,
             "data": dumps(move.data),
             "dismiss": move.reason == "dismissed",
+            "set_result": move.set_result,
+            "result": move.result,
+            "traceback": move.traceback,
+            "error_class": move.error_class,
         }
 
     def transition_insert(
@@ -429,6 +456,8 @@ class Driver(Statements, abc.ABC):
         note: str | None = None,
         corrects: int | None = None,
         data: dict[str, Any] | None = None,
+        traceback: str | None = None,
+        error_class: str | None = None,
     ) -> None:
         tx.run(
             "transition_insert",
@@ -446,6 +475,8 @@ class Driver(Statements, abc.ABC):
                 "note": note,
                 "corrects": corrects,
                 "data": dumps(data or {}),
+                "traceback": traceback,
+                "error_class": error_class,
             },
         )
 

@@ -118,6 +118,7 @@ NEW_TASK_DEFAULTS: dict[str, Any] = {
     "receipt_id": None,
     "receipt_deadline": None,
     "finished_at": None,
+    "result": None,
 }
 
 
@@ -198,6 +199,13 @@ class Move:
     note: str | None = None
     corrects: int | None = None
     data: dict[str, Any] = field(default_factory=dict)
+    #: §16.1: the handler's return value as JSON text, stored with a success (``set_result``;
+    #: ``None`` for a handler that returned nothing)
+    set_result: bool = False
+    result: str | None = None
+    #: §16.1: a failed attempt's formatted traceback and its exception's class path
+    traceback: str | None = None
+    error_class: str | None = None
 
     @property
     def annotation(self) -> bool:

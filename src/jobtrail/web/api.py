@@ -167,6 +167,54 @@ def transitions(task_id: TaskId, app: Jobtrail, who: Reader) -> list[dict[str, A
     return [t.to_dict() for t in app.transitions(task_id)]
 
 
+#: The longest a result request waits (``timeout``): a request thread and a listening
+#: connection are held meanwhile.
+MAX_RESULT_WAIT = 30.0
+
+
+@router.get(
+    "/api/tasks/{task_id}/result",
+    response_model=s.ResultOut,
+    responses={202: {"model": s.ResultOut, "description": "not finished yet"}, **ERRORS},
+)
+def result(
+    task_id: TaskId,
+    response: Response,
+    app: Jobtrail,
+    who: Reader,
+    timeout: Annotated[
+        float,
+        Query(ge=0, le=MAX_RESULT_WAIT, description="seconds to wait for the task to finish"),
+    ] = 0.0,
+) -> dict[str, Any]:
+    """The return value of a succeeded task (200), waiting up to ``timeout`` seconds (at most
+    30) for it to finish; 202 with ``Retry-After`` when it has not; 409 (``current_state``,
+    ``reason``, ``category``) for a dead or cancelled task."""
+    task_id = visible(app, who, task_id).id
+    try:
+        value = app.result(task_id, timeout=timeout)
+    except TimeoutError:
+        task = app.get(task_id)
+        if not task.terminal:
+            wait = poll_after(task, app.db_now())
+            response.status_code = 202
+            response.headers["Retry-After"] = str(wait)
+            return {
+                "task_id": task.id,
+                "state": task.state.value,
+                "finished": False,
+                "poll_after": wait,
+            }
+        value = app.result(task_id)  # it finished just now
+    return {
+        "task_id": task_id,
+        "state": State.SUCCEEDED.value,
+        "finished": True,
+        "result": value,
+        "poll_after": 0,
+    }
+
+
 @router.get("/api/tasks/{task_id}/explain", response_model=s.Explanation, responses=ERRORS)
 def explain(
     task_id: TaskId,

@@ -106,6 +106,17 @@ class TaskOut(BaseModel):
     dismissed: bool = False
     created: bool = False
     steps: dict[str, Any] = Field(default_factory=dict)
+    result: Any = Field(
+        default=None, description="the handler's return value once succeeded (§16.1)"
+    )
+
+
+class ResultOut(BaseModel):
+    task_id: str
+    state: str
+    finished: bool = Field(description="false (status 202): not finished within the timeout")
+    result: Any = Field(default=None, description="the return value of the succeeded task")
+    poll_after: int = Field(description="seconds until another look may show progress")
 
 
 class AcceptedTaskOut(TaskOut):
@@ -133,6 +144,12 @@ class TransitionOut(BaseModel):
     note: str | None = None
     corrects: int | None = None
     data: dict[str, Any] = Field(default_factory=dict)
+    traceback: str | None = Field(
+        default=None, description="a failed attempt's traceback (frames only, last 16 KiB)"
+    )
+    error_class: str | None = Field(
+        default=None, description="the failed attempt's exception class, e.g. builtins.KeyError"
+    )
 
 
 class Explanation(BaseModel):

@@ -23,6 +23,7 @@ from ..model.errors import (
     IllegalTransition,
     SchemaMissing,
     StoreUnavailable,
+    TaskFailed,
     TaskNotFound,
     UnknownKind,
 )
@@ -162,6 +163,18 @@ def _errors(web: FastAPI) -> None:
     @web.exception_handler(IllegalTransition)
     async def illegal(_: Request, exc: IllegalTransition) -> JSONResponse:
         body = {"error": _text(exc), "task_id": exc.task_id, "current_state": exc.current_state}
+        return _json(409, body)
+
+    @web.exception_handler(TaskFailed)
+    async def task_failed(_: Request, exc: TaskFailed) -> JSONResponse:
+        # §16.1: a dead or cancelled task has no result and never will
+        body = {
+            "error": _text(exc),
+            "task_id": exc.task.id,
+            "current_state": exc.state.value,
+            "reason": exc.reason,
+            "category": exc.category,
+        }
         return _json(409, body)
 
     @web.exception_handler(UnknownKind)

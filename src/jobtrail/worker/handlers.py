@@ -12,6 +12,7 @@ from typing import Any
 from ..core import tracing, typed
 from ..core.context import Attempt, Context
 from ..core.decide import classify
+from ..core.results import encode_result
 from ..model.errors import Cancelled, Snooze
 from ..model.models import task_from_row
 from .outcomes import Outcomes
@@ -50,16 +51,19 @@ class Handlers(Outcomes):
         handler = attempt.spec.handler
         assert handler is not None
         outcome: BaseException | None = None
+        limit = self.collab.result_limit
         if attempt.traced:
             with _processing(attempt) as span:
                 try:
-                    handler(ctx, _payload(attempt))
+                    value = handler(ctx, _payload(attempt))
+                    attempt.result = encode_result(value, limit)
                 except BaseException as exc:  # noqa: BLE001 - every outcome is classified
                     outcome = exc
                     _failed(span, attempt, exc)
         else:
             try:
-                handler(ctx, _payload(attempt))
+                value = handler(ctx, _payload(attempt))
+                attempt.result = encode_result(value, limit)
             except BaseException as exc:  # noqa: BLE001 - every outcome is classified
                 outcome = exc
         keep = self._handler_done(attempt)
@@ -91,9 +95,12 @@ class Handlers(Outcomes):
         assert handler is not None
         try:
             if attempt.spec.timeout is not None:
-                await asyncio.wait_for(handler(ctx, _payload(attempt)), attempt.spec.timeout)
+                value = await asyncio.wait_for(
+                    handler(ctx, _payload(attempt)), attempt.spec.timeout
+                )
             else:
-                await handler(ctx, _payload(attempt))
+                value = await handler(ctx, _payload(attempt))
+            attempt.result = encode_result(value, self.collab.result_limit)
         except TimeoutError:
             return _attempt_timeout(attempt)
         except BaseException as exc:  # noqa: BLE001

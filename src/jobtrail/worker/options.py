@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..core.results import DEFAULT_RESULT_LIMIT
 from ..model.kinds import KindSpec
 from ..services.outbox import Sink
 from ..store.base import Driver
@@ -46,6 +47,10 @@ class Collaborators:
     sinks: dict[str, list[Sink]]
     cron_tick: Callable[[], None]
     version: str | None
+    #: The largest return value stored, in bytes of JSON (``App(result_limit=)``, §16.1).
+    result_limit: int = DEFAULT_RESULT_LIMIT
+    #: The database as the start line names it (``store.open.describe_url``: no password).
+    database: str = ""
     #: seconds each finished state is kept (``services.retention``); ``None``: no pruning
     retention: dict[str, float | None] | None = None
 

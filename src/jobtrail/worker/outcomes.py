@@ -10,12 +10,13 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from ..core import transition
+from ..core import results, transition
 from ..core.context import Attempt
 from ..core.decide import Decision, decide_failure, decide_success
-from ..model.errors import LeaseLost
+from ..model.errors import LeaseLost, Snooze
 from ..model.machine import HELD, State
 from ..model.models import iso
+from . import logs
 from .pool import OutcomeNotRecorded, _batchable
 from .state import WorkerState
 
@@ -101,7 +102,12 @@ class Outcomes(WorkerState):
                         moved = self._write_failure(tx, attempt, exc)
                 if moved and attempt.outbox:
                     self._outbox_wake.set()
-                if not moved:
+                if moved:
+                    category = moved.category.value if moved.category else None
+                    logs.attempt_finished(
+                        attempt, moved.to_state, moved.reason.value, category=category, exc=exc
+                    )
+                else:
                     log.info(
                         "task %s attempt %d: outcome refused, the lease was lost",
                         attempt.task_id,
@@ -144,21 +150,24 @@ class Outcomes(WorkerState):
                 time.sleep(delay)
                 delay = min(1.0, delay * 2)
 
-    def _write_success(self, tx: Any, attempt: Attempt) -> bool:
+    def _write_success(self, tx: Any, attempt: Attempt) -> Decision | None:
+        """The success's move (its return value stored with it, §16.1) and its outbox
+        messages; the decision carried out, or ``None`` when the guard failed."""
         receipt = attempt.pending_receipt
         for state in (State.LEASED, State.CANCEL_REQUESTED):
             decision = decide_success(
                 cancel_requested=state is State.CANCEL_REQUESTED, submitted=receipt is not None
             )
-            if self._apply(tx, attempt, state, decision) is not None:
+            stored = {"set_result": True, "result": attempt.result}
+            if self._apply(tx, attempt, state, decision, None, stored) is not None:
                 for topic, payload in attempt.outbox:
                     self.driver.outbox_insert(
                         tx, task_id=attempt.task_id, topic=topic, payload=payload
                     )
-                return True
-        return False
+                return decision
+        return None
 
-    def _write_failure(self, tx: Any, attempt: Attempt, exc: BaseException) -> bool:
+    def _write_failure(self, tx: Any, attempt: Attempt, exc: BaseException) -> Decision | None:
         row = self.driver.task_get(tx, attempt.task_id)
         if (
             row is None
@@ -167,7 +176,7 @@ class Outcomes(WorkerState):
             or row["attempts"] != attempt.number
             or row["lease_expires_at"] <= row["db_now"]
         ):
-            return False
+            return None
         state = State(row["state"])
         elapsed = (row["db_now"] - row["budget_started_at"]).total_seconds()
         confirmed = self.driver.effect_confirmed_count(tx, id=attempt.task_id)
@@ -184,7 +193,12 @@ class Outcomes(WorkerState):
         if decision.delay is not None:
             data["delay"] = round(decision.delay, 6)
             data["retry_at"] = iso(row["db_now"] + timedelta(seconds=decision.delay))
-        return self._apply(tx, attempt, state, decision, data) is not None
+        # §16.1: the failure's traceback and class path go with its transition (a snooze is
+        # not a failure: it keeps none)
+        failed = {} if isinstance(exc, Snooze) else _failure_facts(exc)
+        if self._apply(tx, attempt, state, decision, data, failed) is None:
+            return None
+        return decision
 
     def _apply(
         self,
@@ -193,6 +207,7 @@ class Outcomes(WorkerState):
         state: State,
         decision: Decision,
         data: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> Any:
         receipt = attempt.pending_receipt if decision.to_state is State.AWAITING_RECEIPT else None
         move = transition.move_for(
@@ -205,5 +220,11 @@ class Outcomes(WorkerState):
             receipt_id=receipt[0] if receipt else None,
             receipt_in=receipt[1] if receipt else None,
             data=data or {},
+            **(extra or {}),
         )
         return transition.apply(self.driver, tx, move)
+
+
+def _failure_facts(exc: BaseException) -> dict[str, Any]:
+    """``Move``'s ``traceback`` and ``error_class`` for a failed attempt."""
+    return {"traceback": results.traceback_text(exc), "error_class": results.class_path(exc)}

@@ -34,6 +34,7 @@ from ..services.outbox import dispatch
 from ..services.retention import prune_retained
 from ..services.sweeper import sweep
 from ..store.base import Claim
+from . import logs
 from .lease import LeaseRenewal
 from .options import Collaborators, ProvidesCollaborators, WorkerOptions, make_owner_id
 from .pool import _Completions, _HandlerPool
@@ -93,9 +94,11 @@ class Worker(LeaseRenewal):
             )
             outbox.start()
         log.info(
-            "worker %s started: queues=%s concurrency=%d",
+            "worker %s started: database=%s queues=%s kinds=%s concurrency=%d",
             self.owner,
+            self.collab.database or "?",
             ",".join(self.options.queues),
+            ",".join(sorted(self.collab.kinds)) or "-",
             self.options.concurrency,
         )
         self._check_wakeups()
@@ -263,16 +266,19 @@ class Worker(LeaseRenewal):
         the same transaction; then free the slots of what completed, start what was claimed,
         and hand each success whose guard failed to its own path."""
         pairs = [(a.task_id, a.number) for a in done]
+        results = {a.task_id: a.result for a in done if a.result is not None}
         self.round_trips += 1
         try:
             if pairs:
                 transition.check("batch", State.LEASED, State.SUCCEEDED, "completed")
-            moved, rows = self._complete_and_claim(pairs, free)
+            moved, rows = self._complete_and_claim(pairs, free, results)
         except Exception:
             self._settle_alone(done)  # each retries on its own path while its lease lasts
             raise
         if done:
-            self._release([a for a in done if a.task_id in moved])
+            completed = [a for a in done if a.task_id in moved]
+            logs.batch_finished(completed)
+            self._release(completed)
             # The guard failed (a cancel was requested, or the lease was lost): decide alone.
             self._settle_alone([a for a in done if a.task_id not in moved])
         traces = self._traces(rows) if rows and tracing.recording() else None
@@ -302,7 +308,7 @@ class Worker(LeaseRenewal):
         return out
 
     def _complete_and_claim(
-        self, pairs: list[tuple[int, int]], free: int
+        self, pairs: list[tuple[int, int]], free: int, results: dict[int, str]
     ) -> tuple[set[int], list[dict[str, Any]]]:
         request = None
         self._slot = None
@@ -315,13 +321,17 @@ class Worker(LeaseRenewal):
                 version=self.version,
             )
         try:
-            return self._complete_and_claim_in(pairs, free, request)
+            return self._complete_and_claim_in(pairs, free, request, results)
         finally:
             if request is not None and request.slots:
                 self._slot = min(request.slots)
 
     def _complete_and_claim_in(
-        self, pairs: list[tuple[int, int]], free: int, request: Claim | None
+        self,
+        pairs: list[tuple[int, int]],
+        free: int,
+        request: Claim | None,
+        results: dict[int, str],
     ) -> tuple[set[int], list[dict[str, Any]]]:
         driver = self.driver
         if not driver.claims_in_one_statement:
@@ -329,23 +339,29 @@ class Worker(LeaseRenewal):
             # unlimited queues. Limited queues are claimed after that commit, in their own
             # transaction, so that the slots freed here are open to every worker first.
             with driver.transaction() as tx:
-                moved = transition.complete_many(driver, tx, self.owner, self.owner, pairs)
+                moved = transition.complete_many(driver, tx, self.owner, self.owner, pairs, results)
                 if request is None:
                     return moved, []
                 rows = transition.claim(driver, tx, replace(request, skip_limited=True))
             return moved, rows + self._claim_limited(request, free - len(rows), soon=not rows)
         if request is None:
             with driver.single_statement(pinned=True) as tx:
-                return transition.complete_many(driver, tx, self.owner, self.owner, pairs), []
+                return transition.complete_many(
+                    driver, tx, self.owner, self.owner, pairs, results
+                ), []
         first = request.queues[0]
         if first in self._limited:
             moved = set()
             if pairs:
                 with driver.single_statement(pinned=True) as tx:
-                    moved = transition.complete_many(driver, tx, self.owner, self.owner, pairs)
+                    moved = transition.complete_many(
+                        driver, tx, self.owner, self.owner, pairs, results
+                    )
             return moved, self._claim_fast(request)
         with driver.single_statement(pinned=True) as tx:
-            moved, rows = transition.complete_and_claim(driver, tx, pairs, request, first, free)
+            moved, rows = transition.complete_and_claim(
+                driver, tx, pairs, request, first, free, results
+            )
         rest = request.queues[1:]
         if len(rows) < free and rest:
             rows += self._claim_fast(replace(request, queues=rest, limit=free - len(rows)))

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from typing import Any
@@ -549,7 +549,12 @@ class PostgresDriver(Listening, Driver):
 
     # -- batched moves -------------------------------------------------------------------------
     def task_complete_many(
-        self, tx: Any, owner: str, actor: str, attempts: Sequence[tuple[int, int]]
+        self,
+        tx: Any,
+        owner: str,
+        actor: str,
+        attempts: Sequence[tuple[int, int]],
+        results: Mapping[int, str] | None = None,
     ) -> set[int]:
         if not attempts:
             return set()
@@ -558,6 +563,7 @@ class PostgresDriver(Listening, Driver):
             {
                 "ids": int_array(a[0] for a in attempts),
                 "attempts": int_array(a[1] for a in attempts),
+                "results": _results_array(attempts, results),
                 "owner": owner,
                 "actor": actor,
             },
@@ -565,7 +571,13 @@ class PostgresDriver(Listening, Driver):
         return {int(r["id"]) for r in rows}
 
     def task_complete_and_claim(
-        self, tx: Any, attempts: Sequence[tuple[int, int]], claim: Claim, queue: str, limit: int
+        self,
+        tx: Any,
+        attempts: Sequence[tuple[int, int]],
+        claim: Claim,
+        queue: str,
+        limit: int,
+        results: Mapping[int, str] | None = None,
     ) -> tuple[set[int], list[Row]]:
         """``task_complete_many`` for ``attempts`` held by ``claim.owner`` plus
         ``task_claim_unlimited`` of up to ``limit`` tasks from ``queue``, in one statement
@@ -575,6 +587,7 @@ class PostgresDriver(Listening, Driver):
             {
                 "ids": int_array(a[0] for a in attempts),
                 "attempts": int_array(a[1] for a in attempts),
+                "results": _results_array(attempts, results),
                 "owner": claim.owner,
                 "actor": claim.owner,
                 "queue": queue,
@@ -588,7 +601,7 @@ class PostgresDriver(Listening, Driver):
         moved = {int(i) for i in completed} if completed else set()
         claimed = [r for r in rows if r["id"] is not None]
         for row in claimed:
-            del row["completed_ids"]
+            del row["completed_ids"], row["notified"]
         return moved, claimed
 
     # -- encoding ------------------------------------------------------------------------------
@@ -607,3 +620,12 @@ def _unavailable(exc: BaseException) -> StoreUnavailable:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else ""
+
+
+def _results_array(attempts: Sequence[tuple[int, int]], results: Mapping[int, str] | None) -> str:
+    """The JSON array of the return values of ``attempts``, in their order (``null`` for none):
+    the batch completion's ``results`` parameter, built from the JSON texts without decoding
+    them."""
+    if not results:
+        return "[]"
+    return "[" + ",".join(results.get(a[0]) or "null" for a in attempts) + "]"

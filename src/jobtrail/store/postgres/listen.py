@@ -14,12 +14,14 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from .connection import CHANNEL, LISTEN_PING, _Watchdog
+from .connection import CHANNEL, FINISHED_CHANNEL, LISTEN_PING, _Watchdog
 
 log = logging.getLogger("jobtrail.store")
 
@@ -90,6 +92,44 @@ class Listening:
         except (psycopg.Error, PoolTimeout):
             return False
         return self._heard.wait(max(0.0, deadline - time.monotonic()))
+
+    @contextmanager
+    def watch_finished(self) -> Iterator[Callable[[float], bool]]:
+        # A LISTEN connection of the watch's own on the channel terminal moves notify
+        # (FINISHED_CHANNEL): the worker's listener and its wake-ups stay untouched. It goes
+        # where the workers' LISTEN goes (``_listen_url``: none behind a transaction pooler
+        # without listen_url). Without one (or the store is away, or the stream broke), the
+        # wait is a plain sleep: polling.
+        conn: psycopg.Connection[Any] | None = None
+        try:
+            if self._listen_url is not None:
+                conn = psycopg.connect(self._listen_url, autocommit=True, **self._connect_kwargs)
+                conn.execute(f"LISTEN {FINISHED_CHANNEL}")
+        except psycopg.Error as exc:
+            log.info("result wait falls back to polling (%s)", type(exc).__name__)
+            if conn is not None:
+                conn.close()
+            conn = None
+
+        def wait(timeout: float) -> bool:
+            nonlocal conn
+            if conn is None:
+                self._closed.wait(timeout)
+                return False
+            try:
+                for _ in conn.notifies(timeout=timeout, stop_after=1):
+                    return True
+                return False
+            except psycopg.Error:
+                conn.close()
+                conn = None
+                return True  # something may have been missed: re-read now
+
+        try:
+            yield wait
+        finally:
+            if conn is not None:
+                conn.close()
 
     def _ensure_listener(self) -> None:
         if self._listen_url is None:

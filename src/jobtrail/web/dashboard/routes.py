@@ -24,6 +24,7 @@ from markupsafe import Markup
 
 from ...app import App
 from ...core import explain, replays
+from ...core.results import raising_frame
 from ...model import i18n
 from ...model.errors import IllegalTransition, TaskNotFound
 from ...model.machine import State
@@ -299,11 +300,14 @@ def router(
         lang = request_lang(request)
         task = load(task_id, bound)
         transitions = app.transitions(task.id)
+        steps = app.steps(task.id)
+        confirmed = any(st["effect"] and st["status"] == "confirmed" for st in steps)
         timeline = [
             {
                 "t": t,
-                "sentence": explain.sentence(t.reason, lang),
+                "sentence": explain.transition_sentence(t, lang, confirmed),
                 "state_name": explain.STATE_NAMES[lang].get(t.to_state, t.to_state.value),
+                "frame": raising_frame(t.traceback),
             }
             for t in transitions
         ]
@@ -324,7 +328,11 @@ def router(
             now=live["now"],
             state_name=explain.STATE_NAMES[lang].get(task.state, task.state.value),
             reason_sentence=explain.sentence(task.last_reason, lang) if task.last_reason else "",
-            steps=app.steps(task.id),
+            steps=steps,
+            # the timeline's loop names each transition ``t``: its labels come in as values
+            show_result=task.state is State.SUCCEEDED and task.result is not None,
+            label_raised_at=i18n.t("task.raised_at", lang),
+            label_traceback=i18n.t("task.traceback", lang),
             outbox=app.outbox(task.id),
             children=app.children(task.id),
             parent=parent,

@@ -114,7 +114,10 @@ SELECT now() AS now;
         lease_owner = NULL,
         lease_expires_at = NULL,
         receipt_deadline = NULL,
-        dismissed_at = NULL
+        dismissed_at = NULL,
+        -- §16.1: each task's return value (a JSON array aligned with ids; JSON null = none)
+        result = NULLIF((%(results)s::jsonb) -> (array_position(%(ids)s::bigint[], t.id) - 1),
+                        'null'::jsonb)
     WHERE t.id = ANY(%(ids)s::bigint[])
       -- written so that no index on state or lease fits: the planner's statistics rarely see
       -- leased rows (ANALYZE runs when few are leased), and it would then read every leased
@@ -284,7 +287,11 @@ WITH upd AS (
             WHEN %(to_state)s::text = 'awaiting_receipt' AND %(receipt_in)s::float8 IS NOT NULL
                 THEN now() + make_interval(secs => %(receipt_in)s::float8)
             WHEN %(to_state)s::text = 'awaiting_receipt' THEN receipt_deadline END,
-        dismissed_at = NULL
+        dismissed_at = NULL,
+        -- §16.1: a success stores the handler's return value with its transition; a replay
+        -- (attempts reset) starts without one
+        result = CASE WHEN %(set_result)s THEN %(result)s::jsonb
+                      WHEN %(reset_attempts)s THEN NULL ELSE result END
     WHERE id = %(id)s
       AND state = %(from_state)s
       AND (%(owner)s::text IS NULL OR (lease_owner = %(owner)s::text
@@ -295,14 +302,18 @@ WITH upd AS (
 ), log AS (
     INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason,
                                       error_category, error, actor, attempt, at, note,
-                                      corrects, data)
+                                      corrects, data, traceback, error_class)
     SELECT id, seq, %(from_state)s, %(to_state)s, %(reason)s, %(error_category)s::text,
            %(error)s::text, %(actor)s,
            COALESCE(%(log_attempt)s::int, attempts + CASE WHEN %(uncount)s THEN 1 ELSE 0 END),
-           updated_at, %(note)s::text, %(corrects)s::int, %(data)s::jsonb
+           updated_at, %(note)s::text, %(corrects)s::int, %(data)s::jsonb,
+           %(traceback)s::text, %(error_class)s::text
     FROM upd
 )
-SELECT * FROM upd;
+-- a terminal move wakes whoever waits for a result (app.result: LISTEN jobtrail_finished)
+SELECT upd.*, CASE WHEN %(terminal)s THEN pg_notify('jobtrail_finished', '')::text END
+       AS notified
+FROM upd;
 
 -- name: task_complete_many
 -- Edge 4 for several attempts of one worker in one statement, the transitions appended in
@@ -313,7 +324,8 @@ WITH done AS (
 ), log AS (
     -- include: complete_log
 )
-SELECT id FROM done;
+-- the completions wake whoever waits for a result (one notification per transaction)
+SELECT id, pg_notify('jobtrail_finished', '')::text AS notified FROM done;
 
 -- name: task_complete_and_claim
 -- task_complete_many and task_claim_unlimited for one queue in one statement: the worker's
@@ -334,7 +346,9 @@ WITH done AS (
 ), log AS (
     -- include: claim_log
 )
-SELECT upd.*, (SELECT array_agg(id) FROM done) AS completed_ids
+SELECT upd.*, (SELECT array_agg(id) FROM done) AS completed_ids,
+       (SELECT pg_notify('jobtrail_finished', '')::text WHERE EXISTS (SELECT 1 FROM done))
+       AS notified
 FROM (SELECT 1) AS one LEFT JOIN upd ON true;
 
 -- name: task_annotate
@@ -359,10 +373,11 @@ SELECT * FROM upd;
 -- name: transition_insert
 INSERT INTO jobtrail_transitions (
     task_id, seq, from_state, to_state, reason, error_category, error, actor, attempt, at,
-    note, corrects, data)
+    note, corrects, data, traceback, error_class)
 VALUES (%(task_id)s, %(seq)s, %(from_state)s::text, %(to_state)s, %(reason)s,
         %(error_category)s::text, %(error)s::text, %(actor)s, %(attempt)s, %(at)s,
-        %(note)s::text, %(corrects)s::int, %(data)s::jsonb);
+        %(note)s::text, %(corrects)s::int, %(data)s::jsonb, %(traceback)s::text,
+        %(error_class)s::text);
 
 -- name: lease_extend
 UPDATE jobtrail_tasks

@@ -116,7 +116,10 @@ SET state = :to_state,
     receipt_deadline = CASE WHEN :to_state = 'awaiting_receipt' AND :receipt_in IS NOT NULL
                             THEN round((julianday('now') - 2440587.5) * 86400.0, 3) + :receipt_in
                             WHEN :to_state = 'awaiting_receipt' THEN receipt_deadline END,
-    dismissed_at = NULL
+    dismissed_at = NULL,
+    -- §16.1: a success stores the handler's return value with its transition; a replay
+    -- (attempts reset) starts without one
+    result = CASE WHEN :set_result THEN :result WHEN :reset_attempts THEN NULL ELSE result END
 WHERE id = :id
   AND state = :from_state
   AND (:owner IS NULL OR (lease_owner = :owner AND attempts = :attempt
@@ -137,9 +140,9 @@ RETURNING id, state, attempts, seq, updated_at, parent_id, queue, kind;
 -- name: transition_insert
 INSERT INTO jobtrail_transitions (
     task_id, seq, from_state, to_state, reason, error_category, error, actor, attempt, at,
-    note, corrects, data)
+    note, corrects, data, traceback, error_class)
 VALUES (:task_id, :seq, :from_state, :to_state, :reason, :error_category, :error, :actor,
-        :attempt, :at, :note, :corrects, :data);
+        :attempt, :at, :note, :corrects, :data, :traceback, :error_class);
 
 -- name: lease_extend
 -- Renewal carries the same guard as every worker edge; the state it returns tells the worker
@@ -257,8 +260,9 @@ ORDER BY j.key;
 -- name: task_complete_many
 -- Edge 4 (leased -> succeeded, completed) for several attempts of one worker in one statement:
 -- the same guard as task_move, per row (holder, that row's attempt, unexpired lease), and the
--- same columns set. :batch is a JSON array of [task id, attempt]. Rows whose guard fails are
--- not returned (the worker decides for those one by one). Workflow children are excluded (their
+-- same columns set. :batch is a JSON array of [task id, attempt, result or null]. Rows whose
+-- guard fails are not
+-- returned (the worker decides for those one by one). Workflow children are excluded (their
 -- parents are re-derived by the single-task path). Transitions: transition_insert_completed.
 -- :batch is expected to hold each task once (a task named twice moves at most once).
 UPDATE jobtrail_tasks AS t
@@ -270,8 +274,12 @@ SET state = 'succeeded',
     lease_owner = NULL,
     lease_expires_at = NULL,
     receipt_deadline = NULL,
-    dismissed_at = NULL
-FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS attempt FROM json_each(:batch) AS j) AS b
+    dismissed_at = NULL,
+    -- §16.1: the return value, the batch item's third element (JSON null = none)
+    result = b.result
+FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS attempt,
+             CASE WHEN j.value ->> 2 IS NULL THEN NULL ELSE j.value -> 2 END AS result
+      FROM json_each(:batch) AS j) AS b
 WHERE t.id = b.id
   -- (unary + keeps the planner off the state and lease indexes: walk the batch, find each
   -- task by its id)

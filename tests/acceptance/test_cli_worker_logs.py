@@ -1,0 +1,121 @@
+"""``jobtrail worker --log-level --log-format`` as a real subprocess (§16.1): the start line
+names the database (no password; a relative SQLite path shown absolute), queues, kinds and
+concurrency; a retried failure logs at WARNING and a dead one at ERROR, each with its
+traceback; DEBUG adds one line per finished attempt; JSON lines carry task id, kind, attempt,
+reason and duration. Never a payload or a result."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+from conftest import make_store
+
+APP_MODULE = textwrap.dedent("""
+    import jobtrail
+
+    app = jobtrail.App()
+
+
+    @app.task("flaky", backoff_base=0.001, backoff_cap=0.001)
+    def flaky(ctx, payload):
+        if ctx.attempt == 1:
+            return payload["missing"]  # KeyError on the first attempt
+        return {"result_secret": "r3sult"}
+
+
+    @app.task("doomed", max_attempts=1)
+    def doomed(ctx, payload):
+        raise RuntimeError("the printer is on fire")
+""")
+
+
+def _worker(cwd: Path, url: str, *options: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBTRAIL_")}
+    env["JOBTRAIL_DATABASE_URL"] = url
+    base = [sys.executable, "-m", "jobtrail"]
+    for kind in ("flaky", "doomed"):
+        subprocess.run(
+            [*base, "enqueue", kind, '{"payload_secret": "p4yload"}', "--app", "logapp:app"],
+            cwd=cwd,
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+    argv = [*base, "worker", "--app", "logapp:app", "--burst", "--poll-interval", "0.05"]
+    proc = subprocess.run(
+        [*argv, "--concurrency", "3", *options],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "p4yload" not in proc.stderr and "r3sult" not in proc.stderr
+    return proc
+
+
+@pytest.fixture
+def cwd(tmp_path: Path) -> Path:
+    (tmp_path / "logapp.py").write_text(APP_MODULE)
+    return tmp_path
+
+
+def test_json_lines_on_sqlite_with_a_relative_path(cwd: Path) -> None:
+    proc = _worker(cwd, "sqlite:///rel.db", "--log-level", "DEBUG", "--log-format", "json")
+    lines = [json.loads(line) for line in proc.stderr.splitlines()]
+    start = next(r for r in lines if "started" in r["message"])
+    assert f"database=sqlite:///{cwd / 'rel.db'}" in start["message"]
+    assert "queues=default" in start["message"]
+    assert "kinds=doomed,flaky" in start["message"]
+    assert "concurrency=3" in start["message"]
+    attempts = [r for r in lines if "attempt" in r]
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for record in attempts:
+        assert {"task_id", "kind", "attempt", "reason", "duration_ms"} <= set(record)
+        assert isinstance(record["duration_ms"], float) and record["duration_ms"] >= 0
+        by_kind.setdefault(record["kind"], []).append(record)
+    retried, done = by_kind["flaky"]
+    assert (retried["level"], retried["reason"], retried["attempt"]) == (
+        "WARNING",
+        "retry_scheduled",
+        1,
+    )
+    assert "KeyError: 'missing'" in retried["traceback"]
+    assert 'logapp.py", line' in retried["traceback"]
+    assert (done["level"], done["reason"], done["attempt"]) == ("DEBUG", "completed", 2)
+    assert "traceback" not in done
+    (dead,) = by_kind["doomed"]
+    assert (dead["level"], dead["reason"], dead["state"]) == ("ERROR", "attempts_exhausted", "dead")
+    assert "RuntimeError: the printer is on fire" in dead["traceback"]
+
+
+def test_text_lines_on_postgres_mask_the_password(cwd: Path, tmp_path: Path) -> None:
+    store = make_store("postgres", tmp_path)
+    try:
+        parts = urlsplit(store.url)
+        host = parts.hostname or ""
+        netloc = f"{parts.username or 'postgres'}:pa55word@{host}:{parts.port or 5432}"
+        url = urlunsplit(parts._replace(netloc=netloc))  # trust auth: the password is unused
+        proc = _worker(cwd, url)  # the defaults: INFO, text
+    finally:
+        store.close()
+    text = proc.stderr
+    assert "pa55word" not in text
+    start = next(line for line in text.splitlines() if " started: " in line)
+    assert f"database=postgresql://{parts.username or 'postgres'}:***@{host}" in start
+    assert "INFO jobtrail.worker" in start
+    assert "WARNING jobtrail.worker: task" in text and "KeyError: 'missing'" in text
+    assert "ERROR jobtrail.worker: task" in text and "the printer is on fire" in text
+    assert "Traceback (most recent call last):" in text
+    assert "DEBUG" not in text  # INFO hides the per-attempt success lines
+    assert "(completed)" not in text
