@@ -314,3 +314,62 @@ def test_an_unreachable_postgres_is_store_unavailable_as_for_enqueue(tmp_path: A
             arun(lambda: app.aenqueue("ok"))
     finally:
         app.close()
+
+
+def test_aresult_answers_as_result(app: jobtrail.App) -> None:
+    """§16.1 from a coroutine: the result of a succeeded task, ``TaskFailed`` for a dead one,
+    ``TimeoutError`` at once without ``timeout`` and after it with one, bad input refused."""
+    app.task("answer")(lambda ctx, p: {"double": p["n"] * 2})
+    _kinds(app)
+    done = app.enqueue("answer", {"n": 21})
+    dead = app.enqueue("boom", {})
+    waiting = app.enqueue("ok", {}, delay=3600)
+    drain(app, done.id)
+    drain(app, dead.id)
+
+    async def go() -> None:
+        assert await app.aresult(done.id) == {"double": 42} == app.result(done.id)
+        with pytest.raises(jobtrail.TaskFailed) as failed:
+            await app.aresult(dead.id, timeout=5)
+        assert failed.value.state == "dead" and failed.value.category == "invalid_input"
+        with pytest.raises(TimeoutError, match="has not finished"):
+            await app.aresult(waiting.id)
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(TimeoutError, match="did not finish within 0.3s"):
+            await app.aresult(waiting.id, timeout=0.3)
+        assert asyncio.get_running_loop().time() - started >= 0.3
+        with pytest.raises(ValueError, match="timeout"):
+            await app.aresult(waiting.id, timeout=-1)
+        with pytest.raises(jobtrail.TaskNotFound):
+            await app.aresult("999999")
+
+    arun(go)
+
+
+def test_aresult_waits_for_a_worker_without_blocking_the_loop(app: jobtrail.App) -> None:
+    """A task finished by a background worker while ``aresult`` waits: the waiting coroutine
+    gets its result, and another coroutine on the same loop keeps ticking meanwhile."""
+    app.task("slow")(lambda ctx, p: (threading.Event().wait(0.3), "late")[1])
+
+    async def go() -> tuple[Any, int]:
+        task = await app.aenqueue("slow", {})
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        ticker = asyncio.ensure_future(tick())
+        worker = app.start_worker(burst=False, concurrency=1)
+        try:
+            value = await app.aresult(task.id, timeout=20)
+        finally:
+            ticker.cancel()
+            await worker.astop()
+        return value, ticks
+
+    value, ticks = arun(go)
+    assert value == "late"
+    assert ticks >= 10  # the loop ran other work during the >= 0.3 s wait

@@ -19,21 +19,8 @@ import pytest
 from conftest import PG_URL, require_pg
 from psycopg.conninfo import conninfo_to_dict
 
-from jobtrail.model.models import Task, Transition
-
 PROJECT = Path(__file__).parent / "project"
 
-#: SPEC §16.1 (the results branch): stored return values and each failed attempt's exception
-#: class and traceback. The tests of ``return_value`` and ``errors`` need them: until they are
-#: on this branch those tests are expected to fail (strict: once they land, they must pass).
-HAS_RESULTS = "result" in Task.__dataclass_fields__ and "error_class" in (
-    Transition.__dataclass_fields__
-)
-needs_results = pytest.mark.xfail(
-    not HAS_RESULTS,
-    strict=True,
-    reason="Task.result / Transition.error_class+traceback (SPEC §16.1) are not on main yet",
-)
 ALIASES = ["default", "pg"]  # the SQLite backend and the PostgreSQL one
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import needs_results, signals, work
+from .conftest import signals, work
 
 
 def backends():  # noqa: ANN201 - the framework's objects are untyped
@@ -58,7 +58,6 @@ def test_enqueue_run_successful(alias: str, django_env: dict[str, str]) -> None:
     assert again.status == SUCCESSFUL and again.id == result.id
 
 
-@needs_results
 def test_return_values_sync_async_and_with_context(alias: str) -> None:
     from testapp.tasks import add, add_async, with_context
 
@@ -208,7 +207,6 @@ def test_failure_after_the_last_attempt(alias: str, django_env: dict[str, str]) 
     assert finished[0]["errors"][-1] == "builtins.KeyError"
 
 
-@needs_results
 def test_failure_errors_carry_class_path_and_traceback(
     alias: str, django_env: dict[str, str]
 ) -> None:

@@ -13,8 +13,6 @@ from typing import Any
 
 from conftest import Store
 
-from .conftest import needs_results
-
 EXAMPLE = Path(__file__).parents[2] / "examples" / "django_project"
 
 POST = (
@@ -68,7 +66,6 @@ def test_view_worker_result(store: Store) -> None:
     assert "shop.tasks.confirm_order" in explained and "step   reserve: confirmed" in explained
 
 
-@needs_results
 def test_the_order_page_shows_the_return_value(store: Store) -> None:
     _, body, page = view_worker_result(store)
     confirmation = f"R-{body['order']:05d}"

@@ -3,6 +3,7 @@ questions, and carries out the operator's actions — each through the one trans
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import functools
 import gc
@@ -355,14 +356,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
                         break
                     wait(min(left, RESULT_POLL))
         if task is None:
-            state = self.get(task_id).state.value
-            if timeout:
-                raise TimeoutError(
-                    f"task {task_id} did not finish within {timeout:g}s (it is {state})"
-                )
-            raise TimeoutError(
-                f"task {task_id} has not finished (it is {state}); pass timeout= to wait for it"
-            )
+            raise _unfinished(task_id, self.get(task_id).state.value, timeout)
         if task.state is State.SUCCEEDED:
             return task.result
         raise TaskFailed(task)
@@ -524,6 +518,29 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
     async def aexplain(self, task_id: str | int, lang: str = "en") -> str:
         """``explain`` from a coroutine."""
         return await self._driver.run_async(self.explain, task_id, lang)
+
+    async def aresult(self, task_id: str | int, *, timeout: float | None = None) -> Any:
+        """``result`` from a coroutine: the same answers and errors. While it waits it reads
+        the task on the loop's own connections between ``asyncio.sleep`` pauses (20 ms at
+        first, growing to ``RESULT_POLL``), so the event loop is never blocked by a wait."""
+        if timeout is not None:
+            timeout = validate.seconds(timeout, "timeout")
+        task = await self._driver.run_async(self._terminal_or_none, task_id)
+        if task is None and timeout:
+            deadline = time.monotonic() + timeout
+            pause = 0.02
+            while task is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                await asyncio.sleep(min(pause, left))
+                pause = min(pause * 2, RESULT_POLL)
+                task = await self._driver.run_async(self._terminal_or_none, task_id)
+        if task is None:
+            raise _unfinished(task_id, (await self.aget(task_id)).state.value, timeout)
+        if task.state is State.SUCCEEDED:
+            return task.result
+        raise TaskFailed(task)
 
     async def acancel(
         self, task_id: str | int, *, by: str, note: str | None = None
@@ -865,3 +882,12 @@ def _traced(new: NewTask) -> NewTask:
     if headers is not None and new.data.get(tracing.KEY) != headers:
         new.data = {**new.data, tracing.KEY: headers}
     return new
+
+
+def _unfinished(task_id: str | int, state: str, timeout: float | None) -> TimeoutError:
+    """The ``TimeoutError`` of ``result``/``aresult`` for a task that has not finished."""
+    if timeout:
+        return TimeoutError(f"task {task_id} did not finish within {timeout:g}s (it is {state})")
+    return TimeoutError(
+        f"task {task_id} has not finished (it is {state}); pass timeout= to wait for it"
+    )
