@@ -299,3 +299,16 @@ def test_one_kinds_receipt_id_may_be_awaited_in_two_tenants(app: jobtrail.App) -
     assert app.confirm_receipt(receipt_id="rcpt-same", tenant="acme").id == a
     assert app.get(a).state == "succeeded"
     untouched(app, b)
+
+
+def test_a_webhook_kind_is_refused_at_registration_outside_app_webhook(app: jobtrail.App) -> None:
+    """``@app.task("webhook.x")`` and ``@app.periodic(kind="webhook.x")`` would register a
+    handler the route never made tasks for: refused by name, nothing registered; the
+    ``@app.webhook`` path still registers its kind."""
+    with pytest.raises(ValueError, match=r"webhook kind.*@app\.webhook\('pay'\)"):
+        app.task("webhook.pay")(lambda ctx, p: None)
+    with pytest.raises(ValueError, match="webhook kind"):
+        app.periodic("* * * * *", kind="webhook.tick")(lambda ctx, p: None)
+    assert not any(k.startswith("webhook.") for k in app.kinds)
+    app.webhook("pay")(lambda ctx, event: None)
+    assert app.kinds.count("webhook.pay") == 1

@@ -25,6 +25,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 P = TypeVar("P")
 
 WEBHOOK_PREFIX = "webhook."
+#: set on the handler ``@app.webhook`` registers: only it may take a ``webhook.`` kind
+WEBHOOK_HANDLER = "_jobtrail_webhook_handler"
 
 
 def refuse_webhook_kind(kind: str) -> None:
@@ -76,6 +78,11 @@ class AppCore:
             if isinstance(fn, TaskHandle):  # registered on another App too: its function
                 fn = fn.fn
             name: str = kind or str(getattr(fn, "__name__", ""))
+            if name.startswith(WEBHOOK_PREFIX) and not getattr(fn, WEBHOOK_HANDLER, False):
+                raise ValueError(
+                    f"task kind {name!r} is a webhook kind: register its handler with "
+                    f"@app.webhook({name[len(WEBHOOK_PREFIX) :]!r}), not @app.task"
+                )
             if queue is not None:
                 _require_name(queue, "queue")
             spec = KindSpec(

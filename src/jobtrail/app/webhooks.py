@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..model.errors import IllegalTransition, PermanentError, TaskNotFound
 from ..store.base import Driver, NewTask
-from .core import WEBHOOK_PREFIX
+from .core import WEBHOOK_HANDLER, WEBHOOK_PREFIX
 from .effects import EffectsAPI
 
 if TYPE_CHECKING:
@@ -89,6 +89,7 @@ class WebhooksAPI(EffectsAPI):
 
             handle.__name__ = getattr(fn, "__name__", "webhook")
             handle.__module__ = getattr(fn, "__module__", __name__)
+            setattr(handle, WEBHOOK_HANDLER, True)
             register_task: Callable[..., Callable[..., Any]] = getattr(self, "task")  # noqa: B009
             register_task(webhook_kind(source), **task_options)(handle)
             self._webhook_tenants[source] = tenant
