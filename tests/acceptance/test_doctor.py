@@ -219,6 +219,20 @@ def test_pgbouncer_in_transaction_mode_is_detected_and_listen_fails(pg: Store) -
     assert checks["listen/notify"]["status"] == "warn"
 
 
+def test_behind_a_transaction_pooler_the_round_trip_listens_on_the_listen_url(pg: Store) -> None:
+    """With ``--listen-url`` (a direct URL) the LISTEN side connects there, as the workers'
+    does, and the NOTIFY sent through the pooler arrives: the round trip is ok."""
+    pg.app()
+    db = urlsplit(PG_URL).path
+    with pgbouncer("transaction") as port:
+        url = f"postgresql://{urlsplit(PG_URL).username}@127.0.0.1:{port}{db}"
+        report = doctor(url, "--json", "--listen-url", PG_URL, code=None)
+        broken = doctor(url, "--json", "--listen-url", _pg(port=1), code=1)
+    assert by_name(report)["listen/notify"]["status"] == "ok"
+    bad = by_name(broken)["listen/notify"]
+    assert bad["status"] == "fail" and bad["detail"].startswith("listen URL: ")
+
+
 def test_pgbouncer_in_session_mode_is_a_proxy_that_works(pg: Store) -> None:
     pg.app()
     db = urlsplit(PG_URL).path

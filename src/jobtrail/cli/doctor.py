@@ -56,7 +56,10 @@ def doctor(rt: Runtime, timeout: float, lang: str) -> int:
     if url is None and rt.app_ref:
         url = load_app(rt.app_ref).url
     url = url or os.environ.get("JOBTRAIL_DATABASE_URL") or DEFAULT_URL
-    checks = probe.diagnose(url, timeout=timeout)
+    listen_url = rt.listen_url or os.environ.get("JOBTRAIL_LISTEN_URL")
+    if listen_url is None and rt.app_ref:
+        listen_url = load_app(rt.app_ref).listen_url
+    checks = probe.diagnose(url, timeout=timeout, listen_url=listen_url)
     healthy = probe.healthy(checks)
     problems = sum(1 for c in checks if c.status not in (probe.OK, probe.NA))
     if rt.as_json:

@@ -48,12 +48,20 @@ def healthy(checks: list[Check]) -> bool:
     return all(c.status in (OK, NA) for c in checks)
 
 
-def diagnose(url: str, *, timeout: float = 5.0, synchronous: str | None = None) -> list[Check]:
-    """The checks of the store at ``url`` (``ValueError`` for a URL of no known scheme)."""
+def diagnose(
+    url: str,
+    *,
+    timeout: float = 5.0,
+    synchronous: str | None = None,
+    listen_url: str | None = None,
+) -> list[Check]:
+    """The checks of the store at ``url`` (``ValueError`` for a URL of no known scheme). With
+    ``listen_url`` (PostgreSQL) the LISTEN side of the round trip connects there, as the
+    workers' does, and the NOTIFY goes through ``url``."""
     if url.startswith("sqlite:"):
         return _sqlite(url, synchronous)
     if url.startswith(("postgresql:", "postgres:")):
-        return _postgres(url, timeout)
+        return _postgres(url, timeout, listen_url)
     scheme = url.split(":", 1)[0] if ":" in url else url
     raise ValueError(
         f"unsupported database URL scheme {scheme!r}: use sqlite:///path.db or "
@@ -205,7 +213,7 @@ def _sqlite_file(url: str, path: str) -> list[Check]:
 
 
 # -- PostgreSQL ------------------------------------------------------------------------------
-def _postgres(url: str, timeout: float) -> list[Check]:
+def _postgres(url: str, timeout: float, listen_url: str | None = None) -> list[Check]:
     import psycopg
 
     from .postgres.connection import connect_error_text
@@ -237,7 +245,18 @@ def _postgres(url: str, timeout: float) -> list[Check]:
             )
         ]
         checks.append(_pg_schema(url, conn))
-        checks.append(_pg_notify(conn, other))
+        if listen_url:
+            try:
+                listener = psycopg.connect(listen_url, **options)  # type: ignore[arg-type]
+            except psycopg.Error as exc:
+                checks.append(
+                    Check("listen/notify", FAIL, f"listen URL: {connect_error_text(exc)}")
+                )
+            else:
+                with listener:
+                    checks.append(_pg_notify(listener, conn))
+        else:
+            checks.append(_pg_notify(conn, other))
         checks.append(_pg_clock(conn))
         checks.append(_pg_pooler(conn, other))
         return checks
