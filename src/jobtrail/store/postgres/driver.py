@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -26,7 +25,6 @@ from psycopg import pq
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ...model.errors import StoreUnavailable
 from .. import queries
 from ..base import (
     Claim,
@@ -40,22 +38,18 @@ from ..base import (
 )
 from ..bridge import in_bridge, run_bridged
 from .aio import AsyncSide
+from .checkout import Checkout, _unavailable
 from .connection import (
     CHANNEL,
-    CHECK_AFTER_IDLE,
-    FIRST_WAIT,
-    NEXT_WAIT,
     READ_TIMEOUT,
     TCP_SETTINGS,
     ConnectAttempts,
-    ConnectFailed,
     _Holder,
     _identity,
     _OwnUse,
     _Tx,
     _utc_tuple,
     _Watchdog,
-    connect_error_text,
     schema_missing,
 )
 from .direct import DirectStatement
@@ -65,7 +59,7 @@ from .listen import Listening, listen_url_for
 log = logging.getLogger("jobtrail.store")
 
 
-class PostgresDriver(Listening, Driver):
+class PostgresDriver(Checkout, Listening, Driver):
     dialect = "postgres"
     logs_in_statement = True
     claims_in_one_statement = True
@@ -155,110 +149,6 @@ class PostgresDriver(Listening, Driver):
         self._heard = threading.Event()
         self._probe: str | None = None
 
-    # -- connections: a connection back from a transaction less than CHECK_AFTER_IDLE ago,
-    # with no connection of the pool found broken since, is handed out again without a round
-    # trip; any other is checked first (it may not have survived a server restart or a cut).
-    # A connection that breaks anyway fails its transaction as StoreUnavailable, is discarded,
-    # and the caller's retry gets a checked one.
-    def _configure(self, conn: psycopg.Connection[Any], *, generic_plans: bool = False) -> None:
-        if self._pooled:  # no session settings: times are converted client-side (_Tx)
-            self._last_used[conn] = time.monotonic()
-            return
-        self._enter(conn)
-        try:
-            conn.execute("SET TIME ZONE 'UTC'")
-            if generic_plans:
-                # The connections kept outside the pool run a few fixed statements (the pump's
-                # round trip, enqueue's insert), prepared after their fifth use. By default
-                # PostgreSQL re-plans a prepared statement each time while it judges the
-                # generic plan costlier, which it does once the table holds a million rows:
-                # ~0.3 ms of planning, a third of a round trip. Their generic plans read the
-                # same indexes (tests/integration/test_claim_plan.py checks).
-                conn.execute("SET plan_cache_mode = force_generic_plan")
-        finally:
-            self._leave(conn)
-        self._last_used[conn] = time.monotonic()
-
-    def _enter(self, conn: psycopg.Connection[Any]) -> None:
-        if self._watchdog is not None:
-            self._watchdog.enter(conn)
-
-    def _leave(self, conn: psycopg.Connection[Any]) -> None:
-        if self._watchdog is not None:
-            self._watchdog.leave(conn)
-
-    def _fresh(self, conn: psycopg.Connection[Any]) -> bool:
-        last = self._last_used.get(conn)
-        return (
-            last is not None
-            and last > self._broken_at
-            and time.monotonic() - last < CHECK_AFTER_IDLE
-            and not conn.broken
-            and not conn.closed
-        )
-
-    def _checkout(self, timeout: float | None = None) -> psycopg.Connection[Any]:
-        """A working connection from the pool, guarded by the watchdog (the caller gives it
-        back with ``_checkin``). Dead idle connections are checked and dropped one after the
-        other, without pausing: after a cut they all fail at once, and the pool's
-        replacements (fresh connections) come after them."""
-        deadline = time.monotonic() + (self.connect_timeout if timeout is None else timeout)
-        wait = FIRST_WAIT
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                failure = self._attempts.failure
-                if failure is not None:
-                    raise ConnectFailed(failure)
-                raise PoolTimeout("no working connection before the timeout")
-            try:
-                conn = self.pool.getconn(timeout=min(remaining, wait))
-            except PoolTimeout:
-                # none free: when the pool's latest attempt to connect failed, say why now
-                # rather than wait the timeout out (a refused or rejected connection does not
-                # come right by waiting; the caller's retry asks again)
-                failure = self._attempts.failure
-                if failure is not None:
-                    raise ConnectFailed(failure) from None
-                wait = NEXT_WAIT
-                continue
-            if self._fresh(conn) or self._works(conn):
-                self._enter(conn)
-                return conn
-            conn.close()  # whatever failed, the pool must not hand this one out again
-            self.pool.putconn(conn)  # the pool replaces it with a new connection
-
-    def _works(self, conn: psycopg.Connection[Any]) -> bool:
-        """Whether ``conn`` answers a round trip (bounded by the watchdog). One that does not
-        makes every connection used before it suspect."""
-        self._enter(conn)
-        try:
-            conn.execute("")
-            return True
-        except Exception:
-            self._broken_at = time.monotonic()
-            return False
-        finally:
-            self._leave(conn)
-
-    def _checkin(self, conn: psycopg.Connection[Any]) -> None:
-        self._leave(conn)
-        self._last_used[conn] = time.monotonic()
-        self.pool.putconn(conn)
-
-    @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        conn = self._checkout()
-        try:
-            with conn:  # as ConnectionPool.connection(): commit or roll back, never close
-                yield conn
-        except psycopg.OperationalError:
-            if conn.closed:  # lost, not refused: the idle ones may be gone too
-                self._broken_at = time.monotonic()
-            raise
-        finally:
-            self._checkin(conn)
-
     # -- transactions --------------------------------------------------------------------------
     @contextmanager
     def transaction(self, *, write: bool = True, connection: Any = None) -> Iterator[_Tx]:
@@ -341,61 +231,6 @@ class PostgresDriver(Listening, Driver):
             raise _unavailable(exc) from exc
         except psycopg.errors.UndefinedTable as exc:
             raise schema_missing(self.url, exc) or exc from exc
-
-    def _own_open(self, holder: Any) -> psycopg.Connection[Any]:
-        """The connection kept outside the pool in ``holder`` (``.conn``, ``.prepared``; see
-        ``_OwnUse``), registered with the watchdog: checked with a round
-        trip when not used just now, as pooled ones are, and opened when there is none or it
-        failed."""
-        conn: psycopg.Connection[Any] | None = getattr(holder, "conn", None)
-        try:
-            if conn is not None and not self._fresh(conn) and not self._works(conn):
-                self._drop_own(holder, conn)
-                conn = None
-            if conn is None:
-                if self._closed.is_set():
-                    raise RuntimeError("this App is closed")
-                conn = psycopg.connect(self.url, autocommit=True, **self._connect_kwargs)
-                self._configure(conn, generic_plans=True)
-                holder.conn, holder.prepared = conn, set()
-                with self._listener_lock:
-                    self._own_all.append(conn)
-        except psycopg.OperationalError as exc:
-            self._drop_own(holder, conn)
-            if conn is None:  # the connect itself failed: the server's answer, at once
-                raise _unavailable(ConnectFailed(connect_error_text(exc))) from exc
-            raise _unavailable(exc) from exc
-        self._enter(conn)
-        return conn
-
-    def _own_close(
-        self, holder: Any, conn: psycopg.Connection[Any], error: BaseException | None
-    ) -> None:
-        """The end of a use begun by ``_own_open``; a connection that failed is closed (the
-        next use opens another) and a broken one's error raised as ``StoreUnavailable``."""
-        self._leave(conn)
-        self._last_used[conn] = time.monotonic()
-        if error is None:
-            return
-        missing = schema_missing(self.url, error)
-        if missing is not None:
-            raise missing from error
-        if isinstance(error, psycopg.OperationalError):
-            self._drop_own(holder, conn)
-            raise _unavailable(error) from error
-        if conn.broken or conn.closed:
-            self._drop_own(holder, conn)
-
-    def _drop_own(self, holder: Any, conn: psycopg.Connection[Any] | None) -> None:
-        holder.conn = None
-        if conn is not None:
-            with self._listener_lock:
-                if conn in self._own_all:
-                    self._own_all.remove(conn)
-            try:
-                conn.close()
-            except psycopg.Error:  # pragma: no cover - already gone
-                pass
 
     def _caller_transaction(self, conn: Any) -> Iterator[_Tx]:
         if not isinstance(conn, psycopg.Connection):
@@ -609,17 +444,6 @@ class PostgresDriver(Listening, Driver):
         if value.tzinfo is None:
             raise ValueError("times must be timezone-aware (UTC)")
         return value
-
-
-def _unavailable(exc: BaseException) -> StoreUnavailable:
-    if isinstance(exc, ConnectFailed):
-        return StoreUnavailable(f"cannot connect to PostgreSQL: {exc}")
-    return StoreUnavailable(f"PostgreSQL is unreachable: {type(exc).__name__}: {_first_line(exc)}")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else ""
 
 
 def _results_array(attempts: Sequence[tuple[int, int]], results: Mapping[int, str] | None) -> str:
