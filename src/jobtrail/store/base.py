@@ -16,6 +16,7 @@ from typing import Any
 from ..model.errors import StoreUnavailable
 from ..model.machine import HELD, TERMINAL, State
 from . import flow, queries
+from .reads import Reads
 from .statements import Statements
 from .types import (
     NEW_TASK_DEFAULTS,
@@ -80,7 +81,7 @@ def check_pooler(pooler: str | None) -> str | None:
     )
 
 
-class Driver(Statements, abc.ABC):
+class Driver(Statements, Reads, abc.ABC):
     """A backend. Generic operations live here; each dialect supplies SQL and connections."""
 
     dialect: str
@@ -486,62 +487,6 @@ class Driver(Statements, abc.ABC):
         return tx.one(
             "lease_extend", {"id": task_id, "owner": owner, "attempt": attempt, "seconds": seconds}
         )
-
-    def task_get(self, tx: Tx, task_id: int) -> Row | None:
-        return tx.one("task_get", {"id": task_id})
-
-    def task_list(
-        self,
-        tx: Tx,
-        *,
-        state: str | None = None,
-        kind: str | None = None,
-        queue: str | None = None,
-        tenant: str | None = None,
-        limit: int = 100,
-        before_id: int | None = None,
-    ) -> list[Row]:
-        return tx.all(
-            "task_list",
-            {
-                "state": state,
-                "kind": kind,
-                "queue": queue,
-                "tenant": tenant,
-                "limit": limit,
-                "before_id": before_id,
-            },
-        )
-
-    def transition_list(self, tx: Tx, task_id: int) -> list[Row]:
-        return tx.all("transition_list", {"id": task_id})
-
-    def task_expired(self, tx: Tx, limit: int) -> list[Row]:
-        return tx.all("task_expired", {"limit": limit})
-
-    def task_dead_select(
-        self,
-        tx: Tx,
-        *,
-        reason: str | None,
-        kind: str | None,
-        since: datetime | None,
-        until: datetime | None,
-        limit: int | None,
-    ) -> list[Row]:
-        return tx.all(
-            "task_dead_select",
-            {
-                "reason": reason,
-                "kind": kind,
-                "since": self.encode_time(since) if since else None,
-                "until": self.encode_time(until) if until else None,
-                "limit": limit if limit is not None else -1,
-            },
-        )
-
-    def invariant_violations(self, tx: Tx) -> list[Row]:
-        return tx.all("invariant_violations")
 
     def db_now(self, tx: Tx) -> datetime:
         row = tx.one("db_now")
