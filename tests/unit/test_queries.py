@@ -51,8 +51,12 @@ def test_every_include_of_the_shipped_sql_is_resolved(dialect: str) -> None:
     loaded = queries.load(dialect)
     assert not [name for name, sql in loaded.items() if "-- include:" in sql]
     if dialect == "postgres":  # the worker's round trip is the two statements it combines
-        both = loaded["task_complete_and_claim"]
         complete = loaded["task_complete_many"].split("WITH done AS (")[1].split("), log AS")[0]
-        claim = loaded["task_claim_unlimited"].split("WITH upd AS (")[1].split("), log AS")[0]
-        assert "UPDATE jobtrail_tasks" in complete and complete in both
-        assert "UPDATE jobtrail_tasks" in claim and claim in both
+        assert "UPDATE jobtrail_tasks" in complete
+        for suffix in ("", "_fair"):  # the one-tenant claim and its fair twin
+            both = loaded["task_complete_and_claim" + suffix]
+            claim = loaded["task_claim_unlimited" + suffix]
+            gate = claim.split("WITH gate AS (")[1].split("), upd AS")[0]
+            claim = claim.split("upd AS (")[1].split("), log AS")[0]
+            assert "UPDATE jobtrail_tasks" in claim and claim in both and gate in both
+            assert complete in both
