@@ -36,11 +36,10 @@ elif phase == "enqueue_bulk":
 
     timed(bulk, n)
 elif phase == "work":
-    # concurrency handlers at once, and as many claimed ahead (pgqueuer's default fetches
-    # batches of 10 with no cap on its picked jobs); BENCH_PREFETCH=0 for none
-    app.run_worker(
-        concurrency=CONCURRENCY, prefetch=int(os.environ.get("BENCH_PREFETCH", CONCURRENCY))
-    )
+    # concurrency handlers at once; the library's adaptive prefetch unless BENCH_PREFETCH
+    # fixes one (run.py's -tuned rows: 10, as pgqueuer's default fetches batches of 10)
+    fixed = os.environ.get("BENCH_PREFETCH")
+    app.run_worker(concurrency=CONCURRENCY, prefetch=int(fixed) if fixed else None)
 elif phase == "latency":
     latency(__file__, url, n, lambda t: app.enqueue("noop", {"t": t}) and None)
 app.close()

@@ -132,7 +132,8 @@ class Handlers(Outcomes):
             if attempt.handler_done:
                 return False
             attempt.handler_done = True
-            return True
+        self._prefetch.observe(attempt.task.kind, time.monotonic() - attempt.started)
+        return True
 
 
 def _payload(attempt: Attempt) -> Any:
