@@ -1,4 +1,4 @@
-"""The adaptive prefetch's rule (``worker.prefetch``): what it claims ahead behind which tasks."""
+"""The adaptive prefetch's rule (``worker.prefetch``): when it claims ahead, and how many."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from jobtrail.core.context import Attempt
 from jobtrail.model.kinds import KindSpec
-from jobtrail.worker.prefetch import SHORT, Prefetch
+from jobtrail.worker.prefetch import MEMORY, SHORT, Prefetch
 
 
 def attempt(
@@ -21,35 +21,41 @@ def attempt(
     return a
 
 
-def test_nothing_ahead_while_idle_or_behind_a_kind_never_seen_run() -> None:
-    p = Prefetch(None, concurrency=4)
-    assert p.room([], now=100.0) == 0
-    assert p.room([attempt("new")], now=100.0) == 0
+def warm(concurrency: int = 4) -> Prefetch:
+    p = Prefetch(None, concurrency=concurrency)
+    p.observe("quick", 0.001, now=10.0)
+    return p
+
+
+def test_nothing_ahead_before_anything_ran_or_with_one_slot() -> None:
+    assert Prefetch(None, concurrency=4).room([], now=100.0) == 0
+    assert warm(concurrency=1).room([], now=100.0) == 0
+
+
+def test_all_but_one_slot_ahead_while_the_work_is_short() -> None:
+    p = warm()
+    assert p.room([], now=100.0) == 3
+    young = [attempt("quick"), attempt("quick", begun=False), attempt("slow", done=True)]
+    assert p.room(young, now=100.0 + SHORT / 2) == 3
+
+
+def test_nothing_ahead_while_a_handler_runs_long_or_an_unseen_kind_is_held() -> None:
+    p = warm()
+    assert p.room([attempt("quick", started=100.0 - 2 * SHORT)], now=100.0) == 0
     assert p.room([attempt("new", begun=False)], now=100.0) == 0
+    assert p.room([attempt("new")], now=100.0) == 0
 
 
-def test_one_ahead_behind_each_short_task_held_at_most_concurrency() -> None:
-    p = Prefetch(None, concurrency=4)
-    p.observe("quick", 0.001)
-    assert p.room([attempt("quick") for _ in range(3)], now=100.0 + SHORT / 2) == 3
-    # waiting for a slot counts too (it will run short), and the total is capped
-    waiting = [attempt("quick", begun=False) for _ in range(6)]
-    assert p.room(waiting, now=100.0) == 4
-    # not behind one that has run SHORT already, nor behind one whose handler returned
-    old = attempt("quick", started=100.0 - 2 * SHORT)
-    done = attempt("quick", done=True)
-    assert p.room([old, done], now=100.0) == 0
-
-
-def test_one_long_run_withdraws_a_kind_until_it_has_decayed() -> None:
-    p = Prefetch(None, concurrency=4)
-    p.observe("mixed", 0.001)
-    p.observe("mixed", 2.0)
-    young = [attempt("mixed")]
-    assert p.room(young, now=100.0) == 0
+def test_a_long_run_stops_claiming_ahead_for_a_while_and_its_kind_until_it_decays() -> None:
+    p = warm()
+    p.observe("mixed", 2.0, now=100.0)
+    assert p.room([], now=100.0 + MEMORY / 2) == 0
+    later = 100.0 + MEMORY + 1
+    assert p.room([], now=later) == 3
+    assert p.room([attempt("mixed", started=later)], now=later) == 0  # still not short
     runs = 0
-    while p.room(young, now=100.0) == 0:
-        p.observe("mixed", 0.001)
+    while not p.short("mixed"):
+        p.observe("mixed", 0.001, now=later)
         runs += 1
         assert runs < 1000
     assert 50 < runs < 150  # about a hundred short runs

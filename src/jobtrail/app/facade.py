@@ -733,9 +733,10 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
 
         ``concurrency`` handlers run at once; tasks may be claimed ahead and held (leased to
         this worker) until a handler is free, so that the next claim's round trip overlaps the
-        running handlers. ``prefetch=None`` (the default) holds tasks only behind handlers
-        that run short (kinds whose recent runs all took under 20 ms, begun under 20 ms ago):
-        fast for short tasks, and a long task never has another waiting behind it.
+        running handlers. ``prefetch=None`` (the default) claims up to ``concurrency - 1``
+        ahead while everything this worker has seen run lately took under 20 ms, and none
+        otherwise (``worker.prefetch``): fast for short tasks, and a worker running a long
+        task claims nothing ahead.
         ``prefetch=N`` holds up to N whatever the handlers do; 0 holds none.
         ``poll_interval`` defaults to the App's."""
         return self._worker(

@@ -95,7 +95,7 @@ def migrate(rt: Runtime) -> None:
     show_default=True,
     metavar="auto|N",
     help="Tasks claimed ahead of free slots (held leased, run next): fewer round trips. "
-    "auto: only behind handlers that run short; N: up to N; 0: none.",
+    "auto: while all recent work ran short; N: up to N; 0: none.",
 )
 @click.option("--burst", is_flag=True, help="Exit once nothing is due and nothing held runs.")
 @click.option(

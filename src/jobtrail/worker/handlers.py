@@ -132,7 +132,8 @@ class Handlers(Outcomes):
             if attempt.handler_done:
                 return False
             attempt.handler_done = True
-        self._prefetch.observe(attempt.task.kind, time.monotonic() - attempt.started)
+        now = time.monotonic()
+        self._prefetch.observe(attempt.task.kind, now - attempt.started, now)
         return True
 
 

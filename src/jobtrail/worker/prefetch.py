@@ -5,15 +5,22 @@ next claim's round trip overlaps the handlers that run now: for short tasks that
 the throughput. It is also a risk: a task held behind a long handler waits for it even when
 another worker has a slot free.
 
-``prefetch=None`` (the default) adapts: a task is claimed ahead only behind the tasks this
-worker holds that are of a kind whose recent runs all took less than ``SHORT`` (a decaying
-maximum per kind: one long run withdraws the kind for about a hundred runs) and that have not
-run for ``SHORT`` yet — one behind each, and at most ``concurrency`` in all. So an idle worker
-claims only what its free slots start at once; nothing is claimed behind a kind this worker
-has not seen run, nor behind a handler that has run long: a long task never has a task
-waiting behind it, and a held task waits behind short ones only. The one way a held task
-can wait longer is when the short tasks it follows turn long, on kinds that were short until
-then.
+``prefetch=None`` (the default) adapts to what the worker has seen run. It claims up to
+``concurrency - 1`` tasks ahead while all its recent work is short, and none otherwise:
+
+- none with one handler slot (the next task would wait behind whatever the slot runs);
+- none until a handler has returned, and none while a task it holds is of a kind it has not
+  seen run or whose recent runs were not all shorter than ``SHORT`` (a decaying maximum per
+  kind: one long run withdraws a kind for about a hundred runs);
+- none while any handler has been running for ``SHORT`` or more;
+- none while a kind that ran long was seen within ``MEMORY`` seconds (its tasks may come next).
+
+So a worker that is running a long task claims only into its free slots, and a task claimed
+ahead follows short tasks. For short tasks that is the throughput of a fixed prefetch (the
+claim's round trip overlaps the handlers). A held task can still wait behind long runs in
+one case: when ``concurrency`` tasks that each run long arrive in one claim, of kinds this
+worker has not seen run long — every slot takes one of them, and what was claimed with them
+waits for the first to end.
 
 ``prefetch=N`` holds up to ``N`` whatever the handlers do (0: never).
 """
@@ -29,6 +36,8 @@ from ..core.context import Attempt
 #: it the round trip is a large part of a task's time in a slot, and worth overlapping; above
 #: it prefetching gains a few percent at most, and is not worth a wait behind a long run.
 SHORT = 0.02
+#: seconds a long run keeps the worker from claiming ahead
+MEMORY = 60.0
 #: how fast a kind's recorded longest run decays with each run (0.95: a 2 s run falls below
 #: SHORT after about 90 runs)
 DECAY = 0.95
@@ -39,15 +48,19 @@ class Prefetch:
         if fixed is not None and fixed < 0:
             raise ValueError("prefetch must be 0 or more, or None (adaptive)")
         self.fixed = fixed
-        self.most = concurrency
+        self.most = concurrency - 1
         self._longest: dict[str, float] = {}  # kind -> decaying maximum of its run times
+        self._long_seen_at = float("-inf")  # when a run of a kind not short last ended
         self._lock = threading.Lock()
 
-    def observe(self, kind: str, seconds: float) -> None:
-        """A handler of ``kind`` ran for ``seconds`` (called as each handler returns)."""
+    def observe(self, kind: str, seconds: float, now: float) -> None:
+        """A handler of ``kind`` ran for ``seconds``, ending at ``now`` (monotonic)."""
         with self._lock:
             before = self._longest.get(kind)
-            self._longest[kind] = seconds if before is None else max(seconds, before * DECAY)
+            longest = seconds if before is None else max(seconds, before * DECAY)
+            self._longest[kind] = longest
+            if longest >= SHORT:
+                self._long_seen_at = now
 
     def short(self, kind: str) -> bool:
         longest = self._longest.get(kind)
@@ -59,11 +72,13 @@ class Prefetch:
         under the worker's lock."""
         if self.fixed is not None:
             return self.fixed
-        return min(self.most, sum(1 for a in holding if self._short_ahead(a, now)))
-
-    def _short_ahead(self, attempt: Attempt, now: float) -> bool:
-        """A task may wait behind ``attempt``: its handler has not returned, has not run for
-        ``SHORT`` yet (or has not begun), and its kind runs short."""
-        if attempt.handler_done or (attempt.begun and now - attempt.started >= SHORT):
-            return False
-        return self.short(attempt.task.kind)
+        if self.most <= 0 or not self._longest or now - self._long_seen_at < MEMORY:
+            return 0
+        for attempt in holding:
+            if attempt.handler_done:
+                continue
+            if attempt.begun and now - attempt.started >= SHORT:
+                return 0  # a handler runs long now
+            if not self.short(attempt.task.kind):
+                return 0  # a kind not seen to run short is about to run, or runs
+        return self.most
