@@ -61,6 +61,7 @@ class Listening:
     _listening: threading.Event  # set while the LISTEN connection is up
     _heard: threading.Event  # set once the listener heard check_wakeups' NOTIFY
     _probe: str | None  # the payload of that NOTIFY
+    sql: dict[str, str]  # the named queries (``Driver.__init__``)
 
     def wake(self) -> None:
         if not self._wakeup.is_set():  # set() takes the event's lock even when set already
@@ -105,6 +106,9 @@ class Listening:
             if self._listen_url is not None:
                 conn = psycopg.connect(self._listen_url, autocommit=True, **self._connect_kwargs)
                 conn.execute(f"LISTEN {FINISHED_CHANNEL}")
+                # completions notify only while a waiter is registered (0014); registered
+                # after LISTEN and before the caller's first read of its task
+                conn.execute(self.sql["result_waiter_add"])
         except psycopg.Error as exc:
             log.info("result wait falls back to polling (%s)", type(exc).__name__)
             if conn is not None:
@@ -129,6 +133,10 @@ class Listening:
             yield wait
         finally:
             if conn is not None:
+                try:
+                    conn.execute(self.sql["result_waiter_remove"])
+                except psycopg.Error:  # a row left behind is cleared by the next waiter
+                    pass
                 conn.close()
 
     def _ensure_listener(self) -> None:

@@ -362,9 +362,11 @@ WITH upd AS (
            %(traceback)s::text, %(error_class)s::text
     FROM upd
 )
--- a terminal move wakes whoever waits for a result (app.result: LISTEN jobtrail_finished)
-SELECT upd.*, CASE WHEN %(terminal)s THEN pg_notify('jobtrail_finished', '')::text END
-       AS notified
+-- a terminal move wakes whoever waits for a result (app.result: LISTEN jobtrail_finished),
+-- when someone does (jobtrail_result_waiters, 0014: a NOTIFY serializes commits)
+SELECT upd.*,
+       CASE WHEN %(terminal)s AND EXISTS (SELECT 1 FROM jobtrail_result_waiters)
+            THEN pg_notify('jobtrail_finished', '')::text END AS notified
 FROM upd;
 
 -- name: task_complete_many
@@ -376,8 +378,11 @@ WITH done AS (
 ), log AS (
     -- include: complete_log
 )
--- the completions wake whoever waits for a result (one notification per transaction)
-SELECT id, pg_notify('jobtrail_finished', '')::text AS notified FROM done;
+-- the completions wake whoever waits for a result (one notification per transaction), when
+-- someone does (jobtrail_result_waiters)
+SELECT id, (SELECT pg_notify('jobtrail_finished', '')::text
+            WHERE EXISTS (SELECT 1 FROM jobtrail_result_waiters)) AS notified
+FROM done;
 
 -- name: task_complete_and_claim
 -- task_complete_many and task_claim_unlimited for one queue in one statement: the worker's
@@ -399,7 +404,8 @@ WITH gate AS (
     -- include: claim_log
 )
 SELECT upd.*, (SELECT array_agg(id) FROM done) AS completed_ids,
-       (SELECT pg_notify('jobtrail_finished', '')::text WHERE EXISTS (SELECT 1 FROM done))
+       (SELECT pg_notify('jobtrail_finished', '')::text
+        WHERE EXISTS (SELECT 1 FROM done) AND EXISTS (SELECT 1 FROM jobtrail_result_waiters))
        AS notified,
        (SELECT open AND many FROM gate) AS fair
 FROM (SELECT 1) AS one LEFT JOIN upd ON true;
@@ -421,10 +427,24 @@ WITH gate AS (
     -- include: claim_log
 )
 SELECT upd.*, (SELECT array_agg(id) FROM done) AS completed_ids,
-       (SELECT pg_notify('jobtrail_finished', '')::text WHERE EXISTS (SELECT 1 FROM done))
+       (SELECT pg_notify('jobtrail_finished', '')::text
+        WHERE EXISTS (SELECT 1 FROM done) AND EXISTS (SELECT 1 FROM jobtrail_result_waiters))
        AS notified,
        (SELECT open AND many FROM gate) AS fair
 FROM (SELECT 1) AS one LEFT JOIN upd ON true;
+
+-- name: result_waiter_add
+-- A result waiter's LISTEN connection registers itself (0014), clearing the rows of waiters
+-- whose connections are gone.
+WITH gone AS (
+    DELETE FROM jobtrail_result_waiters w
+    WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = w.pid)
+)
+INSERT INTO jobtrail_result_waiters (pid) VALUES (pg_backend_pid())
+ON CONFLICT (pid) DO UPDATE SET since = now();
+
+-- name: result_waiter_remove
+DELETE FROM jobtrail_result_waiters WHERE pid = pg_backend_pid();
 
 -- name: task_annotate
 WITH upd AS (
