@@ -157,3 +157,42 @@ def _literal(value: Any) -> str:
     if isinstance(value, list):  # an array literal
         value = "{" + ",".join(f'"{v}"' for v in value) + "}"
     return "'" + str(value).replace("'", "''") + "'"
+
+
+def test_retention_batches_read_their_partial_index_whatever_the_plan(store: Any) -> None:
+    """A prune pass runs at every sweep interval in every worker: its select must read the
+    finished_at index of its state (a batch, oldest first) even in a plan made without the
+    state's value (generic, or SQLite's prepared statement), not every task of that state.
+    The store is filled and rolled back (the tasks have no transitions of their states)."""
+    app: jobtrail.App = store.app()
+    driver = app._driver
+    finish = """UPDATE jobtrail_tasks SET finished_at = created_at, state = CASE id % 3
+                WHEN 0 THEN 'dead' WHEN 1 THEN 'succeeded' ELSE 'cancelled' END"""
+    try:
+        with driver.transaction() as tx:
+            conn: Any = tx.conn  # type: ignore[attr-defined]
+            pg = store.backend == "postgres"
+            conn.execute(PG_LOAD if pg else SQLITE_LOAD, {"n": 20_000})
+            conn.execute(finish)
+            conn.execute("ANALYZE")
+            for state, index in (
+                ("succeeded", "jobtrail_tasks_finished"),
+                ("cancelled", "jobtrail_tasks_finished"),
+                ("dead", "jobtrail_tasks_dead"),
+            ):
+                name = "retention_select_dead" if state == "dead" else "retention_select"
+                params = {"state": state, "older_than": 60.0, "limit": 100}
+                if pg:
+                    conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+                    plan = _generic_plan(conn, driver.sql[name], params)
+                else:
+                    rows = conn.execute("EXPLAIN QUERY PLAN " + driver.sql[name], params)
+                    plan = "\n".join(str(r[3]) for r in rows.fetchall())
+                assert index in plan, (state, plan)
+            raise _RollBack
+    except _RollBack:
+        pass
+
+
+class _RollBack(Exception):
+    """Leaves the test's transaction without committing it."""

@@ -255,9 +255,9 @@ class Statements:
 
     # -- retention (SPEC §16.5): bounded prune batches by state, and their counts ---------------
     def retention_select(self, tx: Tx, *, state: Any, older_than: Any, limit: Any) -> list[Row]:
-        return tx.all(
-            "retention_select", {"state": state, "older_than": older_than, "limit": limit}
-        )
+        # one statement per partial index: through the parameter alone no plan could use it
+        name = "retention_select_dead" if state == "dead" else "retention_select"
+        return tx.all(name, {"state": state, "older_than": older_than, "limit": limit})
 
     def retention_delete_tasks(self, tx: Tx, *, ids: Any, state: Any) -> int:
         return tx.run("retention_delete_tasks", {"ids": ids, "state": state})

@@ -5,8 +5,25 @@
 -- The oldest finished tasks of one state past its retention, through the finished_at indexes
 -- (jobtrail_tasks_finished, jobtrail_tasks_dead). No row locks in SQLite: the batch runs under
 -- BEGIN IMMEDIATE, one writer at a time.
+-- The state is also written out (IN, or 'dead' in the _dead twin) so that the partial index
+-- serves any plan: a plan made for any value of the parameter (a generic plan, or SQLite's
+-- plan of the prepared statement) cannot use it through the parameter alone, and then read
+-- every task of the store at each prune pass (156 ms at 200,000 finished tasks).
 SELECT id FROM jobtrail_tasks t
 WHERE t.state = :state
+  AND t.state IN ('succeeded', 'cancelled')  -- implies jobtrail_tasks_finished's predicate
+  AND t.finished_at < round((julianday('now') - 2440587.5) * 86400.0, 3) - :older_than
+  AND NOT EXISTS (SELECT 1 FROM jobtrail_tasks c WHERE c.parent_id = t.id)
+  AND NOT EXISTS (SELECT 1 FROM jobtrail_tasks c WHERE c.after_id = t.id)
+  AND NOT EXISTS (SELECT 1 FROM jobtrail_outbox o WHERE o.task_id = t.id AND o.state = 'pending')
+ORDER BY t.finished_at
+LIMIT :limit;
+
+
+-- name: retention_select_dead
+-- retention_select for dead tasks (through jobtrail_tasks_dead).
+SELECT id FROM jobtrail_tasks t
+WHERE t.state = 'dead'
   AND t.finished_at < round((julianday('now') - 2440587.5) * 86400.0, 3) - :older_than
   AND NOT EXISTS (SELECT 1 FROM jobtrail_tasks c WHERE c.parent_id = t.id)
   AND NOT EXISTS (SELECT 1 FROM jobtrail_tasks c WHERE c.after_id = t.id)
