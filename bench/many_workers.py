@@ -2,32 +2,40 @@
 """Issue 21, item 4: many worker processes against one PostgreSQL.
 
     python bench/many_workers.py                          # N=20,000; 2x10, 16x4, 8x8
-    python bench/many_workers.py --n 50000 --rounds 3 --configs 2x10,16x4
+    python bench/many_workers.py --rounds 3 --configs 2x10,16x4,16x4+16,16x4+0
     BENCH_PREFETCH=0 python bench/many_workers.py         # jobtrail's default prefetch
 
-For each configuration PxC (P worker processes of concurrency C, ``bench/peers/
-jobtrail_driver.py``, prefetch ``BENCH_PREFETCH`` or C as in ``bench/run.py``) on a fresh
-database ``--db`` (default ``bench_many``, dropped and created at start):
+A configuration ``PxC`` or ``PxC+F`` is P worker processes of concurrency C and prefetch F
+(``bench/peers/jobtrail_driver.py``; F defaults to ``BENCH_PREFETCH``, else C, as in
+``bench/run.py``). On a fresh database ``--db`` (default ``bench_many``, dropped and created at
+start; ``--drop`` drops it at the end), first a commit probe (``pg_activity.commit_probe``:
+commits/s of ``--probe`` connections with and without a pg_notify), then for each
+configuration:
 
 1. the tables are emptied, the queue paused and N no-op tasks enqueued in batches of 1,000;
 2. the P workers start, each with its own ``application_name`` (``many_w<i>``); once every one
    has its LISTEN connection open the queue is resumed;
-3. while they run, a sampler reads ``pg_stat_activity`` of the database every ``--sample``
-   seconds: connections per worker process (by ``application_name``) and by state, the wait
-   events of the active backends and what they run;
+3. while they run, ``pg_activity.Sampler`` reads ``pg_stat_activity`` and ``pg_locks`` every
+   ``--sample`` seconds: connections per worker process and by state, the wait events of the
+   active backends, what they run, the locks they wait for (with the blocker's statement), and
+   who holds or waits for the cluster's NOTIFY lock (this database or others);
 4. when all N have succeeded: jobs/s from the first to the last completion (the ``at`` of the
    ``completed`` transitions, by the database clock) and from the resume, CPU per 1,000 jobs
-   (workers + PostgreSQL backends, /proc), how many tasks each claim statement took (claims are
-   told apart by actor and transaction time), and the store's checks: every task succeeded
-   (none lost), each has exactly one ``claimed`` transition and one attempt (none claimed
-   twice), its log is enqueued, claimed, completed by the claimer, and no (task, seq) repeats;
-5. the P workers stay up ``--idle`` seconds with nothing queued: transactions/s, index scans/s
-   of the sweep's index (``jobtrail_tasks_lease``) and the others, and CPU ms/s of workers and
-   backends: what P idle workers cost the server.
+   (workers + their PostgreSQL backends, /proc), claim statements per second and tasks per
+   claim (a claim: one actor, one transaction time), and the store's checks: every task
+   succeeded (none lost), each has exactly one ``claimed`` transition and one attempt (none
+   claimed twice), its log is enqueued, claimed, completed by the claimer, and no (task, seq)
+   repeats;
+5. after ``--settle`` seconds (statistics reach ``pg_stat_*`` up to 10 s late) the idle P
+   workers are watched for ``--idle`` seconds: transactions/s, index scans/s (the lease sweep
+   reads ``jobtrail_tasks_held``, the receipt sweep ``jobtrail_tasks_receipt_id``, the
+   retention selects ``jobtrail_tasks_state_kind``, the claim ``jobtrail_tasks_due_tenant``,
+   the read of limited queues ``jobtrail_queues_pkey``) and CPU ms/s of workers and backends.
 
-The last table gives each configuration's jobs/s and its ratio to the first one (the issue's
-goal: 16x4 >= 0.8 x 2x10). With ``--rounds`` the configurations run in turn, round by round,
-and the table shows medians. The script exits non-zero when a check fails.
+The last table gives each configuration's medians over ``--rounds`` (run in turn, round by
+round) and its ratio to the first one (the issue's goal: 16x4 >= 0.8 x 2x10). The script exits
+non-zero when a store check fails. ``--driver`` runs another worker script of the same form
+(an experiment with a changed statement, say).
 """
 
 from __future__ import annotations
@@ -364,7 +372,8 @@ def summary(runs: dict[str, list[dict[str, Any]]], args: Any) -> str:
         + "\n"
         + f"{'config':<10}{'jobs/s':>10}{'vs ' + names[0]:>12}{'claims/s':>10}{'tasks/claim':>12}"
         + f"{'CPU w+pg ms/1k':>16}"
-        + f"{'conn/proc':>11}{'conn max':>10}{'idle xact/s':>13}{'idle pg ms/s':>14}"
+        + f"{'conn/proc':>11}{'conn max':>10}{'others@notify':>15}"
+        + f"{'idle xact/s':>13}{'idle pg ms/s':>14}"
     )
     lines = [head, "-" * len(head.splitlines()[-1])]
     for name in names:
@@ -375,6 +384,7 @@ def summary(runs: dict[str, list[dict[str, Any]]], args: Any) -> str:
             f"{med(name, 'cpu_workers'):>9.0f}+{med(name, 'cpu_backends'):<6.0f}"
             f"{med_act(name, 'conn_per_worker_mean'):>11.2f}"
             f"{max(r['activity']['conn_total_max'] for r in runs[name]):>10}"
+            f"{med_act(name, 'notify_others'):>15.2f}"
             + (
                 f"{statistics.median(x['xacts_per_s'] for x in idle):>13.1f}"
                 f"{statistics.median(x['cpu_ms_per_s_backends'] for x in idle):>14.1f}"

@@ -110,6 +110,8 @@ class Sampler(threading.Thread):
             "running": dict(running.most_common(6)),
             "lock_waits": dict(self.locks.most_common(6)),
             "notify_lock": dict(sorted(self.notify.items())),
+            # backends of other databases holding or waiting for the NOTIFY lock, per sample
+            "notify_others": sum(v for k, v in self.notify.items() if "other" in k) / n,
         }
 
 
