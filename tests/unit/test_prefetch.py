@@ -8,7 +8,7 @@ import pytest
 
 from jobtrail.core.context import Attempt
 from jobtrail.model.kinds import KindSpec
-from jobtrail.worker.prefetch import MEMORY, SHORT, Prefetch
+from jobtrail.worker.prefetch import MEMORY, SHORT, Prefetch, ahead_for
 
 
 def attempt(
@@ -32,11 +32,12 @@ def test_nothing_ahead_before_anything_ran_or_with_one_slot() -> None:
     assert warm(concurrency=1).room([], now=100.0) == 0
 
 
-def test_all_but_one_slot_ahead_while_the_work_is_short() -> None:
+def test_about_twenty_per_round_trip_while_the_work_is_short() -> None:
+    assert [ahead_for(c) for c in (1, 2, 4, 10, 16, 40)] == [0, 8, 16, 10, 15, 39]
     p = warm()
-    assert p.room([], now=100.0) == 3
+    assert p.room([], now=100.0) == 16
     young = [attempt("quick"), attempt("quick", begun=False), attempt("slow", done=True)]
-    assert p.room(young, now=100.0 + SHORT / 2) == 3
+    assert p.room(young, now=100.0 + SHORT / 2) == 16
 
 
 def test_nothing_ahead_while_a_handler_runs_long_or_an_unseen_kind_is_held() -> None:
@@ -51,7 +52,7 @@ def test_a_long_run_stops_claiming_ahead_for_a_while_and_its_kind_until_it_decay
     p.observe("mixed", 2.0, now=100.0)
     assert p.room([], now=100.0 + MEMORY / 2) == 0
     later = 100.0 + MEMORY + 1
-    assert p.room([], now=later) == 3
+    assert p.room([], now=later) == 16
     assert p.room([attempt("mixed", started=later)], now=later) == 0  # still not short
     runs = 0
     while not p.short("mixed"):

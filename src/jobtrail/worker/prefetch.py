@@ -5,8 +5,9 @@ next claim's round trip overlaps the handlers that run now: for short tasks that
 the throughput. It is also a risk: a task held behind a long handler waits for it even when
 another worker has a slot free.
 
-``prefetch=None`` (the default) adapts to what the worker has seen run. It claims up to
-``concurrency - 1`` tasks ahead while all its recent work is short, and none otherwise:
+``prefetch=None`` (the default) adapts to what the worker has seen run. While all its recent
+work is short it claims ``ahead_for(concurrency)`` tasks ahead (about ``BATCH`` tasks per
+round trip in all, at least ``concurrency - 1``, at most four per slot), and none otherwise:
 
 - none with one handler slot (the next task would wait behind whatever the slot runs);
 - none until a handler has returned, and none while a task it holds is of a kind it has not
@@ -36,6 +37,11 @@ from ..core.context import Attempt
 #: it the round trip is a large part of a task's time in a slot, and worth overlapping; above
 #: it prefetching gains a few percent at most, and is not worth a wait behind a long run.
 SHORT = 0.02
+#: tasks per round trip the adaptive prefetch aims at: a round trip costs the worker and the
+#: server about the same whatever it carries, so a worker of four slots that claimed only
+#: four at a time spent three times the CPU per task of one that claims twenty (many-workers
+#: bench, docs/performance.md)
+BATCH = 20
 #: seconds a long run keeps the worker from claiming ahead
 MEMORY = 60.0
 #: how fast a kind's recorded longest run decays with each run (0.95: a 2 s run falls below
@@ -43,12 +49,21 @@ MEMORY = 60.0
 DECAY = 0.95
 
 
+def ahead_for(concurrency: int) -> int:
+    """How many the adaptive prefetch claims ahead with ``concurrency`` slots: none with one;
+    else enough for about ``BATCH`` tasks per round trip, at least ``concurrency - 1`` and at
+    most four per slot (a held task then waits behind at most four short runs)."""
+    if concurrency <= 1:
+        return 0
+    return max(concurrency - 1, min(BATCH - concurrency, 4 * concurrency))
+
+
 class Prefetch:
     def __init__(self, fixed: int | None, concurrency: int) -> None:
         if fixed is not None and fixed < 0:
             raise ValueError("prefetch must be 0 or more, or None (adaptive)")
         self.fixed = fixed
-        self.most = concurrency - 1
+        self.most = ahead_for(concurrency)
         self._longest: dict[str, float] = {}  # kind -> decaying maximum of its run times
         self._long_seen_at = float("-inf")  # when a run of a kind not short last ended
         self._lock = threading.Lock()
