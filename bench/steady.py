@@ -40,6 +40,9 @@ Columns (ms; p50 / p99 / max over every job of the run):
 - **pickup**: the handler's start (``time.time()`` as it is entered) - the job's due time
   ``t``; **pickup-s p99**: the same from the start of its enqueue call ``s`` (what the queue
   adds once a job is sent);
+- **commits/job** (PostgreSQL): transactions committed in the system's database during the run
+  (``xact_commit`` of ``pg_stat_database``: the enqueuer's and the worker's, every one a WAL
+  flush at ``synchronous_commit=on``) per job sent;
 - **completion**: the finish as the store records it - the due time ``t``. jobtrail:
   ``finished_at`` of the task row (``now()`` of the completing transaction on PostgreSQL, the
   completing statement's clock in ms on SQLite); pgqueuer: ``created`` (``now()`` of its
@@ -108,6 +111,27 @@ class SteadyTarget(Target):
             with sqlite3.connect(self.url[len("sqlite:///") :], timeout=30) as conn:
                 rows = conn.execute(sql).fetchall()
         return {str(a): float(b) for a, b in rows}
+
+    def commits(self, settled: bool = True) -> int | None:
+        """Transactions committed in this database so far (PostgreSQL); with ``settled``, once
+        every other session of it has ended (a backend reports its counts when it exits at the
+        latest; a live one within about a second of going idle)."""
+        if self.backend != "pg":
+            return None
+        with psycopg.connect(self.pg, autocommit=True) as conn:
+            deadline = time.monotonic() + (10 if settled else 0)
+            while time.monotonic() < deadline:
+                row = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (self.dbname,)
+                ).fetchone()
+                if row == (0,):
+                    break
+                time.sleep(0.1)
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+            row = conn.execute(
+                "SELECT xact_commit FROM pg_stat_database WHERE datname = %s", (self.dbname,)
+            ).fetchone()
+        return int(row[0]) if row else None
 
     def drop(self) -> None:
         if self.backend == "pg":
@@ -179,6 +203,7 @@ def steady_run(
             for f in (started, done_file):  # O_APPEND writers: truncating is safe
                 f.write_text("")
             t.extra |= {"BENCH_RATE": repr(rate), "BENCH_SENDERS": str(senders)}
+            commits0 = t.commits(settled=False)
             sent = t.phase("steady_enqueue", n)
             n = sent["sent"]  # fewer than asked when the enqueue path could not take the rate
             drain = max(60.0, 2 * seconds)
@@ -206,6 +231,7 @@ def steady_run(
             errors.close()
             if worker.returncode not in (0, -15) and err:
                 print(f"  {name} worker exited {worker.returncode}: {err[-800:]}", flush=True)
+        commits1 = t.commits()
     finally:
         t.drop()
     due = [float(r[1]) for r in rows]
@@ -224,6 +250,7 @@ def steady_run(
         "completion_p50": pct(completion, 0.5),
         "completion_p99": pct(completion, 0.99),
         "completion_max": completion[-1],
+        "commits": None if commits1 is None else (commits1 - commits0) / n,
         "jobs": n,
         "unsent": asked - n,
     }
@@ -245,6 +272,7 @@ COLS = [
     ("completion_p50", "compl. p50", False),
     ("completion_p99", "compl. p99", False),
     ("completion_max", "compl. max", False),
+    ("commits", "commits/job", False),
 ]
 
 
@@ -275,8 +303,13 @@ def table(results: dict[tuple[str, float], dict[str, Any]], fractions: list[floa
     return "\n".join(lines)
 
 
-def ratio(a: float, b: float) -> str:
-    return f"{a / b:.2f}x" if b > 0 else "n/a"
+def ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}x" if a is not None and b else "n/a"
+
+
+def median(values: list[Any]) -> Any:
+    """The median, or None when a round had no value (commits on SQLite)."""
+    return None if None in values else statistics.median(values)
 
 
 def parse_capacity(text: str, names: list[str]) -> dict[str, float]:
@@ -355,7 +388,7 @@ def main() -> None:
                         continue
                     print(f"  {json.dumps(row)}", flush=True)
                     runs.setdefault((name, frac), []).append(row)
-    results = {k: {c: statistics.median(r[c] for r in v) for c in v[0]} for k, v in runs.items()}
+    results = {k: {c: median([r[c] for r in v]) for c in v[0]} for k, v in runs.items()}
     prefetch = os.environ.get("BENCH_PREFETCH")
     print()
     print(

@@ -15,7 +15,7 @@ import psycopg
 from conftest import PG_URL, require_pg
 
 ROOT = Path(__file__).resolve().parents[2]
-COLUMNS = 11  # offered, achieved, done, send lag, pickup p50/p99/max, pickup-s p99, completion x3
+COLUMNS = 12  # offered, achieved, done, send lag, pickup x3, pickup-s, completion x3, commits
 
 
 def test_steady_bench_runs_jobtrail_on_both_backends_and_prints_the_table() -> None:
@@ -54,12 +54,14 @@ def test_steady_bench_runs_jobtrail_on_both_backends_and_prints_the_table() -> N
     assert set(rows) == {"jobtrail-pg", "jobtrail-sqlite"}, done.stdout
     for name, cells in rows.items():
         assert len(cells) == COLUMNS, (name, cells)
-        numbers = [float(c.replace(",", "")) for c in cells]
+        numbers = [float(c.replace(",", "")) for c in cells[:-1]]
         offered, achieved, done_rate, _lag, p50, p99, top = numbers[:7]
         assert offered > 0 and achieved > 0 and done_rate > 0, (name, cells)
         assert 0 < p50 <= p99 <= top, (name, cells)  # a handler starts after its due time
         c50, c99, ctop = numbers[8:]
         assert p50 <= c50 <= c99 <= ctop, (name, cells)  # and finishes after it starts
+    assert float(rows["jobtrail-pg"][-1]) >= 1, rows  # at least the enqueue's own commit
+    assert rows["jobtrail-sqlite"][-1] == "n/a", rows
     with psycopg.connect(PG_URL, autocommit=True) as conn:  # the harness drops its databases
         left = conn.execute(
             "SELECT count(*) FROM pg_database WHERE datname LIKE %s", (prefix + "%",)
