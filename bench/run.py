@@ -53,6 +53,7 @@ PEER_PACKAGES = {
 }
 PEER_PACKAGES_312 = {"oban": "oban==0.7.0"}  # brings psycopg[binary] and psycopg-pool
 TICK = os.sysconf("SC_CLK_TCK")
+CONCURRENCY = int(os.environ.get("BENCH_CONCURRENCY", "10"))
 
 #: name -> (backend, driver script, peers venv (None: the project's), SQL counting finished jobs)
 SYSTEMS: dict[str, tuple[str, str, Path | None, str]] = {
@@ -99,9 +100,29 @@ SYSTEMS: dict[str, tuple[str, str, Path | None, str]] = {
         None,
         "SELECT count(*) FROM jobtrail_tasks WHERE state = 'succeeded'",
     ),
+    # the same, tuned: a fixed prefetch of 10 instead of the adaptive default
+    "jobtrail-pg-tuned": (
+        "pg",
+        "jobtrail_driver.py",
+        None,
+        "SELECT count(*) FROM jobtrail_tasks WHERE state = 'succeeded'",
+    ),
+    "jobtrail-sqlite-tuned": (
+        "sqlite",
+        "jobtrail_driver.py",
+        None,
+        "SELECT count(*) FROM jobtrail_tasks WHERE state = 'succeeded'",
+    ),
     "huey": ("sqlite", "huey_driver.py", PEERS_VENV, "SELECT count(*) FROM kv"),
 }
 NO_DRIVER: dict[str, str] = {}  # peer -> why it has no driver yet
+#: what the "-tuned" systems set (every other system runs with its library's defaults)
+TUNED = {"BENCH_PREFETCH": "10"}
+#: each system's jobtrail row and the ratio rows printed for it: defaults, then tuned
+OURS = {
+    "pg": ("jobtrail-pg", "jobtrail-pg-tuned"),
+    "sqlite": ("jobtrail-sqlite", "jobtrail-sqlite-tuned"),
+}
 
 
 def find_python312() -> str | None:
@@ -172,14 +193,17 @@ def cpu_ticks(pids: list[int], tree: bool = False) -> int:
 
 class Target:
     def __init__(self, name: str, pg: str, tmp: Path, dbname: str | None = None) -> None:
-        """A fresh store for ``name``: the database ``dbname`` (default ``bench_<name>``),
-        dropped and created, or a new SQLite file in ``tmp``."""
+        """A fresh store for ``name``: the database ``dbname`` (default
+        ``bench_<$BENCH_DB_PREFIX><name>``), dropped and created, or a new SQLite file in
+        ``tmp``."""
         self.name = name
         self.backend, script, venv, self.count_sql = SYSTEMS[name]
         self.python = str(venv / "bin" / "python") if venv else sys.executable
         self.script = str(HERE / "peers" / script)
         if self.backend == "pg":
-            dbname = dbname or "bench_" + name.replace("-", "_")
+            # BENCH_DB_PREFIX: several runs on one server at once (the smoke test sets one)
+            prefixed = "bench_" + os.environ.get("BENCH_DB_PREFIX", "") + name.replace("-", "_")
+            dbname = dbname or prefixed
             with psycopg.connect(pg, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
                 conn.execute(f'CREATE DATABASE "{dbname}"')
@@ -199,6 +223,10 @@ class Target:
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}:{HERE / 'peers'}")
+        if self.name.endswith("-tuned"):
+            env.update(TUNED)
+        else:
+            env.pop("BENCH_PREFETCH", None)  # defaults: the library's own
         return env
 
     def phase(self, phase: str, n: int) -> dict[str, Any]:
@@ -337,25 +365,28 @@ def fmt(v: Any) -> str:
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
-    head = f"{'system':<18}" + "".join(f"{c[1]:>16}" for c in COLS)
+    head = f"{'system':<22}" + "".join(f"{c[1]:>16}" for c in COLS)
     lines = [head, "-" * len(head)]
-    for backend, ours in (("pg", "jobtrail-pg"), ("sqlite", "jobtrail-sqlite")):
+    for backend, mine in OURS.items():
         names = [x for x in results if SYSTEMS[x][0] == backend]
         for name in names:
             r = results[name]
-            lines.append(f"{name:<18}" + "".join(f"{fmt(r.get(c[0])):>16}" for c in COLS))
-        peers = [x for x in names if x != ours]
-        if ours in results and peers:
+            lines.append(f"{name:<22}" + "".join(f"{fmt(r.get(c[0])):>16}" for c in COLS))
+        peers = [x for x in names if x not in mine]
+        for ours in mine:
+            if ours not in results or not peers:
+                continue
             cells = []
             for key, _label, higher in COLS:
                 vals = [results[p][key] for p in peers if results[p].get(key) is not None]
-                mine = results[ours].get(key)
-                if not vals or mine is None:
+                ours_value = results[ours].get(key)
+                if not vals or ours_value is None:
                     cells.append("n/a")
                     continue
                 best = max(vals) if higher else min(vals)
-                cells.append(f"{mine / best:.2f}x")
-            lines.append(f"{'ratio ' + backend:<18}" + "".join(f"{c:>16}" for c in cells))
+                cells.append(f"{ours_value / best:.2f}x")
+            label = "ratio " + ("tuned" if ours.endswith("-tuned") else "defaults")
+            lines.append(f"{label:<22}" + "".join(f"{c:>16}" for c in cells))
         lines.append("")
     return "\n".join(lines)
 
@@ -403,10 +434,9 @@ def main() -> None:
                 print(f"  {result} ({time.monotonic() - t0:.0f}s)", flush=True)
     results = {name: medians(r) for name, r in runs.items()}
     print()
-    prefetch = os.environ.get("BENCH_PREFETCH", "10")
     print(
-        f"N={args.n}, concurrency 10 per worker process (jobtrail: prefetch {prefetch}),"
-        f" {os.cpu_count()} CPUs"
+        f"N={args.n}, concurrency {CONCURRENCY} per worker process, every library at its"
+        f" defaults except the -tuned rows ({TUNED}), {os.cpu_count()} CPUs"
         + (f", median of {args.rounds} interleaved rounds" if args.rounds > 1 else "")
     )
     print(table(results))

@@ -18,8 +18,8 @@ file.
    ``--rounds`` drains). ``--common-capacity`` runs both systems of a pair at the same offered
    rates, from the lower of their two capacities; by default each runs at fractions of its own.
 2. **Steady arrival**, per rate (``--rates``, fractions of that capacity): one worker process
-   (driver phase ``steady_work``: concurrency 10 at the library's defaults; jobtrail without
-   ``prefetch`` unless ``BENCH_PREFETCH`` is set; pgqueuer ``QueueManager.run`` with its
+   (driver phase ``steady_work``: concurrency 10 at the library's defaults; jobtrail with its
+   adaptive prefetch unless ``BENCH_PREFETCH`` fixes one; pgqueuer ``QueueManager.run`` with its
    default batch of 10; huey a consumer of 10 threads) is started and warmed up with 20 jobs,
    then a separate enqueuer process sends ``rate x --seconds`` single enqueues, open loop:
    job i is due at ``t0 + i / rate``, ``--senders`` threads (default 16) take the jobs in
@@ -98,7 +98,10 @@ class SteadyTarget(Target):
         self.extra: dict[str, str] = {}
 
     def env(self) -> dict[str, str]:
-        return super().env() | self.extra
+        env = super().env() | self.extra
+        if "BENCH_PREFETCH" in os.environ:  # Target drops it (run.py's defaults rows)
+            env["BENCH_PREFETCH"] = os.environ["BENCH_PREFETCH"]
+        return env
 
     def finishes(self, done_file: Path) -> dict[str, float]:
         sql = FINISHES[self.name]

@@ -1,7 +1,7 @@
 """jobtrail through its public API (run with the project's own environment).
 
-``steady_work`` is a worker at the library's defaults (``prefetch`` passed only when
-``BENCH_PREFETCH`` is set), where ``work`` claims 10 ahead unless told otherwise."""
+``steady_work`` is ``work``: the library's defaults (its adaptive prefetch) unless
+``BENCH_PREFETCH`` fixes a prefetch."""
 
 from __future__ import annotations
 
@@ -51,18 +51,11 @@ elif phase == "enqueue_bulk":
             app.enqueue_many([{"kind": "noop", "payload": {}}] * min(1000, n - i))
 
     timed(bulk, n)
-elif phase == "work":
-    # concurrency handlers at once, and as many claimed ahead (pgqueuer's default fetches
-    # batches of 10 with no cap on its picked jobs); BENCH_PREFETCH=0 for none
-    app.run_worker(
-        concurrency=CONCURRENCY, prefetch=int(os.environ.get("BENCH_PREFETCH", CONCURRENCY))
-    )
-elif phase == "steady_work":
-    prefetch = os.environ.get("BENCH_PREFETCH")
-    if prefetch:
-        app.run_worker(concurrency=CONCURRENCY, prefetch=int(prefetch))
-    else:
-        app.run_worker(concurrency=CONCURRENCY)
+elif phase in ("work", "steady_work"):
+    # concurrency handlers at once; the library's adaptive prefetch unless BENCH_PREFETCH
+    # fixes one (run.py's -tuned rows: 10, as pgqueuer's default fetches batches of 10)
+    fixed = os.environ.get("BENCH_PREFETCH")
+    app.run_worker(concurrency=CONCURRENCY, prefetch=int(fixed) if fixed else None)
 elif phase == "steady_enqueue":
 
     def sender() -> Any:  # one App for all threads: its pool is thread-safe

@@ -5,10 +5,12 @@ harness exits non-zero when a count is short). Speed is not asserted here: it is
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import psycopg
 from conftest import PG_URL, require_pg
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,12 +19,22 @@ COLUMNS = 7  # enqueue 1, bulk, 1 proc, 2 procs, p50, p99, CPU
 
 def test_bench_runs_jobtrail_on_both_backends_and_prints_the_table() -> None:
     require_pg()
+    prefix = f"smoke{os.getpid()}_"
+    try:
+        _run_and_check(prefix)
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            for name in ("jobtrail_pg", "jobtrail_pg_tuned"):
+                conn.execute(f'DROP DATABASE IF EXISTS "bench_{prefix}{name}" WITH (FORCE)')
+
+
+def _run_and_check(prefix: str) -> None:
     done = subprocess.run(
         [
             sys.executable,
             str(ROOT / "bench" / "run.py"),
             "--only",
-            "jobtrail-pg,jobtrail-sqlite",
+            "jobtrail-pg,jobtrail-pg-tuned,jobtrail-sqlite",
             "--n",
             "200",
             "--samples",
@@ -34,14 +46,16 @@ def test_bench_runs_jobtrail_on_both_backends_and_prints_the_table() -> None:
         capture_output=True,
         text=True,
         timeout=300,
+        # databases of its own: another run on the same server must not drop them
+        env=dict(os.environ, BENCH_DB_PREFIX=prefix),
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     rows = {
         line.split()[0]: line.split()[1:]
         for line in done.stdout.splitlines()
-        if line.startswith(("jobtrail-pg ", "jobtrail-sqlite "))
+        if line.startswith(("jobtrail-pg", "jobtrail-sqlite"))
     }
-    assert set(rows) == {"jobtrail-pg", "jobtrail-sqlite"}, done.stdout
+    assert set(rows) == {"jobtrail-pg", "jobtrail-pg-tuned", "jobtrail-sqlite"}, done.stdout
     for name, cells in rows.items():
         assert len(cells) == COLUMNS, (name, cells)
         numbers = [float(c.replace(",", "")) for c in cells]

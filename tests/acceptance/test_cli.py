@@ -116,7 +116,7 @@ def test_worker_status_explain_replay_force_dismiss(cli: Cli) -> None:
     dead1 = cli.json("enqueue", "boom", "{}", app=True)["id"]
     dead2 = cli.json("enqueue", "boom", "{}", "--priority", "5", app=True)["id"]
 
-    worker = cli("worker", "--burst", "--poll-interval", "0.05", app=True)
+    worker = cli("worker", "--burst", "--poll-interval", "0.05", "--prefetch", "AUTO", app=True)
     assert "processed 3" in worker.stdout
     assert "INFO" in worker.stderr
 

@@ -127,6 +127,9 @@ def test_bad_arguments_are_exit_2_naming_the_option(cli: Cli) -> None:
         (("enqueue", "send", "--app", "hostileapp:app", "--tenant", bad), "tenant"),
         (("worker", "--app", "hostileapp:app", "--burst", "--grace", "inf"), "--grace"),
         (("worker", "--app", "hostileapp:app", "--burst", "--concurrency", huge), "--concurrency"),
+        (("worker", "--app", "hostileapp:app", "--burst", "--prefetch", huge), "--prefetch"),
+        (("worker", "--app", "hostileapp:app", "--burst", "--prefetch", "-1"), "--prefetch"),
+        (("worker", "--app", "hostileapp:app", "--burst", "--prefetch", "soon"), "'auto'"),
         (("annotate", task, "--by", "o", "--note", "n", "--corrects", huge), "--corrects"),
     ]
     wrong = []

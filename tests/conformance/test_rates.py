@@ -77,11 +77,19 @@ def test_the_worker_claim_paths_are_fair_too(store: Any) -> None:
     b_ids = set(enqueue(app, 4, tenant="b"))
     request = Claim(owner="w:1:a", queues=["default"], kinds=["job"], limit=4, version=None)
     if app._driver.claims_in_one_statement:
-        with app._driver.single_statement() as tx:
-            rows = transition.claim_unlimited(app._driver, tx, request)
-        with app._driver.single_statement() as tx:
-            _, more = transition.complete_and_claim(app._driver, tx, [], request, "default", 4)
+        driver = app._driver
+        with driver.single_statement() as tx:
+            rows = transition.claim_unlimited(driver, tx, request)
+        # two tenants wait: the driver switched this queue to the fair statements
+        assert "default" in driver.fair_queues
+        with driver.single_statement() as tx:
+            _, more = transition.complete_and_claim(driver, tx, [], request, "default", 4)
         rows += more
+        # b's are all claimed now: one tenant waits, and the claims go back to the due order
+        with driver.single_statement() as tx:
+            _, only_a = transition.complete_and_claim(driver, tx, [], request, "default", 4)
+        assert "default" not in driver.fair_queues
+        assert [r["tenant"] for r in only_a] == ["a"] * 4
     else:
         rows, _ = claim(app, 4)
         rows += claim(app, 4)[0]

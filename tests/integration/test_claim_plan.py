@@ -83,7 +83,13 @@ def test_claim_reads_the_due_index(store: Any) -> None:
                 "attempts": "{1,1,1,1,1,1,1,1,1,1}",
                 "results": "[]",
             }
-            for name in ("task_claim", "task_claim_unlimited", "task_complete_and_claim"):
+            for name in (
+                "task_claim",
+                "task_claim_unlimited",
+                "task_claim_unlimited_fair",
+                "task_complete_and_claim",
+                "task_complete_and_claim_fair",
+            ):
                 query = driver.sql[name]
                 params = {**claim_params("postgres"), **done}
                 rows = conn.execute("EXPLAIN " + query, params).fetchall()
@@ -96,7 +102,11 @@ def test_claim_reads_the_due_index(store: Any) -> None:
                 assert cost < 100_000, (name, plan)
             # completions find their rows by id, never through the lease or state indexes
             # (whose statistics rarely see leased rows: they would read every leased task)
-            for name in ("task_complete_many", "task_complete_and_claim"):
+            for name in (
+                "task_complete_many",
+                "task_complete_and_claim",
+                "task_complete_and_claim_fair",
+            ):
                 params = {**claim_params("postgres"), **done, "actor": "plan"}
                 rows = conn.execute("EXPLAIN " + driver.sql[name], params).fetchall()
                 plan = "\n".join(r[0] for r in rows)
@@ -108,11 +118,16 @@ def test_claim_reads_the_due_index(store: Any) -> None:
             # indexes, whatever the parameters
             done_args = {**claim_params("postgres"), **done}
             conn.execute("SET plan_cache_mode = force_generic_plan")
-            for name in ("task_claim_unlimited", "task_complete_and_claim"):
+            for name in (
+                "task_claim_unlimited",
+                "task_claim_unlimited_fair",
+                "task_complete_and_claim",
+                "task_complete_and_claim_fair",
+            ):
                 plan = _generic_plan(conn, driver.sql[name], done_args)
                 assert "Seq Scan on jobtrail_tasks" not in plan, (name, plan)
                 assert "jobtrail_tasks_due" in plan, (name, plan)
-                if name == "task_complete_and_claim":
+                if name.startswith("task_complete_and_claim"):
                     assert "jobtrail_tasks_pkey" in plan, (name, plan)
                     assert "jobtrail_tasks_lease" not in plan, (name, plan)
             conn.execute("RESET plan_cache_mode")

@@ -51,8 +51,27 @@ def test_every_include_of_the_shipped_sql_is_resolved(dialect: str) -> None:
     loaded = queries.load(dialect)
     assert not [name for name, sql in loaded.items() if "-- include:" in sql]
     if dialect == "postgres":  # the worker's round trip is the two statements it combines
-        both = loaded["task_complete_and_claim"]
         complete = loaded["task_complete_many"].split("WITH done AS (")[1].split("), log AS")[0]
-        claim = loaded["task_claim_unlimited"].split("WITH upd AS (")[1].split("), log AS")[0]
-        assert "UPDATE jobtrail_tasks" in complete and complete in both
-        assert "UPDATE jobtrail_tasks" in claim and claim in both
+        assert "UPDATE jobtrail_tasks" in complete
+        for suffix in ("", "_fair"):  # the one-tenant claim and its fair twin
+            both = loaded["task_complete_and_claim" + suffix]
+            claim = loaded["task_claim_unlimited" + suffix]
+            gate = claim.split("WITH gate AS (")[1].split("), upd AS")[0]
+            claim = claim.split("upd AS (")[1].split("), log AS")[0]
+            assert "UPDATE jobtrail_tasks" in claim and claim in both and gate in both
+            assert complete in both
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgres"])
+def test_queries_are_sent_without_comments_and_short_enough_for_psycopgs_cache(
+    dialect: str,
+) -> None:
+    loaded = queries.load(dialect)
+    # psycopg converts the placeholders of a query of 4,096 characters or more on every
+    # execution (no cache): the worker's round trip must stay below
+    assert max(len(sql) for sql in loaded.values()) < 4096
+    assert not [n for n, sql in loaded.items() if any(x.startswith("--") for x in sql.split("\n"))]
+    assert (
+        queries.compact("  SELECT 1\n  -- why\n\n  FROM t  -- kept\n")
+        == "SELECT 1\nFROM t  -- kept"
+    )

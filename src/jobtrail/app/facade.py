@@ -722,7 +722,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         *,
         queues: builtins.list[str] | None = None,
         concurrency: int = 4,
-        prefetch: int = 0,
+        prefetch: int | None = None,
         burst: bool = False,
         poll_interval: float | None = None,
         sweep_interval: float = 1.0,
@@ -731,10 +731,13 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         """Run a worker in this thread until SIGTERM/SIGINT (or, with ``burst``, until nothing
         is due and nothing it holds is running). Returns the number of attempts it finished.
 
-        ``concurrency`` handlers run at once; ``prefetch`` more tasks may be claimed ahead and
-        held (leased to this worker) until a handler is free, so that the next claim's round
-        trip overlaps the running handlers. Keep it 0 for long tasks: a task claimed ahead
-        waits behind this worker's running ones even when another worker is idle.
+        ``concurrency`` handlers run at once; tasks may be claimed ahead and held (leased to
+        this worker) until a handler is free, so that the next claim's round trip overlaps the
+        running handlers. ``prefetch=None`` (the default) claims up to ``concurrency - 1``
+        ahead while everything this worker has seen run lately took under 20 ms, and none
+        otherwise (``worker.prefetch``): fast for short tasks, and a worker running a long
+        task claims nothing ahead.
+        ``prefetch=N`` holds up to N whatever the handlers do; 0 holds none.
         ``poll_interval`` defaults to the App's."""
         return self._worker(
             queues=queues,

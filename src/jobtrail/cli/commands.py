@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -32,6 +32,30 @@ from .base import (
     lang_option,
     verb,
 )
+
+if TYPE_CHECKING:  # generic from click 8.2 on; 8.1's is not subscriptable
+    _CountType = click.ParamType[int | None]
+else:
+    _CountType = click.ParamType
+
+
+class PrefetchType(_CountType):
+    """``--prefetch``: ``auto`` (adaptive: ``None``) or a count from 0 to ``MAX_PREFETCH``."""
+
+    name = "auto|N"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value is None or isinstance(value, int):
+            return value
+        if str(value).strip().lower() == "auto":
+            return None
+        try:
+            count = int(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is neither 'auto' nor a whole number", param, ctx)
+        if not 0 <= count <= MAX_PREFETCH:
+            self.fail(f"{count} is not in the range 0 to {MAX_PREFETCH} (or 'auto')", param, ctx)
+        return count
 
 
 @verb("migrate")
@@ -66,11 +90,12 @@ def migrate(rt: Runtime) -> None:
 )
 @click.option(
     "--prefetch",
-    type=click.IntRange(0, MAX_PREFETCH),
-    default=0,
+    type=PrefetchType(),
+    default="auto",
     show_default=True,
-    metavar="N",
-    help="Tasks claimed ahead of free slots (held leased, run next): fewer round trips.",
+    metavar="auto|N",
+    help="Tasks claimed ahead of free slots (held leased, run next): fewer round trips. "
+    "auto: while all recent work ran short; N: up to N; 0: none.",
 )
 @click.option("--burst", is_flag=True, help="Exit once nothing is due and nothing held runs.")
 @click.option(
@@ -108,7 +133,7 @@ def worker(
     rt: Runtime,
     queues: tuple[str, ...],
     concurrency: int,
-    prefetch: int,
+    prefetch: int | None,
     burst: bool,
     poll_interval: float,
     grace: float,

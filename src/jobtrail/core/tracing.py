@@ -19,6 +19,7 @@ API but no SDK configured the spans are OpenTelemetry's no-op ones and nothing i
 from __future__ import annotations
 
 import importlib.util
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -47,8 +48,9 @@ def available() -> bool:
 def use_provider(provider: Any) -> None:
     """Trace with ``provider`` instead of the global tracer provider (``None``: the global
     one again)."""
-    global _provider
+    global _provider, _recording_at
     _provider = provider
+    _recording_at = float("-inf")  # look again at the next claim
 
 
 def _tracer() -> Any:
@@ -164,9 +166,27 @@ def process(
         yield Processing(span) if span.is_recording() else None
 
 
+#: ``recording()``'s last answer and when it was found (a worker asks at every claim round)
+_recording = False
+_recording_at = float("-inf")
+#: seconds ``recording()`` keeps its answer: a provider configured meanwhile is seen that soon
+RECHECK = 0.25
+
+
 def recording() -> bool:
     """True when an SDK tracer provider is configured: the worker then reads the stored
-    contexts of what it claims (one statement per claim round)."""
+    contexts of what it claims (one statement per claim round). The answer is kept for
+    ``RECHECK`` seconds (the probe span costs a worker of short tasks a few percent of its CPU
+    when made at every round); ``use_provider`` makes it look again at once."""
+    global _recording, _recording_at
+    now = time.monotonic()
+    if now - _recording_at < RECHECK:
+        return _recording
+    _recording, _recording_at = _probe(), now
+    return _recording
+
+
+def _probe() -> bool:
     if not available():
         return False
     # A probe that is never ended is never exported; the API has no "is a provider set". A

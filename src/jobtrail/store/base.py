@@ -27,6 +27,7 @@ from .types import (
     Row,
     T,
     Tx,
+    claimed_rows,
     dumps,
     inserted_row,
     iter_chunks,
@@ -44,6 +45,7 @@ __all__ = [
     "T",
     "TIME_COLUMNS",
     "Tx",
+    "claimed_rows",
     "dumps",
     "inserted_row",
     "iter_chunks",
@@ -94,6 +96,9 @@ class Driver(Statements, Reads, abc.ABC):
 
     def __init__(self) -> None:
         self.sql = queries.load(self.dialect)
+        #: the queues whose last unlimited claim found tasks of several tenants waiting
+        #: (``_note_fair``): their next claim is the fair statement
+        self.fair_queues: set[str] = set()
 
     # -- connections and transactions -----------------------------------------------------
     @abc.abstractmethod
@@ -325,12 +330,26 @@ class Driver(Statements, Reads, abc.ABC):
             room = claim.limit - len(rows)
             if room <= 0:
                 break
-            rows += tx.all(
-                "task_claim_unlimited",
-                {**common, "queue": queue_name, "limit": room, "mode": "unlimited"},
-            )
+            params = {**common, "queue": queue_name, "limit": room, "mode": "unlimited"}
+            fair = queue_name in self.fair_queues
+            got = tx.all("task_claim_unlimited_fair" if fair else "task_claim_unlimited", params)
+            if self._note_fair(queue_name, got) and not fair:
+                # several tenants wait: the one-tenant claim took nothing; take the fair one
+                got = tx.all("task_claim_unlimited_fair", params)
+                self._note_fair(queue_name, got)
+            rows += claimed_rows(got)
         rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["id"]))
         return rows
+
+    def _note_fair(self, queue: str, rows: list[Row]) -> bool:
+        """Remember what an unlimited claim's gate said of ``queue`` (its rows' ``fair``): whether
+        tasks of several tenants wait in it, so that its next claim is the fair statement."""
+        fair = bool(rows and rows[0].get("fair"))
+        if fair:
+            self.fair_queues.add(queue)
+        else:
+            self.fair_queues.discard(queue)
+        return fair
 
     def task_complete_and_claim(
         self,

@@ -216,6 +216,16 @@ class Move:
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
+def claimed_rows(rows: list[Row]) -> list[Row]:
+    """The claimed rows of an unlimited claim's result (which is one row of NULLs when it
+    claimed nothing), without the columns that are not the task's."""
+    out = [r for r in rows if r["id"] is not None]
+    for row in out:
+        for extra in ("fair", "completed_ids", "notified"):
+            row.pop(extra, None)
+    return out
+
+
 def dumps(value: Any) -> str:
     """Compact JSON text (``json.dumps`` with ``ensure_ascii=False``, no spaces, no NaN)."""
     if type(value) is dict and not value:

@@ -132,7 +132,9 @@ class Handlers(Outcomes):
             if attempt.handler_done:
                 return False
             attempt.handler_done = True
-            return True
+        now = time.monotonic()
+        self._prefetch.observe(attempt.task.kind, now - attempt.started, now)
+        return True
 
 
 def _payload(attempt: Attempt) -> Any:

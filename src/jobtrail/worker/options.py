@@ -28,7 +28,9 @@ class WorkerOptions:
     burst: bool = False
     #: Tasks claimed beyond the free handler slots and held ready (leased) for the next free
     #: handler: the round trip for the next tasks overlaps the handlers of the current ones.
-    prefetch: int = 0
+    #: ``None``: adaptive (held only behind handlers that run short, ``worker.prefetch``);
+    #: ``N``: up to N whatever the handlers do; 0: none.
+    prefetch: int | None = None
     poll_interval: float = 1.0
     sweep_interval: float = 1.0
     grace: float = 30.0

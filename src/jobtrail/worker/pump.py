@@ -38,6 +38,7 @@ from . import logs
 from .lease import LeaseRenewal
 from .options import Collaborators, ProvidesCollaborators, WorkerOptions, make_owner_id
 from .pool import _Completions, _HandlerPool
+from .prefetch import Prefetch
 
 log = logging.getLogger("jobtrail.worker")
 
@@ -50,8 +51,6 @@ class Worker(LeaseRenewal):
         gives them (an ``App``: ``Worker(app, options)``)."""
         if options.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
-        if options.prefetch < 0:
-            raise ValueError("prefetch must be 0 or more")
         collab = given if isinstance(given, Collaborators) else given.worker_collaborators()
         self.collab = collab
         self.driver = collab.driver
@@ -69,6 +68,9 @@ class Worker(LeaseRenewal):
         self._outbox_wake = threading.Event()
         self._completions = _Completions()
         self._pool = _HandlerPool(self._run_sync, options.concurrency)
+        self._prefetch = Prefetch(
+            options.prefetch, options.concurrency
+        )  # raises on a negative prefetch
         self._async_slots: asyncio.Semaphore | None = None
         self._limited: list[str] = []
         self._limited_read_at = float("-inf")
@@ -199,7 +201,8 @@ class Worker(LeaseRenewal):
                 # Read before claiming: a handler that finishes during the claim may release
                 # more work (a workflow's next step) that this claim could not see yet.
                 busy_before = len(self.running) - len(done)
-            room = self.options.concurrency + self.options.prefetch
+                ahead = self._prefetch.room(self.running.values(), time.monotonic())
+            room = self.options.concurrency + ahead
             free = room - busy_before if self._kinds else 0
             claimed = 0
             if done or free > 0:

@@ -9,6 +9,7 @@ from ..core.context import Attempt
 from ..store.base import Driver
 from .options import Collaborators, WorkerOptions
 from .pool import _Completions, _HandlerPool
+from .prefetch import Prefetch
 
 
 class WorkerState:
@@ -32,6 +33,7 @@ class WorkerState:
     _outbox_wake: threading.Event
     _completions: _Completions
     _pool: _HandlerPool
+    _prefetch: Prefetch
     _async_slots: asyncio.Semaphore | None
     _limited: list[str]
     _limited_read_at: float

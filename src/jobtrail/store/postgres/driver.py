@@ -33,6 +33,7 @@ from ..base import (
     Row,
     T,
     check_pooler,
+    claimed_rows,
     dumps,
     loads_payload,
 )
@@ -417,27 +418,28 @@ class PostgresDriver(Checkout, Listening, Driver):
         """``task_complete_many`` for ``attempts`` held by ``claim.owner`` plus
         ``task_claim_unlimited`` of up to ``limit`` tasks from ``queue``, in one statement
         (one round trip, one commit; may run in ``single_statement``)."""
-        rows = tx.all(
-            "task_complete_and_claim",
-            {
-                "ids": int_array(a[0] for a in attempts),
-                "attempts": int_array(a[1] for a in attempts),
-                "results": _results_array(attempts, results),
-                "owner": claim.owner,
-                "actor": claim.owner,
-                "queue": queue,
-                "mode": "unlimited",
-                "kinds": text_array(tuple(claim.kinds)),
-                "limit": limit,
-                "data": dumps({"version": claim.version} if claim.version else {}),
-            },
-        )
+        params = {
+            "ids": int_array(a[0] for a in attempts),
+            "attempts": int_array(a[1] for a in attempts),
+            "results": _results_array(attempts, results),
+            "owner": claim.owner,
+            "actor": claim.owner,
+            "queue": queue,
+            "mode": "unlimited",
+            "kinds": text_array(tuple(claim.kinds)),
+            "limit": limit,
+            "data": dumps({"version": claim.version} if claim.version else {}),
+        }
+        fair = queue in self.fair_queues
+        rows = tx.all("task_complete_and_claim_fair" if fair else "task_complete_and_claim", params)
         completed = rows[0]["completed_ids"] if rows else None
         moved = {int(i) for i in completed} if completed else set()
-        claimed = [r for r in rows if r["id"] is not None]
-        for row in claimed:
-            del row["completed_ids"], row["notified"]
-        return moved, claimed
+        if self._note_fair(queue, rows) and not fair:
+            # several tenants wait: the one-tenant claim took nothing; take the fair one (the
+            # completions have committed: this is a statement of its own)
+            rows = tx.all("task_claim_unlimited_fair", params)
+            self._note_fair(queue, rows)
+        return moved, claimed_rows(rows)
 
     # -- encoding ------------------------------------------------------------------------------
     def encode_time(self, value: datetime) -> datetime:

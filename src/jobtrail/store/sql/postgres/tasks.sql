@@ -91,6 +91,41 @@ SELECT now() AS now;
         FOR UPDATE OF w SKIP LOCKED))
     RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
 
+-- fragment: claim_gate
+-- The unlimited claims' first look (task_claim_unlimited, task_complete_and_claim and their
+-- _fair twins): is the queue open to them (not paused, no concurrency or rate limit), and do
+-- tasks of more than one tenant wait in it (two probes of jobtrail_tasks_due_tenant)? With one
+-- tenant the fair order is the due order, and the claim locks the first :limit due tasks
+-- straight off jobtrail_tasks_due; with several the driver uses the _fair twin, whose
+-- candidates, numbering and sort cost the planner and the server about twice as much.
+        SELECT NOT EXISTS (
+                   SELECT 1 FROM jobtrail_queues q
+                   WHERE q.name = %(queue)s
+                     AND (q.paused OR q.limit_total IS NOT NULL
+                          OR q.limit_per_tenant IS NOT NULL
+                          OR q.rate_per_second IS NOT NULL
+                          OR q.rate_per_tenant IS NOT NULL)) AS open,
+               (SELECT tenant FROM jobtrail_tasks
+                WHERE state = 'queued' AND queue = %(queue)s ORDER BY tenant LIMIT 1)
+               IS DISTINCT FROM
+               (SELECT tenant FROM jobtrail_tasks
+                WHERE state = 'queued' AND queue = %(queue)s ORDER BY tenant DESC LIMIT 1)
+               AS many
+
+-- fragment: claim_one_tenant_where
+-- The WHERE of an unlimited claim when the gate found at most one tenant waiting: the first
+-- :limit due tasks in the due order, locked with SKIP LOCKED as they are read (nothing when
+-- the gate found the queue closed or several tenants: the driver then takes the fair twin).
+    WHERE t.id = ANY(ARRAY(
+        SELECT w.id FROM jobtrail_tasks w
+        WHERE (SELECT open AND NOT many FROM gate)
+          AND w.state = 'queued' AND w.queue = %(queue)s AND w.run_at <= now()
+          AND w.kind = ANY(%(kinds)s::text[])
+        ORDER BY w.priority DESC, w.run_at, w.id
+        LIMIT %(limit)s
+        FOR UPDATE OF w SKIP LOCKED))
+    RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
+
 -- fragment: claim_log
 -- The claimed transitions of the rows of the CTE upd.
     INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
@@ -248,10 +283,26 @@ WITH upd AS (
 SELECT * FROM upd;
 
 -- name: task_claim_unlimited
--- task_claim for a queue without concurrency limits. One statement that appends its own
--- transitions, so it may run on an autocommit connection: it commits before its rows come
--- back.
-WITH upd AS (
+-- task_claim for a queue without concurrency limits, when at most one tenant waits in it. One
+-- statement that appends its own transitions, so it may run on an autocommit connection: it
+-- commits before its rows come back. Returns one row of NULLs when it claims nothing; every
+-- row says (fair) whether the fair twin is the one to use for this queue now.
+WITH gate AS (
+    -- include: claim_gate
+), upd AS (
+    -- include: claim_set
+    -- include: claim_one_tenant_where
+), log AS (
+    -- include: claim_log
+)
+SELECT upd.*, (SELECT open AND many FROM gate) AS fair
+FROM (SELECT 1) AS one LEFT JOIN upd ON true;
+
+-- name: task_claim_unlimited_fair
+-- task_claim_unlimited when tasks of several tenants wait: the fair order (fair_due).
+WITH gate AS (
+    -- include: claim_gate
+), upd AS (
     -- include: claim_set
     -- include: claim_due_head
     -- include: fair_due
@@ -259,7 +310,8 @@ WITH upd AS (
 ), log AS (
     -- include: claim_log
 )
-SELECT * FROM upd;
+SELECT upd.*, (SELECT open AND many FROM gate) AS fair
+FROM (SELECT 1) AS one LEFT JOIN upd ON true;
 
 -- name: task_move
 WITH upd AS (
@@ -334,7 +386,29 @@ SELECT id, pg_notify('jobtrail_finished', '')::text AS notified FROM done;
 -- claim cannot take a task this statement completes (those are leased, it takes queued ones).
 -- Every claimed row comes back with the ids that completed (an array, also on the one row of
 -- NULLs returned when nothing was claimed).
-WITH done AS (
+WITH gate AS (
+    -- include: claim_gate
+), done AS (
+    -- include: complete_update
+), done_log AS (
+    -- include: complete_log
+), upd AS (
+    -- include: claim_set
+    -- include: claim_one_tenant_where
+), log AS (
+    -- include: claim_log
+)
+SELECT upd.*, (SELECT array_agg(id) FROM done) AS completed_ids,
+       (SELECT pg_notify('jobtrail_finished', '')::text WHERE EXISTS (SELECT 1 FROM done))
+       AS notified,
+       (SELECT open AND many FROM gate) AS fair
+FROM (SELECT 1) AS one LEFT JOIN upd ON true;
+
+-- name: task_complete_and_claim_fair
+-- task_complete_and_claim with task_claim_unlimited_fair's claim.
+WITH gate AS (
+    -- include: claim_gate
+), done AS (
     -- include: complete_update
 ), done_log AS (
     -- include: complete_log
@@ -348,7 +422,8 @@ WITH done AS (
 )
 SELECT upd.*, (SELECT array_agg(id) FROM done) AS completed_ids,
        (SELECT pg_notify('jobtrail_finished', '')::text WHERE EXISTS (SELECT 1 FROM done))
-       AS notified
+       AS notified,
+       (SELECT open AND many FROM gate) AS fair
 FROM (SELECT 1) AS one LEFT JOIN upd ON true;
 
 -- name: task_annotate
