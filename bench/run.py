@@ -192,14 +192,18 @@ def cpu_ticks(pids: list[int], tree: bool = False) -> int:
 
 
 class Target:
-    def __init__(self, name: str, pg: str, tmp: Path) -> None:
+    def __init__(self, name: str, pg: str, tmp: Path, dbname: str | None = None) -> None:
+        """A fresh store for ``name``: the database ``dbname`` (default
+        ``bench_<$BENCH_DB_PREFIX><name>``), dropped and created, or a new SQLite file in
+        ``tmp``."""
         self.name = name
         self.backend, script, venv, self.count_sql = SYSTEMS[name]
         self.python = str(venv / "bin" / "python") if venv else sys.executable
         self.script = str(HERE / "peers" / script)
         if self.backend == "pg":
             # BENCH_DB_PREFIX: several runs on one server at once (the smoke test sets one)
-            dbname = "bench_" + os.environ.get("BENCH_DB_PREFIX", "") + name.replace("-", "_")
+            prefixed = "bench_" + os.environ.get("BENCH_DB_PREFIX", "") + name.replace("-", "_")
+            dbname = dbname or prefixed
             with psycopg.connect(pg, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
                 conn.execute(f'CREATE DATABASE "{dbname}"')
@@ -257,13 +261,15 @@ class Target:
             ).fetchall()
         return [int(r[0]) for r in rows]
 
-    def process(self, procs: int, target: int, timeout: float) -> tuple[float, float]:
-        """Start ``procs`` workers, wait until ``target`` finished rows; returns (jobs/s, CPU
-        ms per 1,000 jobs for workers + backends)."""
+    def process(
+        self, procs: int, target: int, timeout: float, phase: str = "work"
+    ) -> tuple[float, float]:
+        """Start ``procs`` workers (driver phase ``phase``), wait until ``target`` finished
+        rows; returns (jobs/s, CPU ms per 1,000 jobs for workers + backends)."""
         start_count = self.finished()
         workers = [
             subprocess.Popen(
-                [self.python, self.script, self.url, "work", "0"],
+                [self.python, self.script, self.url, phase, "0"],
                 env=self.env(),
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

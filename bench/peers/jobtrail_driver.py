@@ -1,4 +1,7 @@
-"""jobtrail through its public API (run with the project's own environment)."""
+"""jobtrail through its public API (run with the project's own environment).
+
+``steady_work`` is ``work``: the library's defaults (its adaptive prefetch) unless
+``BENCH_PREFETCH`` fixes a prefetch."""
 
 from __future__ import annotations
 
@@ -6,20 +9,33 @@ import os
 import sys
 from typing import Any
 
-from _common import CONCURRENCY, latency, record_latency, timed
+from _common import (
+    CONCURRENCY,
+    latency,
+    open_loop,
+    record_latency,
+    record_steady,
+    steady_mode,
+    timed,
+)
 
 import jobtrail
 
 url, phase, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 app = jobtrail.App(url)
+STEADY = steady_mode()
 
 
 @app.task("noop", max_attempts=1)
 def noop(ctx: Any, payload: Any) -> None:
-    record_latency(payload.get("t") if isinstance(payload, dict) else None)
+    t = payload.get("t") if isinstance(payload, dict) else None
+    if STEADY:
+        record_steady(ctx.task_id, t, payload.get("s"))
+    else:
+        record_latency(t)
 
 
-if phase.startswith("enqueue"):
+if phase.startswith(("enqueue", "steady_enqueue")):
     # connected before the clock starts, as the peers' drivers are (their connect or pool
     # open comes before the timed loop): one read checks a pooled connection out and in
     app.list(limit=1)
@@ -35,11 +51,17 @@ elif phase == "enqueue_bulk":
             app.enqueue_many([{"kind": "noop", "payload": {}}] * min(1000, n - i))
 
     timed(bulk, n)
-elif phase == "work":
+elif phase in ("work", "steady_work"):
     # concurrency handlers at once; the library's adaptive prefetch unless BENCH_PREFETCH
     # fixes one (run.py's -tuned rows: 10, as pgqueuer's default fetches batches of 10)
     fixed = os.environ.get("BENCH_PREFETCH")
     app.run_worker(concurrency=CONCURRENCY, prefetch=int(fixed) if fixed else None)
+elif phase == "steady_enqueue":
+
+    def sender() -> Any:  # one App for all threads: its pool is thread-safe
+        return lambda t, s: app.enqueue("noop", {"t": t, "s": s}) and None
+
+    open_loop(n, sender)
 elif phase == "latency":
     latency(__file__, url, n, lambda t: app.enqueue("noop", {"t": t}) and None)
 app.close()
