@@ -3,14 +3,14 @@
 
     python bench/many_workers.py                          # N=20,000; 2x10, 16x4, 8x8
     python bench/many_workers.py --rounds 3 --configs 2x10,16x4,16x4+16,16x4+0
-    BENCH_PREFETCH=0 python bench/many_workers.py         # jobtrail's default prefetch
+    BENCH_PREFETCH=10 python bench/many_workers.py        # a fixed prefetch for all
 
-A configuration ``PxC`` or ``PxC+F`` is P worker processes of concurrency C and prefetch F
-(``bench/peers/jobtrail_driver.py``; F defaults to ``BENCH_PREFETCH``, else C, as in
-``bench/run.py``). On a fresh database ``--db`` (default ``bench_many``, dropped and created at
-start; ``--drop`` drops it at the end), first a commit probe (``pg_activity.commit_probe``:
-commits/s of ``--probe`` connections with and without a pg_notify), then for each
-configuration:
+A configuration ``PxC`` or ``PxC+F`` is P worker processes of concurrency C and a fixed
+prefetch F (``bench/peers/jobtrail_driver.py``); without ``+F``, ``BENCH_PREFETCH`` if set,
+else the library's default (the adaptive prefetch, shown as ``+auto``). On a fresh database
+``--db`` (default ``bench_many``, dropped and created at start; ``--drop`` drops it at the
+end), first a commit probe (``pg_activity.commit_probe``: commits/s of ``--probe``
+connections with and without a pg_notify), then for each configuration:
 
 1. the tables are emptied, the queue paused and N no-op tasks enqueued in batches of 1,000;
 2. the P workers start, each with its own ``application_name`` (``many_w<i>``); once every one
@@ -113,22 +113,25 @@ def prepare(url: str, n: int) -> None:
         conn.execute("VACUUM ANALYZE jobtrail_transitions")
 
 
-def parse_config(text: str) -> tuple[int, int, int]:
-    """``PxC`` or ``PxC+F``: processes, concurrency, prefetch (default: ``BENCH_PREFETCH``, else
-    C, as bench/run.py's driver)."""
+def parse_config(text: str) -> tuple[int, int, int | None]:
+    """``PxC`` or ``PxC+F``: processes, concurrency, prefetch (default: ``BENCH_PREFETCH``,
+    else ``None``, the library's adaptive default)."""
     procs, rest = text.split("x")
     conc, _, prefetch = rest.partition("+")
-    default = os.environ.get("BENCH_PREFETCH", conc)
-    return int(procs), int(conc), int(prefetch or default)
+    chosen = prefetch or os.environ.get("BENCH_PREFETCH")
+    return int(procs), int(conc), int(chosen) if chosen else None
 
 
-def worker_env(concurrency: int, prefetch: int) -> dict[str, str]:
-    return dict(
+def worker_env(concurrency: int, prefetch: int | None) -> dict[str, str]:
+    env = dict(
         os.environ,
         PYTHONPATH=f"{ROOT / 'src'}:{HERE / 'peers'}",
         BENCH_CONCURRENCY=str(concurrency),
-        BENCH_PREFETCH=str(prefetch),
     )
+    env.pop("BENCH_PREFETCH", None)
+    if prefetch is not None:
+        env["BENCH_PREFETCH"] = str(prefetch)
+    return env
 
 
 def run_config(pg: str, dbname: str, n: int, config: str, args: Any) -> dict[str, Any]:
@@ -193,7 +196,8 @@ def run_config(pg: str, dbname: str, n: int, config: str, args: Any) -> dict[str
         worker_cpu = cpu_ticks([w.pid for w in workers], tree=True) - worker0
         pids = backend_pids(watch, dbname, "many_w")
         backend_cpu = sum(cpu_ticks([p]) - backend0.get(p, 0) for p in pids)
-        out: dict[str, Any] = {"config": f"{procs}x{conc}+{prefetch}", "procs": procs, "conc": conc}
+        shown = "auto" if prefetch is None else prefetch
+        out: dict[str, Any] = {"config": f"{procs}x{conc}+{shown}", "procs": procs, "conc": conc}
         span = watch.execute(
             "SELECT EXTRACT(EPOCH FROM max(at) - min(at))::float8 FROM jobtrail_transitions"
             " WHERE reason = 'completed'"
