@@ -315,14 +315,20 @@ class SQLiteDriver(OffLoop, Driver):
         self._wakeup.set()
 
     def _inserted(self, tx: Any, params: dict[str, Any]) -> tuple[int, datetime, datetime] | None:
-        cur = tx.conn.execute(self.sql["task_insert"], params)
-        got = cur.fetchone()
-        cur.fetchall()  # finish the statement (RETURNING rows are produced while stepping)
-        if got is None:
+        conn = tx.conn
+        now = conn.execute(self.sql["db_now"]).fetchone()[0]
+        cur = conn.execute(self.sql["task_insert"], {**params, "now": now})
+        if cur.rowcount == 0:  # the idempotency key exists (DO NOTHING)
             return None
-        created_at = datetime.fromtimestamp(got[1], UTC)
-        run_at = created_at if got[2] == got[1] else datetime.fromtimestamp(got[2], UTC)
-        return got[0], created_at, run_at
+        # run_at exactly as the insert computed it: the due time given, else now + the delay
+        # (one double addition, the same in SQLite and Python)
+        due = params["run_at"]
+        if due is None:
+            delay = params["delay"]
+            due = now if delay is None else now + delay
+        created_at = datetime.fromtimestamp(now, UTC)
+        run_at = created_at if due == now else datetime.fromtimestamp(due, UTC)
+        return cur.lastrowid, created_at, run_at
 
     def encode_time(self, value: datetime) -> float:
         if value.tzinfo is None:
