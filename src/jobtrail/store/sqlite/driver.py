@@ -330,6 +330,20 @@ class SQLiteDriver(OffLoop, Driver):
         run_at = created_at if due == now else datetime.fromtimestamp(due, UTC)
         return cur.lastrowid, created_at, run_at
 
+    def _log_created(self, tx: Tx, row: Row, new: NewTask) -> None:
+        # the same row as transition_insert writes, its constant columns in the statement
+        # (5 parameters instead of 15, none of them a NULL to adapt)
+        _conn(tx).execute(
+            self.sql["transition_insert_created"],
+            {
+                "task_id": row["id"],
+                "to_state": new.state.value,
+                "actor": new.actor,
+                "at": self.encode_time(row["created_at"]),
+                "data": dumps(new.data),
+            },
+        )
+
     def encode_time(self, value: datetime) -> float:
         if value.tzinfo is None:
             raise ValueError("times must be timezone-aware (UTC)")

@@ -141,6 +141,13 @@ INSERT INTO jobtrail_transitions (
 VALUES (:task_id, :seq, :from_state, :to_state, :reason, :error_category, :error, :actor,
         :attempt, :at, :note, :corrects, :data, :traceback, :error_class);
 
+-- name: transition_insert_created
+-- transition_insert of a task's creating transition (seq 1, from nothing, attempt 0), the
+-- single enqueue's second statement; the columns left out are NULL, as transition_insert
+-- writes them.
+INSERT INTO jobtrail_transitions (task_id, seq, to_state, reason, actor, attempt, at, data)
+VALUES (:task_id, 1, :to_state, 'enqueued', :actor, 0, :at, :data);
+
 -- name: lease_extend
 -- Renewal carries the same guard as every worker edge; the state it returns tells the worker
 -- whether a cancel was requested meanwhile.
