@@ -316,19 +316,14 @@ class SQLiteDriver(OffLoop, Driver):
 
     def _inserted(self, tx: Any, params: dict[str, Any]) -> tuple[int, datetime, datetime] | None:
         conn = tx.conn
-        now = conn.execute(self.sql["db_now"]).fetchone()[0]
-        cur = conn.execute(self.sql["task_insert"], {**params, "now": now})
+        cur = conn.execute(self.sql["task_insert"], params)
         if cur.rowcount == 0:  # the idempotency key exists (DO NOTHING)
             return None
-        # run_at exactly as the insert computed it: the due time given, else now + the delay
-        # (one double addition, the same in SQLite and Python)
-        due = params["run_at"]
-        if due is None:
-            delay = params["delay"]
-            due = now if delay is None else now + delay
-        created_at = datetime.fromtimestamp(now, UTC)
-        run_at = created_at if due == now else datetime.fromtimestamp(due, UTC)
-        return cur.lastrowid, created_at, run_at
+        task_id = cur.lastrowid
+        got = conn.execute(self.sql["task_inserted"], {"id": task_id}).fetchone()
+        created_at = datetime.fromtimestamp(got[0], UTC)
+        run_at = created_at if got[1] == got[0] else datetime.fromtimestamp(got[1], UTC)
+        return task_id, created_at, run_at
 
     def _log_created(self, tx: Tx, row: Row, new: NewTask) -> None:
         # the same row as transition_insert writes, its constant columns in the statement

@@ -8,19 +8,28 @@
 SELECT round((julianday('now') - 2440587.5) * 86400.0, 3) AS now;
 
 -- name: task_insert
--- :now is db_now, read first in the same transaction: the insert needs no RETURNING (whose rows
--- SQLite buffers in a temporary b-tree it opens and closes per statement, ~5 us of an enqueue's
--- CPU), the id is the connection's last rowid and the times are :now and run_at as computed
--- here (the driver builds the rest of the row from what it inserted, base.inserted_row).
+-- No RETURNING: SQLite buffers RETURNING rows in a temporary b-tree that it opens and closes per
+-- statement (~5 us of an enqueue's CPU). The driver reads what the database generated with
+-- task_inserted (the id is the connection's last rowid; nothing inserted: rowcount 0) and builds
+-- the rest of the row from what it inserted (base.inserted_row), as on PostgreSQL.
 INSERT INTO jobtrail_tasks (
     kind, queue, tenant, state, payload, payload_hash, idempotency_key, priority, max_attempts,
     lease_seconds, reentrant, run_at, parent_id, last_reason, seq, budget_started_at,
     created_at, updated_at)
 VALUES (
     :kind, :queue, :tenant, :state, :payload, :payload_hash, :idempotency_key, :priority,
-    :max_attempts, :lease_seconds, :reentrant, COALESCE(:run_at, :now + COALESCE(:delay, 0)),
-    :parent_id, 'enqueued', 1, :now, :now, :now)
+    :max_attempts, :lease_seconds, :reentrant,
+    COALESCE(:run_at, round((julianday('now') - 2440587.5) * 86400.0, 3) + COALESCE(:delay, 0)),
+    :parent_id, 'enqueued', 1,
+    round((julianday('now') - 2440587.5) * 86400.0, 3),
+    round((julianday('now') - 2440587.5) * 86400.0, 3),
+    round((julianday('now') - 2440587.5) * 86400.0, 3))
 ON CONFLICT (tenant, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
+
+-- name: task_inserted
+-- What task_insert generated for the row it just inserted (read after the write, so a caller's
+-- deferred transaction takes the write lock first, as before).
+SELECT created_at, run_at FROM jobtrail_tasks WHERE id = :id;
 
 -- name: task_get_by_key
 SELECT * FROM jobtrail_tasks
