@@ -2,7 +2,8 @@
 
 Loads ~50,000 queued tasks (with their ``enqueued`` transitions, so the store stays consistent)
 in one statement, ANALYZEs, and asks the planner how it would claim: PostgreSQL must not scan
-``jobtrail_tasks`` sequentially, SQLite must read the due index ``jobtrail_tasks_due``.
+``jobtrail_tasks`` sequentially, SQLite must read the due index ``jobtrail_tasks_due_tenant``
+(its only due index since migration 12).
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ def test_claim_reads_the_due_index(store: Any) -> None:
         else:
             rows = conn.execute("EXPLAIN QUERY PLAN " + sql, claim_params("sqlite")).fetchall()
             plan = "\n".join(str(r[3]) for r in rows)
-            assert "jobtrail_tasks_due" in plan, plan
+            assert "jobtrail_tasks_due_tenant" in plan, plan
             assert "SCAN jobtrail_tasks\n" not in plan + "\n", plan
 
 

@@ -54,16 +54,24 @@ def use_provider(provider: Any) -> None:
 
 
 def _tracer() -> Any:
+    """The tracer of jobtrail's spans, or ``None`` when no tracer provider is configured: then
+    OpenTelemetry's global provider is its proxy (or the no-op one), every span it gives is a
+    no-op one, and not making them saves ~9 us per enqueue and per attempt."""
     from opentelemetry import trace
 
-    provider = _provider if _provider is not None else trace.get_tracer_provider()
+    provider = _provider
+    if provider is None:
+        provider = trace.get_tracer_provider()
+        if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+            return None
     return provider.get_tracer("jobtrail")
 
 
 @contextmanager
 def send(queue: str, *, count: int = 1) -> Iterator[Any]:
     """The PRODUCER span of one enqueue (``None`` inside when tracing is off)."""
-    if not available():
+    tracer = _tracer() if available() else None
+    if tracer is None:
         yield None
         return
     from opentelemetry.trace import SpanKind
@@ -76,7 +84,7 @@ def send(queue: str, *, count: int = 1) -> Iterator[Any]:
     }
     if count != 1:
         attributes["messaging.batch.message_count"] = count
-    with _tracer().start_as_current_span(
+    with tracer.start_as_current_span(
         f"send {queue}", kind=SpanKind.PRODUCER, attributes=attributes
     ) as span:
         yield span if span.is_recording() else None
@@ -125,7 +133,8 @@ def process(
 ) -> Iterator[Processing | None]:
     """The CONSUMER span of one attempt (``None`` inside when tracing is off). ``stored`` is
     the context kept with the task (``carrier()`` at its enqueue), if any."""
-    if not available():
+    tracer = _tracer() if available() else None
+    if tracer is None:
         yield None
         return
     from opentelemetry import context as otel_context
@@ -133,7 +142,6 @@ def process(
     from opentelemetry.trace import Link, SpanKind
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-    tracer = _tracer()
     parent = otel_context.Context()  # never the worker thread's own context
     links: list[Any] = []
     if stored:
@@ -189,9 +197,12 @@ def recording() -> bool:
 def _probe() -> bool:
     if not available():
         return False
-    # A probe that is never ended is never exported; the API has no "is a provider set". A
-    # configured SDK gives a valid context even to a span its sampler drops (then the stored
-    # context of a sampled enqueue still decides, through a parent-based sampler); the API
-    # alone gives the invalid one.
-    span = _tracer().start_span("jobtrail.probe")
+    # No provider set: the global one is the API's proxy (``_tracer`` is None). Otherwise a
+    # probe that is never ended is never exported: a configured SDK gives a valid context even
+    # to a span its sampler drops (then the stored context of a sampled enqueue still decides,
+    # through a parent-based sampler); a no-op provider gives the invalid one.
+    tracer = _tracer()
+    if tracer is None:
+        return False
+    span = tracer.start_span("jobtrail.probe")
     return bool(span.is_recording() or span.get_span_context().is_valid)

@@ -210,19 +210,23 @@ class Driver(Statements, Reads, abc.ABC):
             return existing, False
         row = inserted_row(new, *got, loads_payload(new.payload_json))
         if not self.logs_in_statement:
-            self.transition_insert(
-                tx,
-                row["id"],
-                1,
-                None,
-                new.state,
-                "enqueued",
-                new.actor,
-                attempt=0,
-                at=row["created_at"],
-                data=new.data,
-            )
+            self._log_created(tx, row, new)
         return row, True
+
+    def _log_created(self, tx: Tx, row: Row, new: NewTask) -> None:
+        """Append the creating transition (``enqueued``) of ``new``, just inserted as ``row``."""
+        self.transition_insert(
+            tx,
+            row["id"],
+            1,
+            None,
+            new.state,
+            "enqueued",
+            new.actor,
+            attempt=0,
+            at=row["created_at"],
+            data=new.data,
+        )
 
     @abc.abstractmethod
     def _inserted(self, tx: Tx, params: dict[str, Any]) -> tuple[int, datetime, datetime] | None:

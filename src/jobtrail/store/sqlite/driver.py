@@ -20,8 +20,9 @@ from urllib.parse import quote
 
 from ...model.errors import SchemaMissing, StoreUnavailable
 from .. import queries
-from ..base import TIME_COLUMNS, Claim, Driver, NewTask, Row, Tx, dumps
+from ..base import Claim, Driver, NewTask, Row, Tx, dumps
 from ..offloop import OffLoop
+from .rows import decode_all, insert_rows
 
 #: How often an idle worker looks for commits by other processes (seconds). A commit waits
 #: half of it on average before a worker sees it; an idle worker spends ~3.4% of a core at
@@ -29,52 +30,6 @@ from ..offloop import OffLoop
 DATA_VERSION_POLL = 0.002
 #: How often a result waiter reads PRAGMA data_version (``watch_finished``).
 FINISHED_POLL = 0.005
-
-_JSON_COLUMNS = frozenset({"payload", "data", "result"})
-_BOOL_COLUMNS = frozenset({"reentrant", "is_effect", "paused"})
-
-
-def _decode(row: sqlite3.Row) -> Row:
-    out: Row = {}
-    for key in row.keys():
-        value = row[key]
-        if value is not None:
-            if key in TIME_COLUMNS:
-                value = datetime.fromtimestamp(value, UTC)
-            elif key in _JSON_COLUMNS:
-                value = json.loads(value)
-            elif key in _BOOL_COLUMNS:
-                value = bool(value)
-        out[key] = value
-    return out
-
-
-def _decode_all(cur: sqlite3.Cursor, rows: list[sqlite3.Row]) -> list[Row]:
-    """``_decode`` of every row of one statement: which columns to convert is worked out once
-    from the column names, then values are read by position (``sqlite3.Row`` finds a value by
-    name by comparing the name with each column in turn)."""
-    if not rows:
-        return []
-    names = [d[0] for d in cur.description]
-    if len(set(names)) != len(names):  # a repeated name: keep _decode's first-match reading
-        return [_decode(r) for r in rows]
-    times = [(i, n) for i, n in enumerate(names) if n in TIME_COLUMNS]
-    jsons = [(i, n) for i, n in enumerate(names) if n in _JSON_COLUMNS]
-    bools = [(i, n) for i, n in enumerate(names) if n in _BOOL_COLUMNS]
-    out: list[Row] = []
-    for r in rows:
-        row = dict(zip(names, r, strict=True))
-        for i, n in times:
-            if (value := r[i]) is not None:
-                row[n] = datetime.fromtimestamp(value, UTC)
-        for i, n in jsons:
-            if (value := r[i]) is not None:
-                row[n] = json.loads(value)
-        for i, n in bools:
-            if (value := r[i]) is not None:
-                row[n] = bool(value)
-        out.append(row)
-    return out
 
 
 class _Tx:
@@ -86,11 +41,11 @@ class _Tx:
         cur = self.conn.execute(self.sql[name], params or {})
         row = cur.fetchone()
         cur.fetchall()  # finish the statement (RETURNING rows are produced while stepping)
-        return _decode_all(cur, [row])[0] if row is not None else None
+        return decode_all(cur, [row])[0] if row is not None else None
 
     def all(self, name: str, params: dict[str, Any] | None = None) -> list[Row]:
         cur = self.conn.execute(self.sql[name], params or {})
-        return _decode_all(cur, cur.fetchall())
+        return decode_all(cur, cur.fetchall())
 
     def run(self, name: str, params: dict[str, Any] | None = None) -> int:
         return self.conn.execute(self.sql[name], params or {}).rowcount
@@ -180,6 +135,17 @@ class SQLiteDriver(OffLoop, Driver):
         if connection is not None:
             yield from self._caller_transaction(connection)
             return
+        conn = self._begin(write)
+        try:
+            yield _Tx(conn, self.sql)
+        except BaseException as exc:
+            self._rollback(conn, exc)
+            raise
+        else:
+            conn.execute("COMMIT")
+
+    def _begin(self, write: bool) -> sqlite3.Connection:
+        """This thread's connection, in a new transaction (``BEGIN IMMEDIATE`` to write)."""
         conn = self._connect()
         conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         # What this thread has seen: wait_for_work compares against it to notice commits by
@@ -187,14 +153,26 @@ class SQLiteDriver(OffLoop, Driver):
         # work (workers) keep it: an enqueue saves the statement.
         if getattr(self._local, "watching", False):
             self._local.seen = conn.execute("PRAGMA data_version").fetchone()[0]
+        return conn
+
+    def _rollback(self, conn: sqlite3.Connection, exc: BaseException) -> None:
+        conn.execute("ROLLBACK")
+        self._raise_schema_missing(exc)
+
+    def task_insert_alone(self, new: NewTask) -> tuple[Row, bool]:
+        """``Driver.task_insert_alone`` (a single enqueue) with no context manager between the
+        caller and its four statements: the same ``task_insert`` in the same transaction as
+        ``transaction()`` makes, the wake-up after the commit."""
+        conn = self._begin(True)
         try:
-            yield _Tx(conn, self.sql)
+            row, created = self.task_insert(_Tx(conn, self.sql), new)
         except BaseException as exc:
-            conn.execute("ROLLBACK")
-            self._raise_schema_missing(exc)
+            self._rollback(conn, exc)
             raise
-        else:
-            conn.execute("COMMIT")
+        conn.execute("COMMIT")
+        if created:
+            self._wakeup.set()
+        return row, created
 
     def _raise_schema_missing(self, exc: BaseException) -> None:
         """A statement that met no jobtrail table: the schema is missing (never migrated)."""
@@ -337,14 +315,29 @@ class SQLiteDriver(OffLoop, Driver):
         self._wakeup.set()
 
     def _inserted(self, tx: Any, params: dict[str, Any]) -> tuple[int, datetime, datetime] | None:
-        cur = tx.conn.execute(self.sql["task_insert"], params)
-        got = cur.fetchone()
-        cur.fetchall()  # finish the statement (RETURNING rows are produced while stepping)
-        if got is None:
+        conn = tx.conn
+        cur = conn.execute(self.sql["task_insert"], params)
+        if cur.rowcount == 0:  # the idempotency key exists (DO NOTHING)
             return None
-        created_at = datetime.fromtimestamp(got[1], UTC)
-        run_at = created_at if got[2] == got[1] else datetime.fromtimestamp(got[2], UTC)
-        return got[0], created_at, run_at
+        task_id = cur.lastrowid
+        got = conn.execute(self.sql["task_inserted"], {"id": task_id}).fetchone()
+        created_at = datetime.fromtimestamp(got[0], UTC)
+        run_at = created_at if got[1] == got[0] else datetime.fromtimestamp(got[1], UTC)
+        return task_id, created_at, run_at
+
+    def _log_created(self, tx: Tx, row: Row, new: NewTask) -> None:
+        # the same row as transition_insert writes, its constant columns in the statement
+        # (5 parameters instead of 15, none of them a NULL to adapt)
+        _conn(tx).execute(
+            self.sql["transition_insert_created"],
+            {
+                "task_id": row["id"],
+                "to_state": new.state.value,
+                "actor": new.actor,
+                "at": self.encode_time(row["created_at"]),
+                "data": dumps(new.data),
+            },
+        )
 
     def encode_time(self, value: datetime) -> float:
         if value.tzinfo is None:
@@ -364,12 +357,12 @@ class SQLiteDriver(OffLoop, Driver):
     # the same as the one-by-one path would append (seq, attempt and at copied from the task
     # row in SQL, so no time makes a round trip through Python).
     def task_insert_many(self, tx: Tx, news: Sequence[NewTask]) -> list[tuple[Row, bool]]:
-        text = _insert_rows(news) if len(news) > 1 else None
+        text = insert_rows(news) if len(news) > 1 else None
         if text is None:
             return super().task_insert_many(tx, news)
         conn = _conn(tx)
         cur = conn.execute(self.sql["task_insert_many"], {"rows": text})
-        rows = _decode_all(cur, cur.fetchall())
+        rows = decode_all(cur, cur.fetchall())
         if len(rows) != len(news):  # pragma: no cover - nothing can conflict without a key
             raise RuntimeError(f"inserted {len(rows)} tasks of {len(news)}")
         rows.sort(key=_by_id)
@@ -431,82 +424,6 @@ def _conn(tx: Tx) -> sqlite3.Connection:
 
 def _by_id(row: Row) -> int:
     return int(row["id"])
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-#: Doubles that travel through JSON exactly as integers (SQLite 3.40 parses JSON integers
-#: exactly; the double it computes from them is then exact too, see ``_ratio``).
-_EXACT_INT = 1 << 53
-_MAX_DENOMINATOR = 1 << 62
-
-
-def _ratio(value: float) -> tuple[int, int] | None:
-    """``value`` as ``(numerator, power-of-two denominator)`` that SQLite turns back into the
-    same double (``CAST(n AS REAL) / d`` is exact: ``n`` fits a double, ``d`` is a power of
-    two); ``None`` when either would not fit a 64-bit integer."""
-    n, d = float(value).as_integer_ratio()
-    if d > _MAX_DENOMINATOR or not -(1 << 63) < n < (1 << 63):
-        return None
-    return n, d
-
-
-def _micros(value: datetime) -> int | None:
-    """``value`` in integer microseconds since the epoch; ``CAST(us AS REAL) / 1000000.0`` in
-    SQLite is then the very double ``value.timestamp()`` (one correctly rounded division)."""
-    if value.tzinfo is None:
-        raise ValueError("times must be timezone-aware (UTC)")
-    delta = value - _EPOCH
-    us = (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
-    return us if -_EXACT_INT < us < _EXACT_INT else None
-
-
-def _insert_rows(news: Sequence[NewTask]) -> str | None:
-    """The JSON ``:rows`` of ``task_insert_many`` — or ``None`` when these tasks take the
-    one-by-one path: idempotency keys or parents (a conflict or a parent check per task), more
-    than one actor or transition data, a value that would not travel exactly (a NUL character,
-    which SQLite's JSON functions cut text at; a float or time outside ``_ratio``/``_micros``)."""
-    first = news[0]
-    rows: list[list[Any]] = []
-    for n in news:
-        if (
-            n.idempotency_key is not None
-            or n.parent_id is not None
-            or n.actor != first.actor
-            or n.data != first.data
-        ):
-            return None
-        lease = _ratio(n.lease_seconds)
-        run_us = None
-        if n.run_at is not None:
-            run_us = _micros(n.run_at)
-            if run_us is None:
-                return None
-        delay: tuple[int, int] | tuple[None, None] | None = (None, None)
-        if n.delay is not None:
-            delay = _ratio(n.delay)
-        if lease is None or delay is None:
-            return None
-        rows.append(
-            [
-                n.kind,
-                n.queue,
-                n.tenant,
-                n.state.value,
-                n.payload_json,
-                n.payload_hash,
-                n.priority,
-                n.max_attempts,
-                lease[0],
-                lease[1],
-                1 if n.reentrant else 0,
-                run_us,
-                delay[0],
-                delay[1],
-            ]
-        )
-    text = dumps(rows)
-    # \u0000 is how a NUL character appears (a false alarm only costs the one-by-one path)
-    return None if "\\u0000" in text else text
 
 
 def _statements(script: str) -> Iterator[str]:
