@@ -66,13 +66,21 @@ class ViewsAPI(OpsAPI):
             "now": row["db_now"],
         }
 
-    def state_counts(self) -> dict[str, int]:
-        """Tasks per open state plus ``dead`` (not dismissed): two indexed counts, no window."""
+    def state_counts(self, *, upto: int | None = None) -> dict[str, int]:
+        """Tasks per open state plus ``dead`` (not dismissed): two indexed counts, no window.
+        With ``upto`` each state is counted up to ``upto`` tasks at most (a count equal to
+        ``upto`` means that many or more), so the answer never waits on a million-row count."""
         with self._driver.transaction(write=False) as tx:
             counts = {s: 0 for s in OPEN_STATES}
-            for r in self._driver.view_state_counts(tx):
+            if upto is None:
+                rows = self._driver.view_state_counts(tx)
+                dead = self._driver.view_dead_count(tx)
+            else:
+                upto = validate.integer(upto, "upto", 1, 2**31 - 1)
+                rows = self._driver.view_state_counts_upto(tx, upto=upto)
+                dead = self._driver.view_dead_count_upto(tx, upto=upto)
+            for r in rows:
                 counts[r["state"]] = int(r["n"])
-            dead = self._driver.view_dead_count(tx)
         counts["dead"] = int(dead["n"]) if dead else 0
         return counts
 

@@ -373,6 +373,15 @@ MESSAGES: dict[str, dict[str, str]] = {
     "cli.s_replayed": {"en": "   replayed {n}x", "zh": "   重放 {n} 次"},
     "cli.s_until": {"en": "{owner} until {at}", "zh": "{owner}，直到 {at}"},
     "cli.s_deadline": {"en": " (deadline {at})", "zh": "（截止 {at}）"},
+    "stats.window_capped": {
+        "en": "the window holds more than {n} transitions: these figures are of the newest {n},"
+        " the last {seconds}s",
+        "zh": "时间窗内的状态变更超过 {n} 条：以上数字只取最新的 {n} 条，即最近 {seconds} 秒",
+    },
+    "stats.at_least": {
+        "en": "N+: N or more (counted up to N)",
+        "zh": "N+：至少 N（只数到 N）",
+    },
     "cli.stats_head": {
         "en": "queue health at {at} (rates per minute over the last {window}s)",
         "zh": "队列健康状况，截至 {at}（最近 {window} 秒内每分钟的速率）",

@@ -28,8 +28,9 @@ class Reads:
         limit: int = 100,
         before_id: int | None = None,
     ) -> list[Row]:
+        # one state: its own statement, whose state is an index condition in any plan
         return tx.all(
-            "task_list",
+            "task_list" if state is None else "view_task_list_state",
             {
                 "state": state,
                 "kind": kind,

@@ -62,3 +62,29 @@ WHERE x.at > %(after)s::timestamptz AND x.at <= %(upto)s::timestamptz
   AND x.reason NOT IN ('cancel_requested', 'lease_expired', 'lease_expired_cancelled',
                        'lease_expired_effect_uncertain', 'manual_fix')
   AND x.from_state <> x.to_state;
+
+-- name: view_state_counts_upto
+-- view_state_counts with each state counted up to upto (an index-only walk of at most upto
+-- entries per state): the dashboard's header shows "upto or more" instead of waiting on a
+-- million-row count.
+SELECT s.state,
+       (SELECT COUNT(*) FROM (SELECT 1 FROM jobtrail_tasks t WHERE t.state = s.state
+                              LIMIT %(upto)s) c) AS n
+FROM (VALUES ('queued'), ('leased'), ('cancel_requested'), ('awaiting_receipt'), ('waiting'))
+     AS s(state);
+
+-- name: view_dead_count_upto
+SELECT COUNT(*) AS n FROM (SELECT 1 FROM jobtrail_tasks WHERE state = 'dead'
+                           AND dismissed_at IS NULL LIMIT %(upto)s) c;
+
+-- name: view_task_list_state
+-- task_list for one state (the dashboard's state filter): state is an index condition of
+-- jobtrail_tasks_state_id even in a generic plan, so a page reads its rows, newest first.
+SELECT * FROM jobtrail_tasks
+WHERE state = %(state)s::text
+  AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+  AND id < COALESCE(%(before_id)s::bigint, 9223372036854775807)
+ORDER BY id DESC
+LIMIT %(limit)s;

@@ -57,3 +57,29 @@ WHERE x.at > :after AND x.at <= :upto
   AND x.reason NOT IN ('cancel_requested', 'lease_expired', 'lease_expired_cancelled',
                        'lease_expired_effect_uncertain', 'manual_fix')
   AND x.from_state <> x.to_state;
+
+-- name: view_state_counts_upto
+-- view_state_counts with each state counted up to upto (an index-only walk of at most upto
+-- entries per state): the dashboard's header shows "upto or more" instead of waiting on a
+-- million-row count.
+SELECT s.state,
+       (SELECT COUNT(*) FROM (SELECT 1 FROM jobtrail_tasks t WHERE t.state = s.state
+                              LIMIT :upto) c) AS n
+FROM (SELECT 'queued' AS state UNION ALL SELECT 'leased' UNION ALL SELECT 'cancel_requested'
+      UNION ALL SELECT 'awaiting_receipt' UNION ALL SELECT 'waiting') s;
+
+-- name: view_dead_count_upto
+SELECT COUNT(*) AS n FROM (SELECT 1 FROM jobtrail_tasks WHERE state = 'dead'
+                           AND dismissed_at IS NULL LIMIT :upto) c;
+
+-- name: view_task_list_state
+-- task_list for one state (the dashboard's state filter): state is an index condition of
+-- jobtrail_tasks_state_id even in a generic plan, so a page reads its rows, newest first.
+SELECT * FROM jobtrail_tasks
+WHERE state = :state
+  AND (:kind IS NULL OR kind = :kind)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:tenant IS NULL OR tenant = :tenant)
+  AND id < COALESCE(:before_id, 9223372036854775807)
+ORDER BY id DESC
+LIMIT :limit;
