@@ -151,7 +151,10 @@ def pg_from_template() -> None:
 
 def pg_exists(db: str) -> bool:
     with psycopg.connect(pg_url("postgres"), autocommit=True) as conn:
-        return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (db,)).fetchone() is not None
+        return (
+            conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (db,)).fetchone()
+            is not None
+        )
 
 
 # -- SQLite -------------------------------------------------------------------------------------
@@ -252,7 +255,9 @@ def processing(url: str, n: int) -> float:
 
 def claim_latency(app: jobtrail.App, claims: int) -> tuple[float, float]:
     driver = app._driver
-    request = Claim(owner="bench:9:c", queues=list(QUEUES), kinds=list(KINDS), limit=10, version=None)
+    request = Claim(
+        owner="bench:9:c", queues=list(QUEUES), kinds=list(KINDS), limit=10, version=None
+    )
     times = []
     for _ in range(claims):
         t0 = time.perf_counter()

@@ -41,7 +41,11 @@ def _rows(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
 
 
 def _without_bounds(report: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in copy.deepcopy(report).items() if k not in ("at", "window_limit", "count_limit")}
+    out = {
+        k: v
+        for k, v in copy.deepcopy(report).items()
+        if k not in ("at", "window_limit", "count_limit")
+    }
     for q in out["queues"]:
         q.pop("oldest_due_age")  # ages move with the clock between the two reads
     return out
@@ -57,8 +61,10 @@ def test_below_its_bounds_bounded_stats_equal_the_exact_ones(app: jobtrail.App) 
     assert exact["window_limit"] is None and exact["count_limit"] is None
     assert all(q["at_least"] == [] for q in bounded["queues"])
     assert _without_bounds(bounded) == _without_bounds(exact)
-    ages = [(q["oldest_due_age"], e["oldest_due_age"]) for q, e in
-            zip(bounded["queues"], exact["queues"], strict=True)]
+    ages = [
+        (q["oldest_due_age"], e["oldest_due_age"])
+        for q, e in zip(bounded["queues"], exact["queues"], strict=True)
+    ]
     assert all(a is not None and abs(a - b) < 5 for a, b in ages), ages
 
 
@@ -108,6 +114,21 @@ def test_a_window_with_more_transitions_than_the_bound_is_shortened_and_says_so(
     assert app.stats(window=3600)["window_capped"] is False  # exactly the bound: all read
 
 
+def test_the_activity_charts_read_the_newest_transitions_and_say_from_when(
+    app: jobtrail.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fill(app)
+    whole = app.activity(window=3600, bucket=300)
+    assert whole["capped"] is False and whole["complete_since"] == whole["since"]
+    assert sum(sum(q["arrivals"]) for q in whole["queues"].values()) == 12
+    monkeypatch.setattr(stats_module, "WINDOW_TRANSITIONS", 4)
+    part = app.activity(window=3600, bucket=300)
+    assert part["capped"] is True and part["since"] < part["complete_since"] <= part["now"]
+    assert 4 <= sum(sum(q["arrivals"]) for q in part["queues"].values()) < 12
+    exact = app.activity(window=3600, bucket=300, exact=True)
+    assert exact["capped"] is False and exact["queues"] == whole["queues"]
+
+
 def test_state_counts_up_to_a_bound(app: jobtrail.App) -> None:
     _fill(app)
     exact = app.state_counts()
@@ -155,6 +176,7 @@ def test_the_dashboard_shows_bounds_as_bounds(
         assert re.search(r"<td>a</td><td>x</td><td>3\+</td>", queues.text), queues.text
         assert re.search(r"<td>a</td><td>y</td><td>2</td>", queues.text)
         assert 'id="window-capped"' in queues.text and 'id="at-least"' in queues.text
+        assert 'id="activity-capped"' in queues.text
     monkeypatch.setattr(routes, "COUNT_CAP", 100)
     monkeypatch.setattr(stats_module, "COUNT_UPTO", 100)
     monkeypatch.setattr(stats_module, "WINDOW_TRANSITIONS", 100)
@@ -164,3 +186,4 @@ def test_the_dashboard_shows_bounds_as_bounds(
         queues = web.get("/queues?lang=en", headers=READ).text
         assert re.search(r"<td>a</td><td>x</td><td>7</td>", queues), queues
         assert 'id="window-capped"' not in queues and 'id="at-least"' not in queues
+        assert 'id="activity-capped"' not in queues

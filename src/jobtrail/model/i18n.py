@@ -143,6 +143,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "total {total}, per tenant {per_tenant}",
         "zh": "总计 {total}，每租户 {per_tenant}",
     },
+    "queues.activity_capped": {
+        "en": "the activity charts read the newest {n} transitions only: complete from {since}",
+        "zh": "活动图只读取最新的 {n} 条状态变更：自 {since} 起完整",
+    },
     "queues.totals": {
         "en": "{arrived} arrived, {finished} finished",
         "zh": "到达 {arrived}，完成 {finished}",

@@ -204,8 +204,8 @@ class Statements:
         return tx.one("stats_window_start", {"since": since, "skip": skip})
 
     # -- views for people ----------------------------------------------------------------------
-    def view_activity(self, tx: Tx, *, since: Any, bucket: Any) -> list[Row]:
-        return tx.all("view_activity", {"since": since, "bucket": bucket})
+    def view_activity(self, tx: Tx, *, since: Any, bucket: Any, start: Any = None) -> list[Row]:
+        return tx.all("view_activity", {"since": since, "bucket": bucket, "start": start})
 
     def view_counts_between(self, tx: Tx, *, after: Any, upto: Any) -> list[Row]:
         return tx.all("view_counts_between", {"after": after, "upto": upto})

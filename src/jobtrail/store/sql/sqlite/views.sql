@@ -15,11 +15,12 @@ WHERE tenant = :tenant AND kind = :kind AND idempotency_key = :key;
 
 -- name: view_activity
 -- Arrivals (enqueued or replayed: work that entered the queue) and completions (terminal outcomes) per queue and bucket since :since.
+-- start: read from there instead (a later time: the activity bound), buckets still from since.
 SELECT t.queue, CAST((x.at - :since) / :bucket AS INTEGER) AS bucket,
        SUM(CASE WHEN x.reason IN ('enqueued', 'replayed') THEN 1 ELSE 0 END) AS arrivals,
        SUM(CASE WHEN x.reason NOT IN ('enqueued', 'replayed') THEN 1 ELSE 0 END) AS completions
 FROM jobtrail_transitions x JOIN jobtrail_tasks t ON t.id = x.task_id
-WHERE x.at >= :since
+WHERE x.at >= COALESCE(:start, :since)
   AND (x.reason IN ('enqueued', 'replayed')
        OR (x.to_state IN ('succeeded', 'cancelled', 'dead')
            AND x.reason NOT IN ('dismissed', 'correction')))
