@@ -169,6 +169,15 @@ def sqlite_fill(path: Path, queued: int, finished: int) -> float:
     app.close()
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA synchronous = OFF")
+    if finished:
+        sqlite_finished(conn, finished)
+    sqlite_queued(conn, queued)
+    conn.execute("ANALYZE")
+    conn.close()
+    return time.perf_counter() - start
+
+
+def sqlite_finished(conn: sqlite3.Connection, finished: int) -> None:
     conn.execute("BEGIN IMMEDIATE")
     kind = "CASE i % 3 WHEN 0 THEN 'publish' WHEN 1 THEN 'email' ELSE 'render' END"
     queue = "CASE WHEN i % 10 < 5 THEN 'default' WHEN i % 10 < 8 THEN 'bulk' ELSE 'critical' END"
@@ -196,10 +205,6 @@ def sqlite_fill(path: Path, queued: int, finished: int) -> float:
               UNION ALL SELECT 3, 'leased', NULL, NULL, 'w:1:x', 1, 1.5, '{}') s
         ORDER BY t.id, s.seq""")
     conn.execute("COMMIT")
-    sqlite_queued(conn, queued)
-    conn.execute("ANALYZE")
-    conn.close()
-    return time.perf_counter() - start
 
 
 def sqlite_queued(conn: sqlite3.Connection, queued: int) -> None:

@@ -151,8 +151,8 @@ class OpsAPI(RatesAPI):
         completion rates per minute over the last ``window`` seconds, retries and lease
         expiries, dead count and oldest dead age, queue wait and run time p50/p95, and the
         estimated drain time. Bounded unless ``exact``: queued counts stop at 10,000 per queue
-        and kind (named in the group's ``at_least``) and a window holding more than 20,000
-        transitions is shortened to the newest 20,000 (``window_capped``, ``window_seconds``
+        and kind (named in the group's ``at_least``) and a window holding more than 10,000
+        transitions is shortened to the newest 10,000 (``window_capped``, ``window_seconds``
         the window read): see ``services.stats``."""
         window = validate.seconds(window, "window", positive=True)
         with self._driver.transaction(write=False) as tx:

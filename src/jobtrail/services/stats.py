@@ -57,7 +57,7 @@ def drain_time(backlog: int, arrivals_per_min: float, completions_per_min: float
 #: queued tasks counted per queue and kind, at most (bounded stats)
 COUNT_UPTO = 10_000
 #: transitions a window reads, at most (bounded stats)
-WINDOW_TRANSITIONS = 20_000
+WINDOW_TRANSITIONS = 10_000
 
 
 def _entry() -> dict[str, Any]:
