@@ -230,11 +230,16 @@ WITH RECURSIVE g(queue, kind) AS (
     SELECT * FROM (SELECT queue, kind FROM jobtrail_tasks WHERE state = 'queued'
                    ORDER BY queue, kind LIMIT 1)
     UNION ALL
+    -- the next kind of this queue, else the first of the next queue: two index range starts
+    -- (a row-value "(queue, kind) >" starts at the queue and walks its kinds' tasks)
     SELECT n.queue, n.kind FROM g
-    JOIN jobtrail_tasks n ON n.id = (
-        SELECT id FROM jobtrail_tasks
-        WHERE state = 'queued' AND (queue, kind) > (g.queue, g.kind)
-        ORDER BY queue, kind LIMIT 1)
+    JOIN jobtrail_tasks n ON n.id = COALESCE(
+        (SELECT id FROM jobtrail_tasks
+         WHERE state = 'queued' AND queue = g.queue AND kind > g.kind
+         ORDER BY queue, kind LIMIT 1),
+        (SELECT id FROM jobtrail_tasks
+         WHERE state = 'queued' AND queue > g.queue
+         ORDER BY queue, kind LIMIT 1))
 )
 SELECT g.queue, g.kind, 'queued' AS state,
        (SELECT COUNT(*) FROM (SELECT 1 FROM jobtrail_tasks t
