@@ -2,8 +2,8 @@
 
 Loads 20,000 cancelled tasks and then 50,000 queued ones (the newest ids all queued, as in a
 backlog), ANALYZEs, and asks the planner: a page of one state must read
-``jobtrail_tasks_state_id`` (never walk the primary key past the queued tasks, in custom and
-generic plans), and the bounded queue health must read ``jobtrail_tasks_queued_kind``.
+``jobtrail_tasks_state_kind`` kind by kind (never walk the primary key past the queued tasks,
+in custom and generic plans), and the bounded queue health must read ``jobtrail_tasks_queued_kind``.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ SELECT id, 2, 'queued', 'cancelled', 'cancelled_before_start', 'caller', 0, crea
 FROM jobtrail_tasks WHERE seq = 2
 """
 
-PAGE = {"state": "cancelled", "kind": None, "queue": None, "tenant": None, "before_id": None}
+PAGE = {"state": "cancelled", "kind": "noop", "queue": None, "tenant": None, "before_id": None}
 
 
 def test_a_page_of_one_state_and_the_bounded_health_read_their_indexes(store: Any) -> None:
@@ -70,20 +70,20 @@ def test_a_page_of_one_state_and_the_bounded_health_read_their_indexes(store: An
             )
         if store.backend == "sqlite":
             conn.execute(SQLITE_LOG)
-    page = driver.sql["view_task_list_state"]
+    page = driver.sql["view_task_list_state_kind"]
     health = driver.sql["stats_open_bounded"]
     with driver.transaction() as tx:
         conn = tx.conn  # type: ignore[attr-defined]
         conn.execute("ANALYZE")
         if store.backend == "postgres":
-            for params in (PAGE, {**PAGE, "kind": "noop"}, {**PAGE, "before_id": 10_000}):
+            for params in (PAGE, {**PAGE, "queue": "default"}, {**PAGE, "before_id": 10_000}):
                 args = {**params, "limit": 51}
                 plans = ["\n".join(r[0] for r in conn.execute("EXPLAIN " + page, args))]
                 conn.execute("SET plan_cache_mode = force_generic_plan")
                 plans.append(_generic_plan(conn, page, args))
                 conn.execute("RESET plan_cache_mode")
                 for plan in plans:
-                    assert "jobtrail_tasks_state_id" in plan, (params, plan)
+                    assert "jobtrail_tasks_state_kind" in plan, (params, plan)
                     assert "jobtrail_tasks_pkey" not in plan, (params, plan)
             rows = conn.execute("EXPLAIN " + health, {"upto": 10_001}).fetchall()
             plan = "\n".join(r[0] for r in rows)
@@ -92,11 +92,24 @@ def test_a_page_of_one_state_and_the_bounded_health_read_their_indexes(store: An
         else:
             rows = conn.execute("EXPLAIN QUERY PLAN " + page, {**PAGE, "limit": 51}).fetchall()
             plan = "\n".join(str(r[3]) for r in rows)
-            assert "jobtrail_tasks_state_id" in plan, plan
+            assert "jobtrail_tasks_state_kind" in plan, plan
             rows = conn.execute("EXPLAIN QUERY PLAN " + health, {"upto": 10_001}).fetchall()
             plan = "\n".join(str(r[3]) for r in rows)
             assert "jobtrail_tasks_queued_kind" in plan, plan
-    # and the answers: the newest succeeded tasks, the queued counted up to the bound
+    kinds = driver.sql["view_state_kinds"]
+    with driver.transaction() as tx:
+        conn = tx.conn  # type: ignore[attr-defined]
+        if store.backend == "postgres":
+            rows = conn.execute("EXPLAIN " + kinds, {"state": "cancelled"}).fetchall()
+            plan = "\n".join(r[0] for r in rows)
+            assert "Seq Scan on jobtrail_tasks" not in plan, plan
+        else:
+            rows = conn.execute("EXPLAIN QUERY PLAN " + kinds, {"state": "cancelled"}).fetchall()
+            plan = "\n".join(str(r[3]) for r in rows)
+            assert "SCAN jobtrail_tasks\n" not in plan + "\n", plan
+        found = [r["kind"] for r in tx.all("view_state_kinds", {"state": "cancelled"})]
+        assert found == ["noop", "other"]
+    # and the answers: the newest cancelled tasks, the queued counted up to the bound
     newest = app.list(state="cancelled", limit=3)
     assert [t.state for t in newest] == ["cancelled"] * 3
     assert int(newest[0].id) == 20_000

@@ -7,8 +7,3 @@
 -- when a task enters the queue.
 CREATE INDEX jobtrail_tasks_queued_kind ON jobtrail_tasks (queue, kind, run_at)
     WHERE state = 'queued';
-
--- A page of tasks in one state, newest first (the dashboard's task list with a state filter):
--- without it the newest-first walk of the primary key passes every newer task of the other
--- states (a million queued ones before the first succeeded one).
-CREATE INDEX jobtrail_tasks_state_id ON jobtrail_tasks (state, id);

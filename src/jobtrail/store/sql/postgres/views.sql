@@ -78,18 +78,30 @@ FROM (VALUES ('queued'), ('leased'), ('cancel_requested'), ('awaiting_receipt'),
 SELECT COUNT(*) AS n FROM (SELECT 1 FROM jobtrail_tasks WHERE state = 'dead'
                            AND dismissed_at IS NULL LIMIT %(upto)s) c;
 
--- name: view_task_list_state
--- task_list for one state (the dashboard's state filter), newest first through
--- jobtrail_tasks_state_id. The state is written as a range of one value and ordered on: with
--- "state = $1 ORDER BY id DESC" the planner walks the primary key backwards and filters on
--- the state, guessing it finds a page at once (it does not know the newest million tasks are
--- all queued: 0.3-0.5 s before the first succeeded one); this way only the (state, id) index
--- gives the order, in custom and generic plans alike.
+-- name: view_state_kinds
+-- The kinds that have tasks in one state: a skip scan of jobtrail_tasks_state_kind (one probe
+-- per kind, not one row per task).
+WITH RECURSIVE k(kind) AS (
+    (SELECT kind FROM jobtrail_tasks WHERE state = %(state)s::text ORDER BY kind LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.kind FROM jobtrail_tasks t
+            WHERE t.state = %(state)s::text AND t.kind > k.kind ORDER BY t.kind LIMIT 1)
+    FROM k WHERE k.kind IS NOT NULL
+)
+SELECT kind FROM k WHERE kind IS NOT NULL;
+
+-- name: view_task_list_state_kind
+-- task_list for one state and kind, newest first through jobtrail_tasks_state_kind (a page of
+-- one state is the newest of these over its kinds: store.reads). State and kind are written as
+-- ranges of one value and ordered on: with "state = $1 AND kind = $2 ORDER BY id DESC" the
+-- planner walks the primary key backwards filtering on them, guessing it finds a page at once
+-- (it does not know the newest million tasks are all queued: 0.3-0.5 s before the first
+-- succeeded one); this way only the index gives the order, in custom and generic plans alike.
 SELECT * FROM jobtrail_tasks
 WHERE state >= %(state)s::text AND state <= %(state)s::text
-  AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+  AND kind >= %(kind)s::text AND kind <= %(kind)s::text
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
   AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
   AND id < COALESCE(%(before_id)s::bigint, 9223372036854775807)
-ORDER BY state DESC, id DESC
+ORDER BY state DESC, kind DESC, id DESC
 LIMIT %(limit)s;

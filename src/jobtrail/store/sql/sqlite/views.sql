@@ -73,12 +73,23 @@ FROM (SELECT 'queued' AS state UNION ALL SELECT 'leased' UNION ALL SELECT 'cance
 SELECT COUNT(*) AS n FROM (SELECT 1 FROM jobtrail_tasks WHERE state = 'dead'
                            AND dismissed_at IS NULL LIMIT :upto) c;
 
--- name: view_task_list_state
--- task_list for one state (the dashboard's state filter): state is an index condition of
--- jobtrail_tasks_state_id even in a generic plan, so a page reads its rows, newest first.
+-- name: view_state_kinds
+-- The kinds that have tasks in one state: a skip scan of jobtrail_tasks_state_kind (one probe
+-- per kind, not one row per task).
+WITH RECURSIVE k(kind) AS (
+    SELECT * FROM (SELECT kind FROM jobtrail_tasks WHERE state = :state ORDER BY kind LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.kind FROM jobtrail_tasks t
+            WHERE t.state = :state AND t.kind > k.kind ORDER BY t.kind LIMIT 1)
+    FROM k WHERE k.kind IS NOT NULL
+)
+SELECT kind FROM k WHERE kind IS NOT NULL;
+
+-- name: view_task_list_state_kind
+-- task_list for one state and kind, newest first through jobtrail_tasks_state_kind (a page of
+-- one state is the newest of these over its kinds: store.reads).
 SELECT * FROM jobtrail_tasks
-WHERE state = :state
-  AND (:kind IS NULL OR kind = :kind)
+WHERE state = :state AND kind = :kind
   AND (:queue IS NULL OR queue = :queue)
   AND (:tenant IS NULL OR tenant = :tenant)
   AND id < COALESCE(:before_id, 9223372036854775807)
