@@ -566,6 +566,50 @@ def test_stats(world: dict[str, Any]) -> None:
         assert d.stats_runs(tx, since=since) == []
 
 
+@covers("stats_open_bounded", "stats_window_start")
+def test_bounded_stats(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    app: jobtrail.App = world["app"]
+    app.enqueue("k", {"n": 3})  # two queued of one (queue, kind), one leased
+    with rolled_back(d) as tx:
+        rows = {(r["state"], int(r["n"])) for r in d.stats_open_bounded(tx, upto=10)}
+        assert rows == {("queued", 2), ("leased", 1)}
+        assert {(r["state"], int(r["n"])) for r in d.stats_open_bounded(tx, upto=1)} == {
+            ("queued", 1),
+            ("leased", 1),
+        }
+        exact = {r["state"]: r["oldest_due"] for r in d.stats_open(tx)}
+        bounded = {r["state"]: r["oldest_due"] for r in d.stats_open_bounded(tx, upto=1)}
+        assert bounded == exact and bounded["queued"] is not None
+        # four transitions: enqueued, claimed (the leased task), enqueued, enqueued
+        since = ago(d, tx)
+        assert d.stats_window_start(tx, since=since, skip=4) is None
+        oldest = d.stats_window_start(tx, since=since, skip=3)
+        newest = d.stats_window_start(tx, since=since, skip=0)
+        assert oldest is not None and newest is not None and oldest["at"] <= newest["at"]
+
+
+@covers("view_state_counts_upto", "view_dead_count_upto")
+def test_counts_up_to_a_bound(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    world["app"].enqueue("k", {"n": 3})
+    with rolled_back(d) as tx:
+        counts = {r["state"]: int(r["n"]) for r in d.view_state_counts_upto(tx, upto=10)}
+        assert counts == {
+            "queued": 2,
+            "leased": 1,
+            "cancel_requested": 0,
+            "awaiting_receipt": 0,
+            "waiting": 0,
+        }
+        assert {r["state"]: int(r["n"]) for r in d.view_state_counts_upto(tx, upto=1)} == {
+            **counts,
+            "queued": 1,
+        }
+        dead = d.view_dead_count_upto(tx, upto=5)
+        assert dead is not None and int(dead["n"]) == 0
+
+
 @covers("view_state_counts", "view_dead_count", "view_task_by_key", "view_tasks_by_ids")
 @covers("view_activity")
 def test_views(world: dict[str, Any]) -> None:

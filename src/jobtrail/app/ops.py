@@ -146,14 +146,17 @@ class OpsAPI(RatesAPI):
         ]
 
     # -- health ----------------------------------------------------------------------------------
-    def stats(self, *, window: float = 300.0) -> dict[str, Any]:
+    def stats(self, *, window: float = 300.0, exact: bool = False) -> dict[str, Any]:
         """Queue health per queue and kind (§12): counts by state, oldest due age, arrival and
         completion rates per minute over the last ``window`` seconds, retries and lease
         expiries, dead count and oldest dead age, queue wait and run time p50/p95, and the
-        estimated drain time."""
+        estimated drain time. Bounded unless ``exact``: queued counts stop at 10,000 per queue
+        and kind (named in the group's ``at_least``) and a window holding more than 10,000
+        transitions is shortened to the newest 10,000 (``window_capped``, ``window_seconds``
+        the window read): see ``services.stats``."""
         window = validate.seconds(window, "window", positive=True)
         with self._driver.transaction(write=False) as tx:
-            return stats_module.collect(self._driver, tx, window)
+            return stats_module.collect(self._driver, tx, window, exact=exact)
 
     def transition_counts(self, *, window: float = 300.0) -> builtins.list[dict[str, Any]]:
         """Transitions recorded in the last ``window`` seconds, counted by queue, kind, reason

@@ -13,6 +13,7 @@ from ..core import replays
 from ..model import validate
 from ..model.models import task_from_row
 from ..model.timeparse import parse_time
+from ..services import stats as stats_bounds
 from ..store.base import Driver
 from .ops import OpsAPI
 
@@ -66,13 +67,21 @@ class ViewsAPI(OpsAPI):
             "now": row["db_now"],
         }
 
-    def state_counts(self) -> dict[str, int]:
-        """Tasks per open state plus ``dead`` (not dismissed): two indexed counts, no window."""
+    def state_counts(self, *, upto: int | None = None) -> dict[str, int]:
+        """Tasks per open state plus ``dead`` (not dismissed): two indexed counts, no window.
+        With ``upto`` each state is counted up to ``upto`` tasks at most (a count equal to
+        ``upto`` means that many or more), so the answer never waits on a million-row count."""
         with self._driver.transaction(write=False) as tx:
             counts = {s: 0 for s in OPEN_STATES}
-            for r in self._driver.view_state_counts(tx):
+            if upto is None:
+                rows = self._driver.view_state_counts(tx)
+                dead = self._driver.view_dead_count(tx)
+            else:
+                upto = validate.integer(upto, "upto", 1, 2**31 - 1)
+                rows = self._driver.view_state_counts_upto(tx, upto=upto)
+                dead = self._driver.view_dead_count_upto(tx, upto=upto)
+            for r in rows:
                 counts[r["state"]] = int(r["n"])
-            dead = self._driver.view_dead_count(tx)
         counts["dead"] = int(dead["n"]) if dead else 0
         return counts
 
@@ -131,10 +140,15 @@ class ViewsAPI(OpsAPI):
         effects = {t.id: split.get(t.id, {"again": [], "skip": []}) for t in tasks}
         return {"tasks": tasks, "until": frozen, "since": start, "now": now, "effects": effects}
 
-    def activity(self, *, window: float = 3600.0, bucket: float = 300.0) -> dict[str, Any]:
+    def activity(
+        self, *, window: float = 3600.0, bucket: float = 300.0, exact: bool = False
+    ) -> dict[str, Any]:
         """Arrivals and completions per queue in ``window / bucket`` buckets ending now, oldest
         first: ``{"since", "bucket", "queues": {queue: {"arrivals": [...], "completions":
-        [...]}}}``. One grouped query on the transitions' time index."""
+        [...]}}}``. One grouped query on the transitions' time index. Unless ``exact``, at
+        most the newest ``stats.WINDOW_TRANSITIONS`` transitions are read: when the window
+        holds more, ``complete_since`` (otherwise ``since``) is the time from which the
+        buckets are complete (older ones count nothing) and ``capped`` is true."""
         window = validate.seconds(window, "window", positive=True)
         bucket = validate.seconds(bucket, "bucket", positive=True)
         if window / bucket > 1000:
@@ -142,9 +156,19 @@ class ViewsAPI(OpsAPI):
         n = int(-(-window // bucket))
         with self._driver.transaction(write=False) as tx:
             now = self._driver.db_now(tx)
-            since = now - timedelta(seconds=n * bucket)
+            since = start = now - timedelta(seconds=n * bucket)
+            encoded = self._driver.encode_time(since)
+            if not exact:  # the bound of stats' window (services.stats)
+                row = self._driver.stats_window_start(
+                    tx, since=encoded, skip=stats_bounds.WINDOW_TRANSITIONS
+                )
+                if row is not None and row["at"] > since:
+                    start = row["at"]
             rows = self._driver.view_activity(
-                tx, since=self._driver.encode_time(since), bucket=bucket
+                tx,
+                since=encoded,
+                bucket=bucket,
+                start=self._driver.encode_time(start) if start != since else None,
             )
         queues: dict[str, dict[str, builtins.list[int]]] = {}
         for r in rows:
@@ -154,7 +178,14 @@ class ViewsAPI(OpsAPI):
             q = queues.setdefault(r["queue"], {"arrivals": [0] * n, "completions": [0] * n})
             q["arrivals"][b] += int(r["arrivals"] or 0)
             q["completions"][b] += int(r["completions"] or 0)
-        return {"since": since, "now": now, "bucket": bucket, "queues": queues}
+        return {
+            "since": since,
+            "now": now,
+            "bucket": bucket,
+            "queues": queues,
+            "complete_since": start,
+            "capped": start != since,
+        }
 
     def transitions_between(self, after: datetime | None, *, lag: float = 0.0) -> dict[str, Any]:
         """What the transition log gained in ``(after, upto]``, ``upto`` being the database

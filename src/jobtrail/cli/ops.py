@@ -55,14 +55,17 @@ HISTORY_HEADERS = ("cli.h_at", "cli.h_action", "cli.h_by", "cli.h_note", "cli.h_
 
 def stats_text(report: dict[str, Any], lang: str = "en") -> str:
     rows = []
+    capped = False
     for q in report["queues"]:
         c = q["counts"]
         drain = q["drain_time"]
+        plus = "+" if q.get("at_least") else ""  # a lower bound (bounded stats)
+        capped = capped or bool(plus)
         rows.append(
             [
                 q["queue"],
                 q["kind"],
-                str(c["queued"]),
+                f"{c['queued']}{plus}",
                 str(c["leased"] + c["cancel_requested"]),
                 str(c["awaiting_receipt"] + c["waiting"]),
                 str(q["dead"]),
@@ -74,13 +77,18 @@ def stats_text(report: dict[str, Any], lang: str = "en") -> str:
                 f"{_ms(q['wait_p50'])}/{_ms(q['wait_p95'])}",
                 f"{_ms(q['run_p50'])}/{_ms(q['run_p95'])}",
                 _age(q["oldest_dead_age"]),
-                drain if isinstance(drain, str) else _age(drain),
+                drain if isinstance(drain, str) else _age(drain) + plus,
             ]
         )
     window = f"{report['window_seconds']:g}"
     head = i18n.t("cli.stats_head", lang, at=report["at"], window=window) + "\n"
     pruned = {state: n["tasks"] for state, n in report.get("pruned", {}).items()}
     tail = "\n" + i18n.t("cli.stats_pruned", lang, **pruned) if any(pruned.values()) else ""
+    if report.get("window_capped"):
+        n, seconds = report["window_limit"], f"{report['window_seconds']:.0f}"
+        tail += "\n" + i18n.t("stats.window_capped", lang, n=n, seconds=seconds)
+    if capped:
+        tail += "\n" + i18n.t("stats.at_least", lang)
     if not rows:
         return head + i18n.t("cli.no_tasks", lang) + tail
     return head + fmt.table([i18n.t(key, lang) for key in STATS_HEADERS], rows) + tail

@@ -143,6 +143,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "total {total}, per tenant {per_tenant}",
         "zh": "总计 {total}，每租户 {per_tenant}",
     },
+    "queues.activity_capped": {
+        "en": "the activity charts read the newest {n} transitions only: complete from {since}",
+        "zh": "活动图只读取最新的 {n} 条状态变更：自 {since} 起完整",
+    },
     "queues.totals": {
         "en": "{arrived} arrived, {finished} finished",
         "zh": "到达 {arrived}，完成 {finished}",
@@ -373,6 +377,15 @@ MESSAGES: dict[str, dict[str, str]] = {
     "cli.s_replayed": {"en": "   replayed {n}x", "zh": "   重放 {n} 次"},
     "cli.s_until": {"en": "{owner} until {at}", "zh": "{owner}，直到 {at}"},
     "cli.s_deadline": {"en": " (deadline {at})", "zh": "（截止 {at}）"},
+    "stats.window_capped": {
+        "en": "the window holds more than {n} transitions: these figures are of the newest {n},"
+        " the last {seconds}s",
+        "zh": "时间窗内的状态变更超过 {n} 条：以上数字只取最新的 {n} 条，即最近 {seconds} 秒",
+    },
+    "stats.at_least": {
+        "en": "N+: N or more (counted up to N)",
+        "zh": "N+：至少 N（只数到 N）",
+    },
     "cli.stats_head": {
         "en": "queue health at {at} (rates per minute over the last {window}s)",
         "zh": "队列健康状况，截至 {at}（最近 {window} 秒内每分钟的速率）",

@@ -28,17 +28,29 @@ class Reads:
         limit: int = 100,
         before_id: int | None = None,
     ) -> list[Row]:
-        return tx.all(
-            "task_list",
-            {
-                "state": state,
-                "kind": kind,
-                "queue": queue,
-                "tenant": tenant,
-                "limit": limit,
-                "before_id": before_id,
-            },
+        params = {
+            "state": state,
+            "kind": kind,
+            "queue": queue,
+            "tenant": tenant,
+            "limit": limit,
+            "before_id": before_id,
+        }
+        if state is None:
+            return tx.all("task_list", params)
+        # One state: the newest page of each of its kinds through the (state, kind, id) index,
+        # merged — the newest tasks of a large store may all be in another state (a million
+        # queued), which a newest-first walk of every task would read before the first of these.
+        kinds = (
+            [kind]
+            if kind is not None
+            else [r["kind"] for r in tx.all("view_state_kinds", {"state": state})]
         )
+        rows: list[Row] = []
+        for name in kinds:
+            rows += tx.all("view_task_list_state_kind", {**params, "kind": name})
+        rows.sort(key=lambda r: -int(r["id"]))
+        return rows[:limit]
 
     def transition_list(self, tx: Tx, task_id: int) -> list[Row]:
         return tx.all("transition_list", {"id": task_id})

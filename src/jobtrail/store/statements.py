@@ -188,6 +188,9 @@ class Statements:
     def stats_open(self, tx: Tx) -> list[Row]:
         return tx.all("stats_open")
 
+    def stats_open_bounded(self, tx: Tx, *, upto: int) -> list[Row]:
+        return tx.all("stats_open_bounded", {"upto": upto})
+
     def stats_reasons(self, tx: Tx, *, since: Any) -> list[Row]:
         return tx.all("stats_reasons", {"since": since})
 
@@ -197,9 +200,12 @@ class Statements:
     def stats_waits(self, tx: Tx, *, since: Any) -> list[Row]:
         return tx.all("stats_waits", {"since": since})
 
+    def stats_window_start(self, tx: Tx, *, since: Any, skip: int) -> Row | None:
+        return tx.one("stats_window_start", {"since": since, "skip": skip})
+
     # -- views for people ----------------------------------------------------------------------
-    def view_activity(self, tx: Tx, *, since: Any, bucket: Any) -> list[Row]:
-        return tx.all("view_activity", {"since": since, "bucket": bucket})
+    def view_activity(self, tx: Tx, *, since: Any, bucket: Any, start: Any = None) -> list[Row]:
+        return tx.all("view_activity", {"since": since, "bucket": bucket, "start": start})
 
     def view_counts_between(self, tx: Tx, *, after: Any, upto: Any) -> list[Row]:
         return tx.all("view_counts_between", {"after": after, "upto": upto})
@@ -215,6 +221,12 @@ class Statements:
 
     def view_state_counts(self, tx: Tx) -> list[Row]:
         return tx.all("view_state_counts")
+
+    def view_dead_count_upto(self, tx: Tx, *, upto: int) -> Row | None:
+        return tx.one("view_dead_count_upto", {"upto": upto})
+
+    def view_state_counts_upto(self, tx: Tx, *, upto: int) -> list[Row]:
+        return tx.all("view_state_counts_upto", {"upto": upto})
 
     def view_task_by_key(self, tx: Tx, *, tenant: Any, kind: Any, key: Any) -> list[Row]:
         return tx.all("view_task_by_key", {"tenant": tenant, "kind": kind, "key": key})

@@ -170,7 +170,7 @@ class StoreCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("jobtrail_up", "1 when the store answered this scrape")
         try:
-            stats = self.app.stats(window=WINDOW)
+            stats = self.app.stats(window=WINDOW, exact=True)  # gauges are never lower bounds
             counts = self.app.transition_counts(window=WINDOW)
             queues = self.app.queues()
             self.counters.advance(self.app)

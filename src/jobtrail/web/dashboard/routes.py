@@ -37,6 +37,8 @@ Authorize = Callable[[Request, str], str | None]
 HERE = Path(__file__).parent
 STATIC = {"htmx.min.js": "text/javascript", "dashboard.css": "text/css"}
 PAGE_SIZE = 50
+#: the header's counts stop here ("10000+"): a million-row count would hold up the page
+COUNT_CAP = 10_000
 PREVIEW_LIMIT = 500
 #: The newest dead tasks of each group the dead-letter page shows with their evidence, and the
 #: newest replay runs it lists (SPEC §16.6).
@@ -282,7 +284,8 @@ def router(
             request,
             "tasks.html",
             tasks=rows,
-            counts=app.state_counts() if bound is None else None,
+            counts=app.state_counts(upto=COUNT_CAP + 1) if bound is None else None,
+            count_cap=COUNT_CAP,
             states=[s.value for s in State],
             # queue names span tenants (like /api/queues): a tenant-bound caller types one
             queues=[x["queue"] for x in app.queues()] if bound is None else [],
@@ -389,6 +392,8 @@ def router(
             request,
             "queues.html",
             stats=stats,
+            # a queued count at its bound (shown "N+"): the page says what N+ means
+            at_least=any(q["at_least"] for q in stats["queues"]),
             windows=sorted(STATS_WINDOWS),
             queues=app.queues(),
             charts=charts,

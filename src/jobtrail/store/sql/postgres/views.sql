@@ -15,12 +15,13 @@ WHERE tenant = %(tenant)s AND kind = %(kind)s AND idempotency_key = %(key)s;
 
 -- name: view_activity
 -- Arrivals (enqueued or replayed: work that entered the queue) and completions (terminal outcomes) per queue and bucket since since.
+-- start: read from there instead (a later time: the activity bound), buckets still from since.
 SELECT t.queue,
        floor(extract(epoch FROM (x.at - %(since)s::timestamptz)) / %(bucket)s)::int AS bucket,
        COUNT(*) FILTER (WHERE x.reason IN ('enqueued', 'replayed')) AS arrivals,
        COUNT(*) FILTER (WHERE x.reason NOT IN ('enqueued', 'replayed')) AS completions
 FROM jobtrail_transitions x JOIN jobtrail_tasks t ON t.id = x.task_id
-WHERE x.at >= %(since)s::timestamptz
+WHERE x.at >= COALESCE(%(start)s::timestamptz, %(since)s::timestamptz)
   AND (x.reason IN ('enqueued', 'replayed')
        OR (x.to_state IN ('succeeded', 'cancelled', 'dead')
            AND x.reason NOT IN ('dismissed', 'correction')))
@@ -62,3 +63,45 @@ WHERE x.at > %(after)s::timestamptz AND x.at <= %(upto)s::timestamptz
   AND x.reason NOT IN ('cancel_requested', 'lease_expired', 'lease_expired_cancelled',
                        'lease_expired_effect_uncertain', 'manual_fix')
   AND x.from_state <> x.to_state;
+
+-- name: view_state_counts_upto
+-- view_state_counts with each state counted up to upto (an index-only walk of at most upto
+-- entries per state): the dashboard's header shows "upto or more" instead of waiting on a
+-- million-row count.
+SELECT s.state,
+       (SELECT COUNT(*) FROM (SELECT 1 FROM jobtrail_tasks t WHERE t.state = s.state
+                              LIMIT %(upto)s) c) AS n
+FROM (VALUES ('queued'), ('leased'), ('cancel_requested'), ('awaiting_receipt'), ('waiting'))
+     AS s(state);
+
+-- name: view_dead_count_upto
+SELECT COUNT(*) AS n FROM (SELECT 1 FROM jobtrail_tasks WHERE state = 'dead'
+                           AND dismissed_at IS NULL LIMIT %(upto)s) c;
+
+-- name: view_state_kinds
+-- The kinds that have tasks in one state: a skip scan of jobtrail_tasks_state_kind (one probe
+-- per kind, not one row per task).
+WITH RECURSIVE k(kind) AS (
+    (SELECT kind FROM jobtrail_tasks WHERE state = %(state)s::text ORDER BY kind LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.kind FROM jobtrail_tasks t
+            WHERE t.state = %(state)s::text AND t.kind > k.kind ORDER BY t.kind LIMIT 1)
+    FROM k WHERE k.kind IS NOT NULL
+)
+SELECT kind FROM k WHERE kind IS NOT NULL;
+
+-- name: view_task_list_state_kind
+-- task_list for one state and kind, newest first through jobtrail_tasks_state_kind (a page of
+-- one state is the newest of these over its kinds: store.reads). State and kind are written as
+-- ranges of one value and ordered on: with "state = $1 AND kind = $2 ORDER BY id DESC" the
+-- planner walks the primary key backwards filtering on them, guessing it finds a page at once
+-- (it does not know the newest million tasks are all queued: 0.3-0.5 s before the first
+-- succeeded one); this way only the index gives the order, in custom and generic plans alike.
+SELECT * FROM jobtrail_tasks
+WHERE state >= %(state)s::text AND state <= %(state)s::text
+  AND kind >= %(kind)s::text AND kind <= %(kind)s::text
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+  AND id < COALESCE(%(before_id)s::bigint, 9223372036854775807)
+ORDER BY state DESC, kind DESC, id DESC
+LIMIT %(limit)s;

@@ -214,3 +214,44 @@ DELETE FROM jobtrail_outbox WHERE task_id IN (SELECT value FROM json_each(:ids))
 -- name: prune_tasks
 DELETE FROM jobtrail_tasks WHERE id IN (SELECT value FROM json_each(:ids))
   AND state IN ('succeeded', 'cancelled');
+
+-- name: stats_window_start
+-- The time of the skip+1-th newest transition at or after since, none when the window holds
+-- fewer: stats then reads the window from there (at most that many transitions, through the
+-- (at) index newest first), so its cost follows the bound, not the log's size.
+SELECT at FROM jobtrail_transitions WHERE at >= :since
+ORDER BY at DESC LIMIT 1 OFFSET :skip;
+
+-- name: stats_open_bounded
+-- stats_open with the queued tasks of each (queue, kind) counted up to upto: the groups are
+-- found by a skip scan of jobtrail_tasks_queued_kind (one probe per group), each group's count
+-- and oldest due task read from the same index; the other open states are counted exactly.
+WITH RECURSIVE g(queue, kind) AS (
+    SELECT * FROM (SELECT queue, kind FROM jobtrail_tasks WHERE state = 'queued'
+                   ORDER BY queue, kind LIMIT 1)
+    UNION ALL
+    -- the next kind of this queue, else the first of the next queue: two index range starts
+    -- (a row-value "(queue, kind) >" starts at the queue and walks its kinds' tasks)
+    SELECT n.queue, n.kind FROM g
+    JOIN jobtrail_tasks n ON n.id = COALESCE(
+        (SELECT id FROM jobtrail_tasks
+         WHERE state = 'queued' AND queue = g.queue AND kind > g.kind
+         ORDER BY queue, kind LIMIT 1),
+        (SELECT id FROM jobtrail_tasks
+         WHERE state = 'queued' AND queue > g.queue
+         ORDER BY queue, kind LIMIT 1))
+)
+SELECT g.queue, g.kind, 'queued' AS state,
+       (SELECT COUNT(*) FROM (SELECT 1 FROM jobtrail_tasks t
+                              WHERE t.state = 'queued' AND t.queue = g.queue AND t.kind = g.kind
+                              -- the index's order: no plan counts by a scan of the table
+                              ORDER BY t.run_at LIMIT :upto)) AS n,
+       (SELECT MIN(t.run_at) FROM jobtrail_tasks t
+        WHERE t.state = 'queued' AND t.queue = g.queue AND t.kind = g.kind
+          AND t.run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)) AS oldest_due
+FROM g
+UNION ALL
+SELECT queue, kind, state, COUNT(*) AS n, NULL AS oldest_due
+FROM jobtrail_tasks
+WHERE state IN ('leased', 'cancel_requested', 'awaiting_receipt', 'waiting')
+GROUP BY queue, kind, state;

@@ -15,11 +15,12 @@ WHERE tenant = :tenant AND kind = :kind AND idempotency_key = :key;
 
 -- name: view_activity
 -- Arrivals (enqueued or replayed: work that entered the queue) and completions (terminal outcomes) per queue and bucket since :since.
+-- start: read from there instead (a later time: the activity bound), buckets still from since.
 SELECT t.queue, CAST((x.at - :since) / :bucket AS INTEGER) AS bucket,
        SUM(CASE WHEN x.reason IN ('enqueued', 'replayed') THEN 1 ELSE 0 END) AS arrivals,
        SUM(CASE WHEN x.reason NOT IN ('enqueued', 'replayed') THEN 1 ELSE 0 END) AS completions
 FROM jobtrail_transitions x JOIN jobtrail_tasks t ON t.id = x.task_id
-WHERE x.at >= :since
+WHERE x.at >= COALESCE(:start, :since)
   AND (x.reason IN ('enqueued', 'replayed')
        OR (x.to_state IN ('succeeded', 'cancelled', 'dead')
            AND x.reason NOT IN ('dismissed', 'correction')))
@@ -57,3 +58,40 @@ WHERE x.at > :after AND x.at <= :upto
   AND x.reason NOT IN ('cancel_requested', 'lease_expired', 'lease_expired_cancelled',
                        'lease_expired_effect_uncertain', 'manual_fix')
   AND x.from_state <> x.to_state;
+
+-- name: view_state_counts_upto
+-- view_state_counts with each state counted up to upto (an index-only walk of at most upto
+-- entries per state): the dashboard's header shows "upto or more" instead of waiting on a
+-- million-row count.
+SELECT s.state,
+       (SELECT COUNT(*) FROM (SELECT 1 FROM jobtrail_tasks t WHERE t.state = s.state
+                              LIMIT :upto) c) AS n
+FROM (SELECT 'queued' AS state UNION ALL SELECT 'leased' UNION ALL SELECT 'cancel_requested'
+      UNION ALL SELECT 'awaiting_receipt' UNION ALL SELECT 'waiting') s;
+
+-- name: view_dead_count_upto
+SELECT COUNT(*) AS n FROM (SELECT 1 FROM jobtrail_tasks WHERE state = 'dead'
+                           AND dismissed_at IS NULL LIMIT :upto) c;
+
+-- name: view_state_kinds
+-- The kinds that have tasks in one state: a skip scan of jobtrail_tasks_state_kind (one probe
+-- per kind, not one row per task).
+WITH RECURSIVE k(kind) AS (
+    SELECT * FROM (SELECT kind FROM jobtrail_tasks WHERE state = :state ORDER BY kind LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.kind FROM jobtrail_tasks t
+            WHERE t.state = :state AND t.kind > k.kind ORDER BY t.kind LIMIT 1)
+    FROM k WHERE k.kind IS NOT NULL
+)
+SELECT kind FROM k WHERE kind IS NOT NULL;
+
+-- name: view_task_list_state_kind
+-- task_list for one state and kind, newest first through jobtrail_tasks_state_kind (a page of
+-- one state is the newest of these over its kinds: store.reads).
+SELECT * FROM jobtrail_tasks
+WHERE state = :state AND kind = :kind
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:tenant IS NULL OR tenant = :tenant)
+  AND id < COALESCE(:before_id, 9223372036854775807)
+ORDER BY id DESC
+LIMIT :limit;
