@@ -42,7 +42,7 @@ def test_many_workers_bench_runs_checks_the_store_and_prints_the_table() -> None
     checks = re.findall(r"store: 300/300 succeeded, lost 0, .* -> (\w+)", out)
     assert checks == ["ok", "ok"], out
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[-2:]}
-    assert set(rows) == {"1x3+3", "3x2+0"}, out
+    assert set(rows) == {"1x3+auto", "3x2+0"}, out
     for name, cells in rows.items():
         rate = float(cells[0].replace(",", ""))
         conn_per_proc = float(cells[5])
