@@ -59,7 +59,10 @@ def test_steady_bench_runs_jobtrail_on_both_backends_and_prints_the_table() -> N
         assert offered > 0 and achieved > 0 and done_rate > 0, (name, cells)
         assert 0 < p50 <= p99 <= top, (name, cells)  # a handler starts after its due time
         c50, c99, ctop = numbers[8:]
-        assert p50 <= c50 <= c99 <= ctop, (name, cells)  # and finishes after it starts
+        # and finishes after it starts; SQLite stores finished_at in milliseconds, so a no-op
+        # job's recorded finish may read up to a millisecond before its start
+        slack = 1.0 if name == "jobtrail-sqlite" else 0.0
+        assert p50 <= c50 + slack and c50 <= c99 <= ctop, (name, cells)
     assert float(rows["jobtrail-pg"][-1]) >= 1, rows  # at least the enqueue's own commit
     assert rows["jobtrail-sqlite"][-1] == "n/a", rows
     with psycopg.connect(PG_URL, autocommit=True) as conn:  # the harness drops its databases
