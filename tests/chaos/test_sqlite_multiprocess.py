@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -37,9 +38,16 @@ def tiny(ctx, payload):
 """
 
 RUNNER = """
-import logging, sys
+import logging, os, pathlib, sys, time
 import mpapp
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+# a start line: every worker is up (Python and jobtrail imported) before any claims, so the
+# four really run at once (one that started first would drain 500 short tasks alone)
+ready = pathlib.Path(os.environ["MP_READY"])
+(ready / str(os.getpid())).touch()
+deadline = time.monotonic() + 120
+while not (ready / "go").exists() and time.monotonic() < deadline:
+    time.sleep(0.005)
 n = mpapp.app.run_worker(concurrency=4, burst=True, poll_interval=0.05)
 print(f"processed {n}", flush=True)
 """
@@ -59,7 +67,9 @@ def test_four_workers_one_sqlite_file(tmp_path: Path) -> None:
             app.enqueue_many(
                 [{"kind": "tiny", "payload": {"n": n}} for n in range(lo, min(TASKS, lo + 500))]
             )
-    env = dict(os.environ, JOBTRAIL_DATABASE_URL=url, MP_RUNS=str(runs))
+    ready = tmp_path / "ready"
+    ready.mkdir()
+    env = dict(os.environ, JOBTRAIL_DATABASE_URL=url, MP_RUNS=str(runs), MP_READY=str(ready))
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
     procs = [
         subprocess.Popen(
@@ -71,6 +81,11 @@ def test_four_workers_one_sqlite_file(tmp_path: Path) -> None:
         )
         for _ in range(4)
     ]
+    deadline = time.monotonic() + 120
+    while len(list(ready.iterdir())) < 4 and all(p.poll() is None for p in procs):
+        assert time.monotonic() < deadline, "the workers did not start"
+        time.sleep(0.01)
+    (ready / "go").touch()
     outputs = [p.communicate(timeout=240) for p in procs]
     for p, (out, err) in zip(procs, outputs, strict=True):
         text = out.decode() + err.decode()
