@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from conftest import Store
+
 import jobtrail
 from jobtrail.store.postgres.direct import positional
 
@@ -197,3 +199,24 @@ def test_retention_batches_read_their_partial_index_whatever_the_plan(store: Any
 
 class _RollBack(Exception):
     """Leaves the test's transaction without committing it."""
+
+
+def test_a_new_store_without_statistics_claims_through_the_due_indexes(pg: Store) -> None:
+    """Before the first ANALYZE (a new store filling up) the planner knows no row counts: the
+    worker's claim must still read the due indexes in order, never another index of queued
+    tasks followed by a sort of the whole queue (that cost 58 ms a claim at 65,000 queued)."""
+    app: jobtrail.App = pg.app()
+    driver = app._driver
+    try:
+        with driver.transaction() as tx:
+            conn: Any = tx.conn  # type: ignore[attr-defined]
+            conn.execute(PG_LOAD, {"n": ROWS})  # uncommitted: no autovacuum can analyze it
+            done = {"ids": "{}", "attempts": "{}", "results": "[]"}
+            conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            for name in ("task_claim_unlimited", "task_complete_and_claim"):
+                plan = _generic_plan(conn, driver.sql[name], {**claim_params("postgres"), **done})
+                assert "jobtrail_tasks_queued_kind" not in plan, (name, plan)
+                assert "jobtrail_tasks_due" in plan, (name, plan)
+            raise _RollBack
+    except _RollBack:
+        pass

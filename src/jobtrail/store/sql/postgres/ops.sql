@@ -245,24 +245,27 @@ ORDER BY at DESC OFFSET %(skip)s LIMIT 1;
 
 -- name: stats_open_bounded
 -- stats_open with the queued tasks of each (queue, kind) counted up to upto: the groups are
--- found by a skip scan of jobtrail_tasks_queued_kind (one probe per group), each group's count
+-- found by a skip scan of jobtrail_tasks_queued_kind (one probe per group; kind <> '' is its
+-- predicate's, which keeps the claim off it), each group's count
 -- and oldest due task read from the same index; the other open states are counted exactly.
 WITH RECURSIVE g(queue, kind) AS (
-    (SELECT queue, kind FROM jobtrail_tasks WHERE state = 'queued' ORDER BY queue, kind LIMIT 1)
+    (SELECT queue, kind FROM jobtrail_tasks WHERE state = 'queued' AND kind <> ''
+     ORDER BY queue, kind LIMIT 1)
     UNION ALL
     SELECT n.queue, n.kind FROM g
     JOIN jobtrail_tasks n ON n.id = (
         SELECT id FROM jobtrail_tasks
-        WHERE state = 'queued' AND (queue, kind) > (g.queue, g.kind)
+        WHERE state = 'queued' AND kind <> '' AND (queue, kind) > (g.queue, g.kind)
         ORDER BY queue, kind LIMIT 1)
 )
 SELECT g.queue, g.kind, 'queued' AS state,
        (SELECT COUNT(*) FROM (SELECT 1 FROM jobtrail_tasks t
-                              WHERE t.state = 'queued' AND t.queue = g.queue AND t.kind = g.kind
+                              WHERE t.state = 'queued' AND t.kind <> '' AND t.queue = g.queue
+                                AND t.kind = g.kind
                               -- the index's order: no plan counts by a scan of the table
                               ORDER BY t.run_at LIMIT %(upto)s) c) AS n,
        (SELECT MIN(t.run_at) FROM jobtrail_tasks t
-        WHERE t.state = 'queued' AND t.queue = g.queue AND t.kind = g.kind
+        WHERE t.state = 'queued' AND t.kind <> '' AND t.queue = g.queue AND t.kind = g.kind
           AND t.run_at <= now()) AS oldest_due
 FROM g
 UNION ALL
