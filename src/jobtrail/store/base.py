@@ -335,15 +335,26 @@ class Driver(Statements, Reads, abc.ABC):
             if room <= 0:
                 break
             params = {**common, "queue": queue_name, "limit": room, "mode": "unlimited"}
-            fair = queue_name in self.fair_queues
-            got = tx.all("task_claim_unlimited_fair" if fair else "task_claim_unlimited", params)
-            if self._note_fair(queue_name, got) and not fair:
-                # several tenants wait: the one-tenant claim took nothing; take the fair one
-                got = tx.all("task_claim_unlimited_fair", params)
-                self._note_fair(queue_name, got)
+            _, got = self._claim_by_gate(tx, queue_name, params, "task_claim_unlimited")
             rows += claimed_rows(got)
         rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["id"]))
         return rows
+
+    def _claim_by_gate(
+        self, tx: Tx, queue: str, params: dict[str, Any], statement: str
+    ) -> tuple[list[Row], list[Row]]:
+        """Send ``statement`` (an unlimited claim with the one-tenant gate), or its ``_fair``
+        twin when the queue's last gate found several tenants waiting. When a one-tenant
+        statement's gate finds several (it claimed nothing then), the fair claim follows at
+        once, as a statement of its own. Returns the first statement's rows and the rows that
+        hold the claim (the same list unless the fair claim followed)."""
+        was_fair = queue in self.fair_queues
+        first = tx.all(statement + "_fair" if was_fair else statement, params)
+        rows = first
+        if self._note_fair(queue, first) and not was_fair:
+            rows = tx.all("task_claim_unlimited_fair", params)
+            self._note_fair(queue, rows)
+        return first, rows
 
     def _note_fair(self, queue: str, rows: list[Row]) -> bool:
         """Remember what an unlimited claim's gate said of ``queue`` (its rows' ``fair``): whether

@@ -430,15 +430,10 @@ class PostgresDriver(Checkout, Listening, Driver):
             "limit": limit,
             "data": dumps({"version": claim.version} if claim.version else {}),
         }
-        fair = queue in self.fair_queues
-        rows = tx.all("task_complete_and_claim_fair" if fair else "task_complete_and_claim", params)
-        completed = rows[0]["completed_ids"] if rows else None
+        # a fair claim that follows runs after the completions have committed
+        first, rows = self._claim_by_gate(tx, queue, params, "task_complete_and_claim")
+        completed = first[0]["completed_ids"] if first else None
         moved = {int(i) for i in completed} if completed else set()
-        if self._note_fair(queue, rows) and not fair:
-            # several tenants wait: the one-tenant claim took nothing; take the fair one (the
-            # completions have committed: this is a statement of its own)
-            rows = tx.all("task_claim_unlimited_fair", params)
-            self._note_fair(queue, rows)
         return moved, claimed_rows(rows)
 
     # -- encoding ------------------------------------------------------------------------------
