@@ -63,6 +63,12 @@ class Checkout:
                 # ~0.3 ms of planning, a third of a round trip. Their generic plans read the
                 # same indexes (tests/integration/test_claim_plan.py checks).
                 conn.execute("SET plan_cache_mode = force_generic_plan")
+                # A generic plan is kept until an ANALYZE of the table invalidates it, and the
+                # first one is made at the first use, on a new store an empty table, for
+                # which a sequential read is cheapest: kept while the table fills, every
+                # claim read the whole table (steady arrival fell behind after 35 s). Each
+                # statement here has an index to read, whatever the table's size.
+                conn.execute("SET enable_seqscan = off")
         finally:
             self._leave(conn)
         self._last_used[conn] = time.monotonic()
