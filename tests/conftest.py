@@ -4,7 +4,9 @@ SQLite: a new file per test. PostgreSQL: a new schema per test in the database n
 ``JOBTRAIL_TEST_PG_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``). Under
 ``CI=true`` a PostgreSQL test that cannot connect fails; elsewhere it is skipped.
 ``pgbouncer-tx``: the same PostgreSQL through a real PgBouncer in ``pool_mode=transaction``
-(``tests/bouncer.py``) with ``App(pooler="transaction")``, for the modules in ``POOLED``.
+(``tests/bouncer.py``) with ``App(pooler="transaction")``, for the tests in ``POOLED_SCOPE``
+that take ``backend``, but those in ``NOT_POOLED``; ``JOBTRAIL_TEST_POOLED`` says whether a run
+takes them, only them, or none (``POOLED`` below).
 
 Under ``CI=true`` no test may skip at all: a test that needs something the machine lacks
 (PostgreSQL, root for a private cluster, Chromium, schemathesis) calls ``unavailable(reason)``,
@@ -31,21 +33,37 @@ import jobtrail
 PG_URL = os.environ.get("JOBTRAIL_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 BACKENDS = ["sqlite", "postgres"]
-#: The test modules whose ``backend``-parametrised tests also run through PgBouncer in
-#: transaction mode (``pgbouncer-tx``): a representative subset, to keep CI's time in bounds.
-POOLED = {
-    "test_enqueue",
-    "test_edges",
-    "test_retries",
-    "test_cancel_replay",
-    "test_effects",
-    "test_outbox",
-    "test_workflows",
-    "test_cron",
-    "test_worker_pump",
-    "test_batches",
-    "test_ops",
-    "test_crash",
+#: Which ``pgbouncer-tx`` cases a run collects: ``all`` (the default: the ``backend``-
+#: parametrised tests of ``POOLED_SCOPE`` also run through PgBouncer in transaction mode), ``only``
+#: (just those, the way ``.ci/run`` runs them in a process of their own beside the main run) or
+#: ``skip`` (none: the main run of ``.ci/run``, while that process covers them).
+POOLED = os.environ.get("JOBTRAIL_TEST_POOLED", "all").strip().lower() or "all"
+if POOLED not in ("all", "only", "skip"):
+    raise pytest.UsageError(f"JOBTRAIL_TEST_POOLED={POOLED!r}: expected 'all', 'only' or 'skip'")
+#: Where ``pgbouncer-tx`` cases run (issue 18: the conformance and crash tests' PostgreSQL
+#: cases through the pooler): the conformance suites of the whole store and of the driver, the
+#: checker, and the crash tests. Elsewhere the ``backend`` parameter is about an entry point
+#: (the CLI, servers, the browser, Django) or a direct session (plans, multi-process races);
+#: those meet PgBouncer in ``tests/integration/test_pooler.py``.
+POOLED_SCOPE = (
+    "tests/conformance/",
+    "tests/driver/",
+    "tests/reliability/",
+    "tests/integration/test_crash.py",
+    "tests/integration/test_effect_crash.py",
+)
+#: The tests in scope that do not run through a transaction pooler, each for a session feature
+#: such a pooler cannot give (test id without its ``[...]``: why, and the test of what the
+#: pooled store does instead).
+NOT_POOLED: dict[str, str] = {
+    "tests/conformance/test_results.py::test_the_finish_watch_is_woken_by_a_completion": (
+        "a wake-up needs a LISTEN session: without listen_url the watch polls, with one it "
+        "listens there (test_pooler.py::test_a_result_wait_behind_a_transaction_pooler_*)"
+    ),
+    "tests/driver/test_driver.py::test_watch_finished": (
+        "the same watch at the driver's level (test_pooler.py::"
+        "test_a_result_wait_behind_a_transaction_pooler_*)"
+    ),
 }
 
 
@@ -85,13 +103,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The ``pgbouncer-tx`` cases run only for the modules in ``POOLED``."""
+    """Select the ``pgbouncer-tx`` cases: by ``JOBTRAIL_TEST_POOLED``, then those in
+    ``POOLED_SCOPE`` but not in ``NOT_POOLED``."""
     keep, drop = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)
         pooled = callspec is not None and callspec.params.get("backend") == "pgbouncer-tx"
-        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""  # type: ignore[attr-defined]
-        (drop if pooled and module not in POOLED else keep).append(item)
+        if pooled:
+            test = item.nodeid.split("[", 1)[0]
+            wanted = POOLED != "skip" and test.startswith(POOLED_SCOPE) and test not in NOT_POOLED
+        else:
+            wanted = POOLED != "only"
+        (keep if wanted else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

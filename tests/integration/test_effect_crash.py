@@ -40,7 +40,7 @@ LEDGER = Path({ledger!r})
 MARKERS = Path({markers!r})
 RECONCILED = []  # keys reconcile was asked about, in this process
 
-app = jobtrail.App({url!r})
+app = jobtrail.App({url!r}, **{options!r})
 
 
 def _name(key):
@@ -112,7 +112,7 @@ module.app.run_worker(concurrency=1, poll_interval=0.05, sweep_interval=0.1)
 
 
 class Scenario:
-    def __init__(self, tmp_path: Path, url: str) -> None:
+    def __init__(self, tmp_path: Path, url: str, options: dict[str, str]) -> None:
         self.dir = tmp_path
         self.ledger = tmp_path / "ledger"
         self.markers = tmp_path / "markers"
@@ -120,7 +120,9 @@ class Scenario:
         self.markers.mkdir()
         self.name = "crashapp_" + secrets.token_hex(4)
         (tmp_path / f"{self.name}.py").write_text(
-            APP_MODULE.format(ledger=str(self.ledger), markers=str(self.markers), url=url)
+            APP_MODULE.format(
+                ledger=str(self.ledger), markers=str(self.markers), url=url, options=options
+            )
         )
         (tmp_path / "runner.py").write_text(
             textwrap.dedent(RUNNER).format(directory=str(tmp_path), module=self.name)
@@ -190,7 +192,7 @@ def wait_for(predicate: Callable[[], Any], what: str) -> Any:
 @pytest.fixture
 def scenario(store: Any, tmp_path: Path) -> Iterator[Scenario]:
     store.app()  # migrates the store; the invariant check runs on it after the test
-    s = Scenario(tmp_path, store.url)
+    s = Scenario(tmp_path, store.url, store.options)
     try:
         yield s
     finally:

@@ -2,8 +2,9 @@
 ``listen_url``, the worker's start-up NOTIFY check, transaction mode's polling, session mode,
 a PgBouncer killed and restarted under a running worker, and the soak through it.
 
-The conformance modules in ``conftest.POOLED`` and the crash tests also run through PgBouncer
-in transaction mode (backend ``pgbouncer-tx``)."""
+The conformance, driver and checker suites and the crash tests also run through PgBouncer in
+transaction mode (backend ``pgbouncer-tx``, ``conftest.POOLED_SCOPE``); what they cannot cover
+there (``conftest.NOT_POOLED``, session features) is tested here."""
 
 from __future__ import annotations
 
@@ -170,6 +171,33 @@ def test_session_mode_listens_through_the_pooler(pooled: Store) -> None:
         assert app.check() == []
     finally:
         app.close()
+
+
+# -- result waits (conftest.NOT_POOLED: the finish watch needs a LISTEN session) ---------------
+def test_a_result_wait_behind_a_transaction_pooler_without_listen_url_polls(
+    pooled: Store,
+) -> None:
+    """No LISTEN through the pooler: the watch is a plain sleep that never claims a wake-up it
+    cannot get, and ``result`` answers by polling."""
+    app = _app(pooled)
+    task_id = app.enqueue("k", {"n": 3}).id
+    with app._driver.watch_finished() as wait:
+        assert app.run_worker(burst=True, queues=["default"], poll_interval=0.05) == 1
+        started = time.monotonic()
+        assert wait(0.2) is False  # the completion happened, yet no wake-up: it polls
+        assert time.monotonic() - started >= 0.19
+    assert app.result(task_id, timeout=5) == 3
+
+
+def test_a_result_wait_behind_a_transaction_pooler_listens_at_listen_url(pooled: Store) -> None:
+    """With ``listen_url`` the watch LISTENs there, and a completion committed through the
+    pooler wakes it."""
+    app = _app(pooled, listen_url=pooled.direct_url)
+    task_id = app.enqueue("k", {"n": 4}).id
+    with app._driver.watch_finished() as wait:
+        assert app.run_worker(burst=True, queues=["default"], poll_interval=0.05) == 1
+        assert wait(10) is True
+    assert app.result(task_id) == 4
 
 
 # -- PgBouncer restarts -------------------------------------------------------------------------
