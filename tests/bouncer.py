@@ -59,6 +59,7 @@ class Bouncer:
         self.port = _free_port()
         self.databases: dict[str, str] = {}
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started = False  # once up, the port is the clients': a restart keeps it
         self._write()
 
     # -- configuration ---------------------------------------------------------------------
@@ -134,6 +135,22 @@ class Bouncer:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self) -> None:
+        """Start PgBouncer and wait until its admin console answers. The port was free when
+        it was picked, but another run on this machine (CI runs two test processes at once)
+        may take it first: the first start then moves to another free port; a restart keeps
+        its port, which the clients' URLs name."""
+        for tries_left in (2, 1, 0):
+            seen = len(self.log())
+            if self._launch(seen):
+                self.started = True
+                return
+            if self.started or tries_left == 0 or "cannot listen" not in self.log()[seen:]:
+                raise RuntimeError(f"pgbouncer did not start: {self.log()[-2000:]}")
+            self.port = _free_port()
+            self._write()
+
+    def _launch(self, seen: int) -> bool:
+        """Whether PgBouncer came up; ``seen``: the length of its log before this launch."""
         command = [PGBOUNCER, str(self.dir / "pgbouncer.ini")]
         if os.geteuid() == 0:  # PgBouncer will not run as root: it switches to postgres
             pwd.getpwnam("postgres")  # KeyError here rather than a silent exit there
@@ -145,13 +162,26 @@ class Bouncer:
         )
         deadline = time.monotonic() + 10
         while True:
+            # a port taken (by another run's PgBouncer, say): ours says so and keeps trying
+            # without listening, while the other one would answer the console
+            if not self.running or "cannot listen" in self.log()[seen:]:
+                self.stop()
+                return False
             try:
-                self.admin("SHOW VERSION")
-                return
+                if self._answering():
+                    return True
             except psycopg.Error:
-                if not self.running or time.monotonic() > deadline:
-                    raise RuntimeError(f"pgbouncer did not start: {self.log()[-2000:]}") from None
-                time.sleep(0.05)
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                return False
+            time.sleep(0.05)
+
+    def _answering(self) -> bool:
+        """Whether the PgBouncer on our port is ours (its log file is in our directory)."""
+        with psycopg.connect(self.url("pgbouncer"), autocommit=True, connect_timeout=1) as conn:
+            rows = conn.execute(b"SHOW CONFIG", prepare=False).fetchall()
+        return any(r[0] == "logfile" and r[1] == str(self.dir / "pgbouncer.log") for r in rows)
 
     def kill(self) -> None:
         """SIGKILL: every client and server connection through it is cut at once."""

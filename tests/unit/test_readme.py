@@ -28,6 +28,15 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert test_command in ci
 
 
+def test_ci_runs_the_pooled_cases_its_readme_command_leaves_out() -> None:
+    """CI's main run may skip the cases through PgBouncer (``JOBTRAIL_TEST_POOLED=skip``) only
+    because a second process runs just those and CI waits for it."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    if "JOBTRAIL_TEST_POOLED=skip" in ci:
+        assert "JOBTRAIL_TEST_POOLED=only" in ci
+        assert 'wait "$POOLED"' in ci
+
+
 def test_readme_demo_command_installs_and_runs_the_demo() -> None:
     commands = [
         line.strip() for block in code_blocks(README.read_text()) for line in block.splitlines()
