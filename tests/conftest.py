@@ -42,15 +42,20 @@ if POOLED not in ("all", "only", "skip"):
     raise pytest.UsageError(f"JOBTRAIL_TEST_POOLED={POOLED!r}: expected 'all', 'only' or 'skip'")
 #: Where ``pgbouncer-tx`` cases run (issue 18: the conformance and crash tests' PostgreSQL
 #: cases through the pooler): the conformance suites of the whole store and of the driver, the
-#: checker, and the crash tests. Elsewhere the ``backend`` parameter is about an entry point
-#: (the CLI, servers, the browser, Django) or a direct session (plans, multi-process races);
-#: those meet PgBouncer in ``tests/integration/test_pooler.py``.
+#: checker, the crash tests and the races of worker processes. Elsewhere the ``backend``
+#: parameter is about an entry point (the CLI, ``doctor``, servers, the browser, Django) or
+#: a query plan read on a direct session; the pooler's own tests are in
+#: ``tests/integration/test_pooler.py``.
 POOLED_SCOPE = (
     "tests/conformance/",
     "tests/driver/",
     "tests/reliability/",
     "tests/integration/test_crash.py",
     "tests/integration/test_effect_crash.py",
+    "tests/integration/test_races.py",
+    "tests/integration/test_cron_race.py",
+    "tests/integration/test_limits_race.py",
+    "tests/integration/test_rates_processes.py",
 )
 #: The tests in scope that do not run through a transaction pooler, each for a session feature
 #: such a pooler cannot give (test id without its ``[...]``: why, and the test of what the
@@ -221,8 +226,12 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def store(backend: str, tmp_path: Path) -> Iterator[Store]:
+def store(backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
     s = make_store(backend, tmp_path)
+    # behind PgBouncer, an App a test (or a process it spawns) makes without ``store.app``
+    # is told the pooler the way a deployment would tell it
+    for name, value in s.env().items():
+        monkeypatch.setenv(name, value)
     try:
         yield s
         # The invariant every test that ran tasks must keep: each task's state is the

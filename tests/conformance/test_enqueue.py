@@ -525,7 +525,7 @@ def test_concurrent_enqueues_with_one_key_make_one_task(store, kapp: jobtrail.Ap
     assert reasons(kapp, results[0].id) == ["enqueued"]
 
 
-@pytest.mark.parametrize("backend", ["postgres"])  # SQLite stores epoch seconds: no time zone
+@pytest.mark.parametrize("backend", ["postgres", "pgbouncer-tx"])  # SQLite stores epoch seconds
 def test_times_from_a_callers_connection_in_another_time_zone_read_back_in_utc(store, kapp) -> None:
     """Our own connections run in UTC; a caller's may not — its rows are converted."""
     with closing(_caller_connection(store)) as conn:

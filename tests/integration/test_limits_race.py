@@ -73,7 +73,7 @@ class Sampler:
                 path_from_url(store.url), timeout=30, isolation_level=None
             )
         else:
-            self.conn = psycopg.connect(store.url, autocommit=True)
+            self.conn = psycopg.connect(store.direct_url, autocommit=True)
 
     def sample(self) -> Counter[str]:
         return Counter({tenant: n for tenant, n in self.conn.execute(HELD_SQL).fetchall()})

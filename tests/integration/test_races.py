@@ -455,11 +455,11 @@ def test_database_clock_decides_due_time(store: Any, monkeypatch: pytest.MonkeyP
     )
     patched = real_time() + skew
     assert abs(row["run_at"].timestamp() - (patched + 600)) > skew - 60
-    if store.backend == "postgres":
+    if store.postgres:
         # Straight from the server, outside jobtrail's own code paths.
         import psycopg
 
-        with psycopg.connect(store.url) as conn:
+        with psycopg.connect(store.direct_url) as conn:
             server_now = conn.execute("SELECT now()").fetchone()[0]
         lead = (row["run_at"] - server_now).total_seconds()
         assert 590 < lead <= 600, lead

@@ -55,7 +55,7 @@ def claim_times(store: Any) -> list[float]:
         sql = "SELECT at FROM jobtrail_transitions WHERE reason = 'claimed'"
         times = [float(r[0]) for r in conn.execute(sql).fetchall()]
     else:
-        conn = psycopg.connect(store.url, autocommit=True)
+        conn = psycopg.connect(store.direct_url, autocommit=True)
         sql = (
             "SELECT EXTRACT(EPOCH FROM at)::float8 FROM jobtrail_transitions"
             " WHERE reason = 'claimed'"

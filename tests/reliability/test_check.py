@@ -120,7 +120,7 @@ def test_check_is_read_only(loose: Store) -> None:
     before = (app.get(task.id).updated_at, len(app.transitions(task.id)))
     assert app.check() == []
     assert (app.get(task.id).updated_at, len(app.transitions(task.id))) == before
-    if loose.backend == "postgres":
+    if loose.postgres:
         from jobtrail.model.machine import State
         from jobtrail.store.base import Move
 
