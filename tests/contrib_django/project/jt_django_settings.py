@@ -63,6 +63,8 @@ _OPTIONS = {
     "TASKS": {
         "testapp.tasks.fail": {"max_attempts": 2, "backoff_base": 0},
         "testapp.tasks.fail_permanently": {"max_attempts": 5},
+        "testapp.tasks.fail_unclassified": {"max_attempts": 5, "retry_unclassified": False},
+        "testapp.tasks.fail_over_budget": {"max_attempts": 5, "max_elapsed": 0.001},
     }
 }
 QUEUES = ["default", "other", "spare"]
