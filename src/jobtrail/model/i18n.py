@@ -231,6 +231,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "the replaying process stopped mid-run; the rest stay dead",
         "zh": "执行重放的进程中途停止；其余任务仍为死信",
     },
+    "replay_run.abandoned": {
+        "en": "its driver {driver} stopped beating at {at} (killed?); the rest stay dead",
+        "zh": "驱动它的进程 {driver} 于 {at} 停止心跳（被终止？）；其余任务仍为死信",
+    },
     "replay_run.state.running": {"en": "running", "zh": "进行中"},
     "replay_run.state.completed": {"en": "completed", "zh": "已完成"},
     "replay_run.state.stopped": {"en": "stopped", "zh": "已停止"},
