@@ -72,7 +72,6 @@ class ReplayAPI(AppCore):
         batch_size: int | None = None,
         stop_after_failures: int | None = None,
         batch_timeout: float = DEFAULT_BATCH_TIMEOUT,
-        detach: bool = False,
     ) -> builtins.list[tuple[str, str]]:
         """Batch replay as a formal migration: dead tasks by reason code and the time they
         became dead (``since`` inclusive, ``until`` exclusive, frozen at the database clock
@@ -83,12 +82,76 @@ class ReplayAPI(AppCore):
         replayed tasks are dead again (that needs ``batch_size``). Returns ``(task id, new
         state)`` for each task it touched.
 
-        The calling process drives the run and beats its heartbeat; if it dies, a worker's
-        sweep stops the run as ``interrupted`` once it has not beaten for ``STALE_AFTER``
-        seconds. With ``detach`` (the dashboard) the call takes the run's first step only
-        (its first batch, or its first second's worth at ``per_second``) and returns what that
-        touched: the sweep of the worker processes carries the run on, step by step, with the
-        same stop conditions."""
+        The calling process drives the run to its end and beats its heartbeat meanwhile; if
+        the process dies, a worker's sweep (or ``replay_runs``) stops the run as
+        ``interrupted`` once it has not beaten for ``STALE_AFTER`` seconds."""
+        run_id, me = self._open_run(
+            reason, kind, since, until, by, note, limit, per_second, batch_size,
+            stop_after_failures, batch_timeout, detached=False,
+        )  # fmt: skip
+        try:
+            return self._drive(run_id, me, per_second)
+        except BaseException:
+            try:
+                replayer.finish_interrupted(self._driver, run_id, me)
+            except Exception:  # the store is gone too: the sweep will find the run stale
+                pass
+            raise
+
+    def start_replay_run(
+        self,
+        *,
+        reason: str | None = None,
+        kind: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        by: str,
+        note: str,
+        limit: int | None = None,
+        per_second: float | None = None,
+        batch_size: int | None = None,
+        stop_after_failures: int | None = None,
+        batch_timeout: float = DEFAULT_BATCH_TIMEOUT,
+    ) -> dict[str, Any]:
+        """``replay_dead`` as a *detached* run, for callers that cannot wait (the dashboard,
+        ``POST /api/replay-runs``): the same arguments, checks and record, but this call takes
+        only the run's first step (its first batch, at most ``STEP_MAX`` tasks or one second's
+        worth at ``per_second``) and returns the run's record (``replay_runs``) with
+        ``touched``, the ``(task id, new state)`` of that step. The sweep of every worker
+        process carries the run on, step by step, with the same pace and stop conditions; the
+        run needs no process of its own and goes on across restarts."""
+        run_id, me = self._open_run(
+            reason, kind, since, until, by, note, limit, per_second, batch_size,
+            stop_after_failures, batch_timeout, detached=True,
+        )  # fmt: skip
+        try:
+            first = replays.step_budget(per_second, None)
+            touched = replayer.step(self._driver, run_id, me, budget=first).touched
+        finally:
+            with self._driver.transaction() as tx:
+                self._driver.replay_run_release(tx, id=run_id, driver=me)
+        with self._driver.transaction(write=False) as tx:
+            [row] = self._driver.replay_run_list(tx, id=run_id, limit=1)
+        return {**run_from_row(row), "touched": touched}
+
+    def _open_run(
+        self,
+        reason: str | None,
+        kind: str | None,
+        since: datetime | str | None,
+        until: datetime | str | None,
+        by: str,
+        note: str,
+        limit: int | None,
+        per_second: float | None,
+        batch_size: int | None,
+        stop_after_failures: int | None,
+        batch_timeout: float,
+        *,
+        detached: bool,
+    ) -> tuple[int, str]:
+        """Check a run's arguments, pick its tasks and record it; its id and its driver's name
+        (this process, which takes at least its first step)."""
         _require_text(by, "by")
         _require_text(note, "note")
         validate.batch_filters(reason=reason, kind=kind, limit=limit)
@@ -104,8 +167,6 @@ class ReplayAPI(AppCore):
                     "between batches"
                 )
         timeout = validate.seconds(batch_timeout, "batch_timeout", positive=True)
-        if not isinstance(detach, bool):
-            raise ValueError(f"detach must be true or false, not {detach!r}")
         start = parse_time(since, "since") if since is not None else None
         end = parse_time(until, "until") if until is not None else None
         with self._driver.transaction() as tx:
@@ -128,7 +189,7 @@ class ReplayAPI(AppCore):
                 "per_second": per_second,
                 "batch_timeout": timeout,
             }
-            me = replayer.driver_name("detached" if detach else "caller")
+            me = replayer.driver_name("starter" if detached else "caller")
             created = self._driver.replay_run_insert(
                 tx,
                 actor=by,
@@ -138,26 +199,12 @@ class ReplayAPI(AppCore):
                 stop_after_failures=stop_after_failures,
                 total=len(ids),
                 driver=me,
-                detached=detach,
+                detached=detached,
             )
             assert created is not None
             run_id = int(created["id"])
             self._driver.replay_run_tasks_insert(tx, run_id=run_id, ids=json.dumps(ids))
-        if detach:
-            try:
-                first = replays.step_budget(per_second, None)
-                return replayer.step(self._driver, run_id, me, budget=first).touched
-            finally:
-                with self._driver.transaction() as tx:
-                    self._driver.replay_run_release(tx, id=run_id, driver=me)
-        try:
-            return self._drive(run_id, me, per_second)
-        except BaseException:
-            try:
-                replayer.finish_interrupted(self._driver, run_id, me)
-            except Exception:  # the store is gone too: the sweep will find the run stale
-                pass
-            raise
+        return run_id, me
 
     def _drive(
         self, run_id: int, me: str, per_second: float | None
