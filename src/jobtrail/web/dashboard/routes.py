@@ -21,6 +21,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from fastapi.templating import Jinja2Templates
 from jinja2 import pass_context
 from markupsafe import Markup
+from starlette.concurrency import run_in_threadpool
 
 from ...app import App
 from ...app.replays import DEFAULT_BATCH_TIMEOUT
@@ -504,8 +505,10 @@ def router(
         whole_store(request, "act")
         form = await _form(request)
         _require(form, "by", "note", "until", "limit")
-        try:
-            started = app.start_replay_run(
+        try:  # the first step replays up to a batch: off the event loop
+            timeout = _number(form, "batch_timeout", float)
+            started = await run_in_threadpool(
+                app.start_replay_run,
                 reason=_clean(form.get("reason")),
                 kind=_clean(form.get("kind")),
                 since=_clean(form.get("since")),
@@ -514,7 +517,7 @@ def router(
                 per_second=_number(form, "per_second", float),
                 batch_size=_number(form, "batch_size", int),
                 stop_after_failures=_number(form, "stop_after_failures", int),
-                batch_timeout=_number(form, "batch_timeout", float) or DEFAULT_BATCH_TIMEOUT,
+                batch_timeout=DEFAULT_BATCH_TIMEOUT if timeout is None else timeout,
                 by=form["by"],
                 note=form["note"],
             )
