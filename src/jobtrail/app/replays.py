@@ -2,15 +2,18 @@
 runs* that go batch by batch and stop when their replayed tasks die again, and the dead-letter
 view with its evidence. Mixed into ``App``.
 
-How a run observes its tasks across batches: after each batch (but the last) it polls the
-store every ``SETTLE_POLL`` seconds until every task it replayed so far has settled (is no
-longer queued, leased or waiting; awaiting a receipt counts as settled), or until
-``stop_after_failures`` of them are dead again — which stops the run at once. A batch that has
-not settled within ``batch_timeout`` seconds (no worker running, say) stops the run as
-``not_settled``: a run never waits forever, and without workers it replays one batch only.
-What it did not replay is still dead; replaying again with the run's recorded ``until``
-continues with exactly those tasks (tasks that died again after the run started are not
-picked up by that ``until``).
+A run goes one step at a time (``services/replayer.py``). ``replay_dead`` drives its run from
+the calling process: after each batch (but the last) it polls every ``SETTLE_POLL`` seconds
+until every task it replayed so far has settled (is no longer queued, leased or waiting;
+awaiting a receipt counts as settled), or until ``stop_after_failures`` of them are dead again —
+which stops the run at once — beating the run's heartbeat meanwhile. A batch that has not
+settled within ``batch_timeout`` seconds (no worker running, say) stops the run as
+``not_settled``: a run never waits forever, and without workers it replays one batch only. A
+caller that dies stops beating, and the sweep stops its run as ``interrupted``.
+``start_replay_run`` (the dashboard, the API) takes the first step only: the workers' sweep
+takes the steps after it. What a run did not replay is still dead; replaying again with the
+run's recorded ``until`` continues with exactly those tasks (tasks that died again after the
+run started are not picked up by that ``until``).
 """
 
 from __future__ import annotations

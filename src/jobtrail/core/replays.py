@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from ..model import i18n
+from ..model.models import iso
 
 #: How a run ends: ``completed`` (every selected task was replayed or found moved), or
 #: ``stopped`` with a ``stop_code``.
@@ -98,7 +99,7 @@ def stop_reason(run: Mapping[str, Any], lang: str = "en") -> str | None:
         driver, stopped_by = run.get("driver"), run.get("stopped_by")
         if driver and stopped_by and stopped_by != driver:  # found gone, not stopped by itself
             beat = run.get("heartbeat_at")
-            at = beat.isoformat(timespec="seconds") if isinstance(beat, datetime) else "?"
+            at = iso(beat) if isinstance(beat, datetime) else "?"
             return i18n.t("replay_run.abandoned", lang, driver=driver, at=at)
         return i18n.t("replay_run.interrupted", lang)
     return None
