@@ -106,3 +106,56 @@ def test_a_sigkilled_replay_run_is_stopped_as_interrupted_and_can_be_continued(
     assert sorted(i for i, _ in rest) == sorted(set(ids) - set(replayed))
     newest = app.replay_runs()[0]
     assert (newest["state"], newest["replayed"]) == ("completed", 3)
+
+
+def _age_heartbeat(store: Any, run_id: int, seconds: float) -> None:
+    """Move a run's last beat ``seconds`` into the past, straight in the store (what 30 s of
+    silence would leave), so that the readers' default bound applies without waiting it."""
+    if store.postgres:
+        import psycopg
+
+        with psycopg.connect(store.direct_url, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE jobtrail_replay_runs SET heartbeat_at = heartbeat_at - "
+                "make_interval(secs => %s) WHERE id = %s",
+                (seconds, run_id),
+            )
+    else:
+        import sqlite3
+
+        conn = sqlite3.connect(store.url.removeprefix("sqlite:///"))
+        with conn:
+            conn.execute(
+                "UPDATE jobtrail_replay_runs SET heartbeat_at = heartbeat_at - ? WHERE id = ?",
+                (seconds, run_id),
+            )
+        conn.close()
+
+
+def test_without_any_worker_the_run_list_itself_stops_a_run_whose_driver_is_gone(
+    store: Any, tmp_path: Path
+) -> None:
+    app = store.app()
+    _dead(app, 3)
+    proc = _cli(store, tmp_path, "replay-dead", "--kind", "boom", "--by", "ops", "--note", "n",
+                "--batch-size", "1", "--batch-timeout", "600")  # fmt: skip
+    try:
+        first = wait_until(
+            lambda: [r for r in app.replay_runs() if r["replayed"] == 1],
+            timeout=30,
+            what="the CLI to replay its first batch",
+        )[0]
+    finally:
+        proc.kill()
+        proc.wait(10)
+    _age_heartbeat(store, first["id"], 29.0)  # silent, but not for 30 s yet: still running
+    assert app.replay_runs(run_id=first["id"])[0]["state"] == "running"
+    _age_heartbeat(store, first["id"], 2.0)
+    [record] = app.replay_runs(run_id=first["id"])  # no sweep: the reader stops it
+    assert (record["state"], record["stop_code"], record["replayed"]) == (
+        "stopped",
+        "interrupted",
+        1,
+    )
+    assert "stopped beating" in record["stop_reason"]
+    assert record["stopped_by"].startswith("reader@")

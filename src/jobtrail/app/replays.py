@@ -244,7 +244,7 @@ class ReplayAPI(AppCore):
         if run_id is not None:
             validate.integer(run_id, "run_id", 1, 2**63 - 1)
         try:  # a run whose driver is gone is shown for what it is, workers or not
-            replayer.tend(self._driver, detached=False)
+            replayer.tend(self._driver, detached=False, role="reader")
         except Exception as exc:  # a read-only store or role: list what is recorded
             log.warning("replay runs: could not stop stale runs (%s)", type(exc).__name__)
         with self._driver.transaction(write=False) as tx:

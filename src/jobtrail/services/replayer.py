@@ -232,7 +232,11 @@ class Heart:
 
 # -- the sweep's part -------------------------------------------------------------------------
 def tend(
-    driver: Driver, *, stale: float = replays.STALE_AFTER, detached: bool = True
+    driver: Driver,
+    *,
+    stale: float = replays.STALE_AFTER,
+    detached: bool = True,
+    role: str = "sweeper",
 ) -> dict[str, int]:
     """What a sweep does for replay runs: stop attached runs whose driver stopped beating
     ``stale`` seconds ago (``interrupted``), and (with ``detached``) take each detached run
@@ -243,7 +247,7 @@ def tend(
     counts = {"replay_runs_interrupted": 0, "replay_runs_stepped": 0}
     if not due:
         return counts
-    me = driver_name("sweeper")
+    me = driver_name(role)  # recorded as ``stopped_by`` / a detached run's step driver
     for r in due:
         run_id = int(r["id"])
         try:
