@@ -6,6 +6,8 @@ worker on a thread and ``stop(grace=)`` stops it as SIGTERM does. Both backends.
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 import threading
 import time
 from typing import Any
@@ -44,6 +46,35 @@ def test_astep_and_aeffect_run_once_per_task(app: jobtrail.App) -> None:
     steps = {s["name"]: s for s in app.steps(task.id)}
     assert steps["fetch"]["result"] == {"n": 2} and not steps["fetch"]["effect"]
     assert steps["charge"]["effect"] and steps["charge"]["status"] == "confirmed"
+
+
+def test_a_stopping_worker_lets_the_coroutines_left_on_its_loop_end(
+    app: jobtrail.App, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A burst worker stops as soon as every outcome is recorded; coroutines still on its
+    event loop then (an attempt's own last step after its outcome was written on a thread, or
+    one a handler started) end before the loop stops, instead of being destroyed pending."""
+    ended: list[str] = []
+    keep: list[asyncio.Task[None]] = []
+
+    async def flush(task_id: str) -> None:
+        await asyncio.sleep(0.05)  # outlives the attempt: the worker is stopping by then
+        ended.append(task_id)
+
+    @app.task("fire", max_attempts=1)
+    async def fire(ctx: jobtrail.Context, payload: Any) -> None:
+        keep.append(asyncio.get_running_loop().create_task(flush(ctx.task_id)))
+        if payload["fail"]:
+            raise ValueError("async failure")
+
+    tasks = [app.enqueue("fire", {"fail": i % 2 == 0}) for i in range(4)]
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        app.run_worker(burst=True)
+        keep.clear()
+        gc.collect()
+    assert sorted(ended) == sorted(t.id for t in tasks)
+    assert [app.get(t.id).state for t in tasks] == ["dead", "succeeded", "dead", "succeeded"]
+    assert not [r for r in caplog.records if "destroyed" in r.getMessage()]
 
 
 @pytest.mark.parametrize("method", ["step", "effect"])

@@ -700,10 +700,13 @@ def test_edge_3_claims_only_due_tasks(app: jobtrail.App) -> None:
 def test_running_handler_keeps_its_lease_alive(app: jobtrail.App) -> None:
     started, release = threading.Event(), threading.Event()
 
-    @app.task("k", lease_seconds=0.3)
+    # a lease of 1 s, renewed every third of it: short enough for the test to see several
+    # renewals, long enough that a loaded machine's scheduling delays (0.3 s seen) do not
+    # let it lapse
+    @app.task("k", lease_seconds=1.0)
     def k(ctx, p):
         started.set()
-        assert release.wait(10)
+        assert release.wait(15)
 
     task = app.enqueue("k")
     with background_worker(app, release):
@@ -714,9 +717,9 @@ def test_running_handler_keeps_its_lease_alive(app: jobtrail.App) -> None:
 
         def three_leases_later() -> bool:
             swept.update(app.sweep())
-            return db_now(app) > claimed.at + timedelta(seconds=0.9)
+            return db_now(app) > claimed.at + timedelta(seconds=3.0)
 
-        wait_for(three_leases_later, what="three lease lengths to pass")
+        wait_for(three_leases_later, timeout=10, what="three lease lengths to pass")
         assert swept == {}
         got = app.get(task.id)
         assert got.state == "leased" and got.attempts == 1

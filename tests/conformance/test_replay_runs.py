@@ -19,12 +19,12 @@ from .support import last, run, wait_for
 
 
 @contextmanager
-def running_worker(app: jobtrail.App) -> Iterator[Worker]:
+def running_worker(app: jobtrail.App, queues: list[str] | None = None) -> Iterator[Worker]:
     """A worker in running mode (not burst) on a thread, stopped on leaving."""
     worker = Worker(
         app,
         WorkerOptions(
-            queues=["default"],
+            queues=queues or ["default"],
             concurrency=2,
             poll_interval=0.05,
             sweep_interval=0.1,

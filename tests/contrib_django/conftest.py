@@ -22,6 +22,8 @@ from psycopg.conninfo import conninfo_to_dict
 PROJECT = Path(__file__).parent / "project"
 
 ALIASES = ["default", "pg"]  # the SQLite backend and the PostgreSQL one
+#: backends with OPTIONS["DATABASE_URL"]: jobtrail's tables outside Django's databases
+SEPARATE = ["separate", "separate_pg"]
 
 
 @pytest.fixture(scope="session")
@@ -29,8 +31,10 @@ def django_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, s
     require_pg()
     tmp = tmp_path_factory.mktemp("django")
     schema = "dj_" + secrets.token_hex(6)
+    separate = schema + "_own"  # the PostgreSQL store of the "separate_pg" backend
     with psycopg.connect(PG_URL, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'CREATE SCHEMA "{separate}"')
     info = conninfo_to_dict(PG_URL)
     env = {
         "JT_DJ_SQLITE": str(tmp / "django.db"),
@@ -39,6 +43,9 @@ def django_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, s
         "JT_DJ_PG_HOST": str(info.get("host", "127.0.0.1")),
         "JT_DJ_PG_PORT": str(info.get("port", "5432")),
         "JT_DJ_PG_SCHEMA": schema,
+        "JT_DJ_PG_SEPARATE_URL": PG_URL
+        + ("&" if "?" in PG_URL else "?")
+        + f"options=-c%20search_path%3D{separate}",
         "JT_DJ_SIGNALS": str(tmp / "signals.jsonl"),
         "JT_DJ_RECORD": str(tmp / "record.txt"),
         "DJANGO_SETTINGS_MODULE": "jt_django_settings",
@@ -48,24 +55,28 @@ def django_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, s
     import django
 
     django.setup()
+    from django.core.management import call_command
     from django.db import connections
     from testapp.models import Note
 
-    for alias in ALIASES:
-        with connections[alias].schema_editor() as editor:
-            editor.create_model(Note)
+    # Django's own tables (auth, sessions, admin: the admin tests log in) and the test app's
+    # in the SQLite database; only the test app's table in the PostgreSQL one
+    call_command("migrate", database="default", run_syncdb=True, verbosity=0)
+    with connections["pg"].schema_editor() as editor:
+        editor.create_model(Note)
+    for alias in [*ALIASES, *SEPARATE]:
         migrate(alias)
-    migrate("separate")
     try:
         yield env
     finally:
         from jobtrail.contrib.django.compat import task_backends
 
-        for alias in [*ALIASES, "separate"]:
+        for alias in [*ALIASES, *SEPARATE]:
             task_backends[alias].close()
         connections.close_all()
         with psycopg.connect(PG_URL, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            conn.execute(f'DROP SCHEMA IF EXISTS "{separate}" CASCADE')
 
 
 def migrate(alias: str) -> None:

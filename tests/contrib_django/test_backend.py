@@ -236,6 +236,31 @@ def test_permanent_error_fails_at_once(alias: str) -> None:
     assert result.status == TaskResultStatus.FAILED and len(result.worker_ids) == 1
 
 
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [("fail_unclassified", "permanent_error"), ("fail_over_budget", "retry_budget_exhausted")],
+)
+def test_task_finished_follows_the_workers_decision(
+    name: str, reason: str, alias: str, django_env: dict[str, str]
+) -> None:
+    """``task_finished`` goes out when the worker ends the task, by whatever rule ends it: here
+    on the first attempt of five, by the kind's ``retry_unclassified=False`` or its spent
+    ``max_elapsed``. (A failure the worker will retry sends none:
+    test_failure_after_the_last_attempt.)"""
+    import testapp.tasks
+
+    from jobtrail.contrib.django.compat import TaskResultStatus
+
+    result = getattr(testapp.tasks, name).using(backend=alias).enqueue("no retry")
+    work(alias)
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED and len(result.worker_ids) == 1
+    assert backends()[alias].app.get(result.id).last_reason == reason
+    sent = signals(django_env, alias, result.id)
+    assert [s["signal"] for s in sent] == ["enqueued", "started", "finished"]
+    assert sent[-1]["status"] == "FAILED" and sent[-1]["errors"] == ["builtins.KeyError"]
+
+
 def test_signals_are_sent_by_the_worker_process(alias: str, django_env: dict[str, str]) -> None:
     from django.db import transaction
     from testapp.tasks import add

@@ -20,6 +20,12 @@ POST = (
     "r = Client().post('/orders', json.dumps({'item': %r}), content_type='application/json'); "
     "print(json.dumps([r.status_code, r.json()]))"
 )
+ADMIN = (
+    "import json; from django.contrib.auth.models import User; from django.test import Client; "
+    "c = Client(); c.force_login(User.objects.create_superuser('admin-%s')); "
+    "r = c.get('/admin/jobtrail/task/default/%s/'); "
+    "print(json.dumps([r.status_code, r.content.decode()]))"
+)
 GET = (
     "import json; from django.test import Client; "
     "print(json.dumps(Client().get('/orders/%d').json()))"
@@ -64,6 +70,11 @@ def test_view_worker_result(store: Store) -> None:
     assert page["confirmation"] == f"R-{body['order']:05d}"
     explained = run(env, "jobtrail", "explain", body["task"])
     assert "shop.tasks.confirm_order" in explained and "step   reserve: confirmed" in explained
+    # the admin registers jobtrail's task pages: the task, its timeline and its explanation
+    status, html = last_json(run(env, "shell", "-c", ADMIN % (body["order"], body["task"])))
+    assert status == 200
+    assert "shop.tasks.confirm_order" in html and "<td>completed</td>" in html
+    assert "step   reserve: confirmed" in html
 
 
 def test_the_order_page_shows_the_return_value(store: Store) -> None:

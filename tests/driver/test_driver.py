@@ -388,6 +388,7 @@ def test_dead_evidence_and_effects_of_tasks(world: dict[str, Any]) -> None:
 
 @covers("replay_run_insert", "replay_run_tasks_insert", "replay_run_task_mark")
 @covers("replay_run_progress", "replay_run_observe", "replay_run_finish", "replay_run_list")
+@covers("replay_run_tasks_next", "replay_run_get", "replay_run_beat")
 def test_replay_runs(world: dict[str, Any]) -> None:
     d: Driver = world["d"]
     with rolled_back(d) as tx:
@@ -399,22 +400,90 @@ def test_replay_runs(world: dict[str, Any]) -> None:
             batch_size=1,
             stop_after_failures=1,
             total=2,
+            driver="me",
+            detached=False,
         )
         assert row is not None
         run = int(row["id"])
         ids = json.dumps([world["queued"], world["leased"]])
         assert d.replay_run_tasks_insert(tx, run_id=run, ids=ids) == 2
+        nexts = d.replay_run_tasks_next(tx, run_id=run, after=1, limit=5)
+        assert [(r["position"], int(r["task_id"])) for r in nexts] == [(2, world["leased"])]
         assert d.replay_run_task_mark(tx, run_id=run, position=1, seq=1) == 1
-        assert d.replay_run_progress(tx, id=run, replayed=1, skipped=0, batches=1) == 1
+        # only the run's driver moves it on
+        assert (
+            d.replay_run_progress(tx, id=run, driver="other", replayed=1, skipped=0, batches=1) == 0
+        )
+        assert d.replay_run_beat(tx, id=run, driver="other") == 0
+        assert d.replay_run_progress(tx, id=run, driver="me", replayed=1, skipped=0, batches=1)
+        assert d.replay_run_beat(tx, id=run, driver="me") == 1
+        got = d.replay_run_get(tx, id=run)
+        assert got is not None and got["batch_at"] is not None and got["heartbeat_at"] is not None
+        assert 0 <= got["batch_age"] < 60 and 0 <= got["progress_age"] < 60
+        assert got["driver"] == "me" and got["detached"] is False
         seen = d.replay_run_observe(tx, id=run)
         assert seen is not None and (int(seen["died"]), int(seen["open"])) == (0, 1)
-        assert d.replay_run_finish(tx, id=run, state="stopped", stop_code="died_again", died=0)
+        assert (
+            d.replay_run_finish(
+                tx, id=run, driver="other", state="completed", stop_code=None, died=0
+            )
+            == 0
+        )
+        assert d.replay_run_finish(
+            tx, id=run, driver="me", state="stopped", stop_code="died_again", died=0
+        )
         # a finished run is never finished again
-        assert d.replay_run_finish(tx, id=run, state="completed", stop_code=None, died=0) == 0
+        assert (
+            d.replay_run_finish(tx, id=run, driver="me", state="completed", stop_code=None, died=0)
+            == 0
+        )
         [listed] = d.replay_run_list(tx, id=run, limit=5)
         assert (listed["state"], listed["replayed"], listed["batches"]) == ("stopped", 1, 1)
         assert listed["data"] == {"kind": "k"} and listed["died_now"] == 0
         assert listed["finished_at"] is not None and listed["finished_at"].tzinfo is not None
+        assert listed["stopped_by"] == "me"
+
+
+@covers("replay_run_due", "replay_run_take", "replay_run_release", "replay_run_interrupt")
+def test_replay_runs_without_a_live_driver(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with rolled_back(d) as tx:
+        runs = {}
+        for detached in (False, True):
+            row = d.replay_run_insert(
+                tx,
+                actor="ops",
+                note="n",
+                data=dumps({}),
+                batch_size=None,
+                stop_after_failures=None,
+                total=0,
+                driver="gone",
+                detached=detached,
+            )
+            assert row is not None
+            runs[detached] = int(row["id"])
+        # both beat just now: only a detached run nobody holds is due, and neither is held free
+        assert d.replay_run_due(tx, stale=60, limit=5) == []
+        assert d.replay_run_take(tx, id=runs[True], driver="s1", stale=60) == 0
+        assert d.replay_run_release(tx, id=runs[True], driver="s1") == 0
+        assert d.replay_run_release(tx, id=runs[True], driver="gone") == 1
+        assert [int(r["id"]) for r in d.replay_run_due(tx, stale=60, limit=5)] == [runs[True]]
+        assert d.replay_run_take(tx, id=runs[True], driver="s1", stale=60) == 1
+        assert d.replay_run_take(tx, id=runs[True], driver="s2", stale=60) == 0  # held
+        assert d.replay_run_take(tx, id=runs[False], driver="s2", stale=60) == 0  # attached
+        # a beat that is not stale yet keeps an attached run; a stale one stops it
+        assert d.replay_run_interrupt(tx, id=runs[False], by="s2", died=0, stale=60) == 0
+        assert d.replay_run_interrupt(tx, id=runs[True], by="s2", died=0, stale=-1) == 0
+        due = d.replay_run_due(tx, stale=-1, limit=5)
+        assert sorted((int(r["id"]), bool(r["detached"])) for r in due) == sorted(
+            [(runs[False], False), (runs[True], True)]
+        )
+        assert d.replay_run_take(tx, id=runs[True], driver="s2", stale=-1) == 1  # taken over
+        assert d.replay_run_interrupt(tx, id=runs[False], by="s2", died=0, stale=-1) == 1
+        [stopped] = d.replay_run_list(tx, id=runs[False], limit=1)
+        assert (stopped["state"], stopped["stop_code"]) == ("stopped", "interrupted")
+        assert (stopped["driver"], stopped["stopped_by"]) == ("gone", "s2")
 
 
 @covers("effect_intent", "step_confirm", "step_list", "effect_confirmed_count", "effect_forget")

@@ -32,8 +32,8 @@ def test_nothing_ahead_before_anything_ran_or_with_one_slot() -> None:
     assert warm(concurrency=1).room([], now=100.0) == 0
 
 
-def test_about_twenty_per_round_trip_while_the_work_is_short() -> None:
-    assert [ahead_for(c) for c in (1, 2, 4, 10, 16, 40)] == [0, 8, 16, 10, 15, 39]
+def test_up_to_four_per_slot_and_sixty_per_round_trip_while_the_work_is_short() -> None:
+    assert [ahead_for(c) for c in (1, 2, 4, 10, 16, 40, 70)] == [0, 8, 16, 40, 44, 39, 69]
     p = warm()
     assert p.room([], now=100.0) == 16
     young = [attempt("quick"), attempt("quick", begun=False), attempt("slow", done=True)]

@@ -61,3 +61,32 @@ def test_effects_split_into_performed_again_and_skipped() -> None:
     assert [e["name"] for e in split["7"]["again"]] == ["submit"]
     [skip] = split["7"]["skip"]
     assert (skip["name"], skip["provider_ids"], skip["confirmed_at"]) == ("upload", ["img-1"], at)
+
+
+def test_a_detached_step_replays_at_its_pace_and_at_most_a_second_s_worth() -> None:
+    assert replays.step_budget(None, 0.0) == replays.STEP_MAX  # no rate: a bounded step
+    assert replays.step_budget(None, None) == replays.STEP_MAX
+    assert replays.step_budget(10, None) == 10  # the first step: one second's worth
+    assert replays.step_budget(0.5, None) == 1
+    assert replays.step_budget(10, 0.25) == 2  # what the rate allows since the last progress
+    assert replays.step_budget(0.5, 1.0) == 0  # not yet
+    assert replays.step_budget(0.5, 2.5) == 1
+    assert replays.step_budget(10, 3600) == 10  # a batch that waited long does not go at once
+    assert replays.step_budget(10_000, 3600) == replays.STEP_MAX
+    assert replays.step_budget(10, -1.0) == 0  # clocks never go back, but if they did
+
+
+def test_a_run_whose_driver_stopped_beating_says_so() -> None:
+    beat = datetime(2026, 12, 1, 19, 0, 5, tzinfo=UTC)
+    gone = {"stop_code": "interrupted", "driver": "caller@h:41/ab", "heartbeat_at": beat,
+            "stopped_by": "sweeper@h:42/cd", "filter": {}}  # fmt: skip
+    assert replays.stop_reason(gone) == (
+        "its driver caller@h:41/ab stopped beating at 2026-12-01T19:00:05.000Z (killed?); "
+        "the rest stay dead"
+    )
+    assert "停止心跳" in (replays.stop_reason(gone, "zh") or "")
+    # stopped by itself (Ctrl-C): the plain interruption
+    itself = {**gone, "stopped_by": gone["driver"]}
+    plain = "the replaying process stopped mid-run; the rest stay dead"
+    assert replays.stop_reason(itself) == plain
+    assert replays.HEARTBEAT * 10 <= replays.STALE_AFTER  # a stale driver missed many beats

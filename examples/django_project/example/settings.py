@@ -14,11 +14,44 @@ ALLOWED_HOSTS = ["localhost", "127.0.0.1", "testserver"]
 USE_TZ = True
 TIME_ZONE = "UTC"
 ROOT_URLCONF = "example.urls"
-INSTALLED_APPS = ["jobtrail.contrib.django", "shop"]
+INSTALLED_APPS = [
+    # the admin shows jobtrail's tasks read-only: /admin/jobtrail/task/ (docs/django.md)
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",  # the admin's CSS under runserver
+    "jobtrail.contrib.django",
+    "shop",
+]
 try:
     import django.tasks  # noqa: F401  (Django >= 6.0 has the task framework built in)
 except ImportError:
     INSTALLED_APPS.insert(0, "django_tasks")  # the backport, on Django 5.2
+
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+STATIC_URL = "static/"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 
 def _database(url: str) -> dict[str, object]:

@@ -2,33 +2,38 @@
 runs* that go batch by batch and stop when their replayed tasks die again, and the dead-letter
 view with its evidence. Mixed into ``App``.
 
-How a run observes its tasks across batches: after each batch (but the last) it polls the
-store every ``SETTLE_POLL`` seconds until every task it replayed so far has settled (is no
-longer queued, leased or waiting; awaiting a receipt counts as settled), or until
-``stop_after_failures`` of them are dead again — which stops the run at once. A batch that has
-not settled within ``batch_timeout`` seconds (no worker running, say) stops the run as
-``not_settled``: a run never waits forever, and without workers it replays one batch only.
-What it did not replay is still dead; replaying again with the run's recorded ``until``
-continues with exactly those tasks (tasks that died again after the run started are not
-picked up by that ``until``).
+A run goes one step at a time (``services/replayer.py``). ``replay_dead`` drives its run from
+the calling process: after each batch (but the last) it polls every ``SETTLE_POLL`` seconds
+until every task it replayed so far has settled (is no longer queued, leased or waiting;
+awaiting a receipt counts as settled), or until ``stop_after_failures`` of them are dead again —
+which stops the run at once — beating the run's heartbeat meanwhile. A batch that has not
+settled within ``batch_timeout`` seconds (no worker running, say) stops the run as
+``not_settled``: a run never waits forever, and without workers it replays one batch only. A
+caller that dies stops beating, and the sweep stops its run as ``interrupted``.
+``start_replay_run`` (the dashboard, the API) takes the first step only: the workers' sweep
+takes the steps after it. What a run did not replay is still dead; replaying again with the
+run's recorded ``until`` continues with exactly those tasks (tasks that died again after the
+run started are not picked up by that ``until``).
 """
 
 from __future__ import annotations
 
 import builtins
 import json
+import logging
 import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..core import replays, transition
+from ..core import replays
 from ..model import validate
-from ..model.errors import IllegalTransition
-from ..model.machine import Reason, State
 from ..model.models import Task, iso, task_from_row
 from ..model.timeparse import parse_time
-from ..store.base import Driver, Move, Row, Tx
+from ..services import replayer
+from ..store.base import Driver, Row, Tx
 from .core import AppCore, _require_text
+
+log = logging.getLogger("jobtrail.app.replays")
 
 #: How often a run looks at its replayed tasks while it waits for a batch to settle.
 SETTLE_POLL = 0.1
@@ -52,35 +57,8 @@ class ReplayAPI(AppCore):
     def _replay(
         self, tx: Tx, task_id: str | int, by: str, note: str, run_id: int | None = None
     ) -> Row:
-        """Replay one dead task (and its dead children) in ``tx``; the row after it. With
-        ``run_id`` each ``replayed`` transition names the replay run in its data."""
-        row = self._row(tx, task_id)
-        if row["state"] != State.DEAD:
-            raise IllegalTransition(str(row["id"]), row["state"], "replay (only dead tasks)")
-        children = self._driver.children_list(tx, id=row["id"])
-        for child in children:  # edge 21: replaying a parent replays its dead children
-            if child["state"] == State.DEAD:
-                self._replay(tx, child["id"], by, note, run_id)
-        moved = transition.apply(
-            self._driver,
-            tx,
-            Move(
-                task_id=row["id"],
-                from_state=State.DEAD,
-                to_state=State.WAITING if children else State.QUEUED,
-                reason=Reason.REPLAYED,
-                actor=by,
-                note=note,
-                run_in=0.0,
-                reset_attempts=True,
-                replay=True,
-                data={"replay_run": run_id} if run_id is not None else {},
-            ),
-        )
-        if moved is None:  # pragma: no cover - writes are serialised in this transaction
-            raise IllegalTransition(str(row["id"]), row["state"], "replay")
-        self._driver.notify_queued(tx, row["queue"])
-        return self._row(tx, task_id)
+        """Replay one dead task (and its dead children) in ``tx``; the row after it."""
+        return replayer.replay_task(self._driver, tx, self._row(tx, task_id), by, note, run_id)
 
     # -- batch replay: a recorded run ---------------------------------------------------------
     def replay_dead(
@@ -105,7 +83,78 @@ class ReplayAPI(AppCore):
         ``batch_size`` it replays that many, waits for them to settle (at most
         ``batch_timeout`` seconds), and goes on — or stops once ``stop_after_failures`` of its
         replayed tasks are dead again (that needs ``batch_size``). Returns ``(task id, new
-        state)`` for each task it touched."""
+        state)`` for each task it touched.
+
+        The calling process drives the run to its end and beats its heartbeat meanwhile; if
+        the process dies, a worker's sweep (or ``replay_runs``) stops the run as
+        ``interrupted`` once it has not beaten for ``STALE_AFTER`` seconds."""
+        run_id, me = self._open_run(
+            reason, kind, since, until, by, note, limit, per_second, batch_size,
+            stop_after_failures, batch_timeout, detached=False,
+        )  # fmt: skip
+        try:
+            return self._drive(run_id, me, per_second)
+        except BaseException:
+            try:
+                replayer.finish_interrupted(self._driver, run_id, me)
+            except Exception:  # the store is gone too: the sweep will find the run stale
+                pass
+            raise
+
+    def start_replay_run(
+        self,
+        *,
+        reason: str | None = None,
+        kind: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        by: str,
+        note: str,
+        limit: int | None = None,
+        per_second: float | None = None,
+        batch_size: int | None = None,
+        stop_after_failures: int | None = None,
+        batch_timeout: float = DEFAULT_BATCH_TIMEOUT,
+    ) -> dict[str, Any]:
+        """``replay_dead`` as a *detached* run, for callers that cannot wait (the dashboard,
+        ``POST /api/replay-runs``): the same arguments, checks and record, but this call takes
+        only the run's first step (its first batch, at most ``STEP_MAX`` tasks or one second's
+        worth at ``per_second``) and returns the run's record (``replay_runs``) with
+        ``touched``, the ``(task id, new state)`` of that step. The sweep of every worker
+        process carries the run on, step by step, with the same pace and stop conditions; the
+        run needs no process of its own and goes on across restarts."""
+        run_id, me = self._open_run(
+            reason, kind, since, until, by, note, limit, per_second, batch_size,
+            stop_after_failures, batch_timeout, detached=True,
+        )  # fmt: skip
+        try:
+            first = replays.step_budget(per_second, None)
+            touched = replayer.step(self._driver, run_id, me, budget=first).touched
+        finally:
+            with self._driver.transaction() as tx:
+                self._driver.replay_run_release(tx, id=run_id, driver=me)
+        with self._driver.transaction(write=False) as tx:
+            [row] = self._driver.replay_run_list(tx, id=run_id, limit=1)
+        return {**run_from_row(row), "touched": touched}
+
+    def _open_run(
+        self,
+        reason: str | None,
+        kind: str | None,
+        since: datetime | str | None,
+        until: datetime | str | None,
+        by: str,
+        note: str,
+        limit: int | None,
+        per_second: float | None,
+        batch_size: int | None,
+        stop_after_failures: int | None,
+        batch_timeout: float,
+        *,
+        detached: bool,
+    ) -> tuple[int, str]:
+        """Check a run's arguments, pick its tasks and record it; its id and its driver's name
+        (this process, which takes at least its first step)."""
         _require_text(by, "by")
         _require_text(note, "note")
         validate.batch_filters(reason=reason, kind=kind, limit=limit)
@@ -143,6 +192,7 @@ class ReplayAPI(AppCore):
                 "per_second": per_second,
                 "batch_timeout": timeout,
             }
+            me = replayer.driver_name("starter" if detached else "caller")
             created = self._driver.replay_run_insert(
                 tx,
                 actor=by,
@@ -151,105 +201,36 @@ class ReplayAPI(AppCore):
                 batch_size=batch_size,
                 stop_after_failures=stop_after_failures,
                 total=len(ids),
+                driver=me,
+                detached=detached,
             )
             assert created is not None
             run_id = int(created["id"])
             self._driver.replay_run_tasks_insert(tx, run_id=run_id, ids=json.dumps(ids))
-        try:
-            return self._replay_batches(
-                run_id, ids, by, note, per_second, batch_size, stop_after_failures, timeout
-            )
-        except BaseException:
-            self._finish_run(run_id, replays.INTERRUPTED, quiet=True)
-            raise
+        return run_id, me
 
-    def _replay_batches(
-        self,
-        run_id: int,
-        ids: builtins.list[Any],
-        by: str,
-        note: str,
-        per_second: float | None,
-        batch_size: int | None,
-        stop_after_failures: int | None,
-        timeout: float,
+    def _drive(
+        self, run_id: int, me: str, per_second: float | None
     ) -> builtins.list[tuple[str, str]]:
+        """Step the run from this process until it ends: one task a step at ``per_second``,
+        a whole batch otherwise; between batches poll every ``SETTLE_POLL`` seconds, beating
+        the heartbeat meanwhile."""
         out: builtins.list[tuple[str, str]] = []
+        heart = replayer.Heart(self._driver, run_id, me)
         pace = 1.0 / per_second if per_second else 0.0
         next_at = time.monotonic()
-        position = 0
-        for number, batch in enumerate(replays.batches(ids, batch_size)):
-            if number:
-                code = self._settle(run_id, stop_after_failures, timeout)
-                if code is not None:
-                    self._finish_run(run_id, code)
-                    return out
-            for task_id in batch:
-                position += 1
-                if pace:
-                    wait = next_at - time.monotonic()
-                    if wait > 0:
-                        time.sleep(wait)
-                    next_at = max(next_at, time.monotonic()) + pace
-                out.append(self._replay_in_run(run_id, position, task_id, by, note))
-            with self._driver.transaction() as tx:
-                self._driver.replay_run_progress(tx, id=run_id, replayed=0, skipped=0, batches=1)
-        self._finish_run(run_id, None)
-        return out
-
-    def _replay_in_run(
-        self, run_id: int, position: int, task_id: Any, by: str, note: str
-    ) -> tuple[str, str]:
-        """One task of a run, its mark and the run's progress in one transaction."""
-        try:
-            with self._driver.transaction() as tx:
-                row = self._replay(tx, task_id, by, note, run_id)
-                self._driver.replay_run_task_mark(
-                    tx, run_id=run_id, position=position, seq=row["seq"]
-                )
-                self._driver.replay_run_progress(tx, id=run_id, replayed=1, skipped=0, batches=0)
-            return str(row["id"]), str(row["state"])
-        except IllegalTransition as exc:  # replayed or moved by someone else meanwhile
-            with self._driver.transaction() as tx:
-                self._driver.replay_run_progress(tx, id=run_id, replayed=0, skipped=1, batches=0)
-            return str(task_id), exc.current_state.value
-
-    def _observe(self, run_id: int) -> tuple[int, int]:
-        with self._driver.transaction(write=False) as tx:
-            seen = self._driver.replay_run_observe(tx, id=run_id)
-        return (int(seen["died"] or 0), int(seen["open"] or 0)) if seen else (0, 0)
-
-    def _settle(self, run_id: int, stop_after_failures: int | None, timeout: float) -> str | None:
-        """Wait for the run's replayed tasks to settle; why the run stops now, if it does."""
-        deadline = time.monotonic() + timeout
         while True:
-            died, still_open = self._observe(run_id)
-            timed_out = time.monotonic() >= deadline
-            if timed_out or replays.settled(
-                died=died, still_open=still_open, stop_after_failures=stop_after_failures
-            ):
-                return replays.stop_code(
-                    died=died,
-                    still_open=still_open,
-                    stop_after_failures=stop_after_failures,
-                    timed_out=timed_out,
-                )
-            time.sleep(min(SETTLE_POLL, max(deadline - time.monotonic(), 0.0)))
-
-    def _finish_run(self, run_id: int, code: str | None, *, quiet: bool = False) -> None:
-        try:
-            died, _ = self._observe(run_id)
-            with self._driver.transaction() as tx:
-                self._driver.replay_run_finish(
-                    tx,
-                    id=run_id,
-                    state=replays.STOPPED if code else replays.COMPLETED,
-                    stop_code=code,
-                    died=died,
-                )
-        except Exception:
-            if not quiet:
-                raise  # an interrupted run whose store is gone stays "running" in the record
+            if pace and (wait := next_at - time.monotonic()) > 0:
+                heart.rest(wait)
+            done = replayer.step(self._driver, run_id, me, budget=1 if pace else None)
+            out += done.touched
+            if done.done:
+                return out
+            if done.touched:
+                heart.progressed()
+                next_at = max(next_at, time.monotonic()) + pace
+            else:  # waiting for the previous batch to settle
+                heart.rest(SETTLE_POLL)
 
     def replay_runs(
         self, *, limit: int = RUNS_LIMIT, run_id: int | None = None
@@ -262,6 +243,10 @@ class ReplayAPI(AppCore):
         validate.integer(limit, "limit", 1, validate.MAX_LIMIT)
         if run_id is not None:
             validate.integer(run_id, "run_id", 1, 2**63 - 1)
+        try:  # a run whose driver is gone is shown for what it is, workers or not
+            replayer.tend(self._driver, detached=False, role="reader")
+        except Exception as exc:  # a read-only store or role: list what is recorded
+            log.warning("replay runs: could not stop stale runs (%s)", type(exc).__name__)
         with self._driver.transaction(write=False) as tx:
             rows = self._driver.replay_run_list(tx, id=run_id, limit=limit)
         return [run_from_row(r) for r in rows]
@@ -337,6 +322,10 @@ def run_from_row(r: Row) -> dict[str, Any]:
         "started_at": r["created_at"],
         "updated_at": r["updated_at"],
         "finished_at": r["finished_at"],
+        "driver": r["driver"],
+        "detached": bool(r["detached"]),
+        "heartbeat_at": r["heartbeat_at"],
+        "stopped_by": r["stopped_by"],
     }
     run["stop_reason"] = replays.stop_reason(run)
     return run

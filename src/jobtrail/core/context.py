@@ -116,6 +116,12 @@ class Context:
         return self._attempt.task.payload
 
     @property
+    def spec(self) -> KindSpec:
+        """The kind's settings this attempt runs under (what the worker decides its outcome
+        by: ``core.decide``)."""
+        return self._attempt.spec
+
+    @property
     def cancel_requested(self) -> bool:
         """Whether a cancel was seen so far (by a renewal or a boundary check)."""
         return self._attempt.cancel_seen

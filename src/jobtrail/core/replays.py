@@ -3,15 +3,19 @@
 Nothing here touches the store or a clock. ``stop_code`` is the one decision a replay run makes
 between batches; ``split_effects`` says which effects a replay would perform again and which it
 would skip; ``provider_ids`` reads the provider ids an effect's recorded result carries;
-``stop_reason`` says in words why a run stopped.
+``stop_reason`` says in words why a run stopped; ``step_budget`` is how many tasks a detached
+run's step may replay now.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from ..model import i18n
+from ..model.models import iso
 
 #: How a run ends: ``completed`` (every selected task was replayed or found moved), or
 #: ``stopped`` with a ``stop_code``.
@@ -22,6 +26,19 @@ COMPLETED, STOPPED, RUNNING = "completed", "stopped", "running"
 #: ``interrupted``: the operator's process failed or was stopped mid-run (Ctrl-C, a store
 #: outage): the tasks it replayed stay replayed, the rest stay dead.
 DIED_AGAIN, NOT_SETTLED, INTERRUPTED = "died_again", "not_settled", "interrupted"
+
+#: How often a run's driver shows it is alive while it waits (a batch to settle, its pace):
+#: at most this many seconds between two beats.
+HEARTBEAT = 1.0
+#: A run whose driver has not beaten for this long is taken for gone: an attached run (the CLI,
+#: an ``App.replay_dead`` call) is stopped as ``interrupted``, a detached one's step is taken
+#: over by another sweeper. Thirty beats: well past a GC pause, a SQLite lock wait (5 s busy
+#: timeout) or a slow round trip on a loaded machine, and still within half a minute for the
+#: operator looking at the list.
+STALE_AFTER = 30.0
+#: The most tasks one step of a detached run replays: a step runs in a worker's sweep, between
+#: its claims, so it stays short (a few hundred small transactions at most).
+STEP_MAX = 100
 
 #: The catalog key of each run state's word.
 STATE_KEYS = {
@@ -79,8 +96,27 @@ def stop_reason(run: Mapping[str, Any], lang: str = "en") -> str | None:
             timeout=f"{timeout:g}" if isinstance(timeout, int | float) else "?",
         )
     if code == INTERRUPTED:
+        driver, stopped_by = run.get("driver"), run.get("stopped_by")
+        if driver and stopped_by and stopped_by != driver:  # found gone, not stopped by itself
+            beat = run.get("heartbeat_at")
+            at = iso(beat) if isinstance(beat, datetime) else "?"
+            return i18n.t("replay_run.abandoned", lang, driver=driver, at=at)
         return i18n.t("replay_run.interrupted", lang)
     return None
+
+
+def step_budget(per_second: float | None, since_progress: float | None) -> int:
+    """How many tasks a detached run's step replays now: ``STEP_MAX`` without a rate; with one,
+    what the rate allows since the run's last progress (``since_progress`` seconds, by the
+    database clock; ``None`` for the run's first step), at most one second's worth so that a
+    batch that waited long to settle does not go out at once. 0: not yet."""
+    if per_second is None:
+        return STEP_MAX
+    second = max(1, math.ceil(per_second))
+    if since_progress is None:
+        return min(STEP_MAX, second)
+    allowed = int(per_second * max(since_progress, 0.0))
+    return min(STEP_MAX, second, allowed)
 
 
 def filter_text(recorded: Mapping[str, Any]) -> str:

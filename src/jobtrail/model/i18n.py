@@ -206,6 +206,10 @@ MESSAGES: dict[str, dict[str, str]] = {
     "preview.confirm": {"en": "Confirm batch replay", "zh": "确认批量重放"},
     "preview.at_most": {"en": "at most", "zh": "每秒最多"},
     "preview.per_second": {"en": "per second", "zh": "个"},
+    "preview.batch_size": {"en": "in batches of", "zh": "每批"},
+    "preview.stop_after": {"en": "stop after", "zh": "在"},
+    "preview.died_again": {"en": "died again", "zh": "个再次死亡后停止"},
+    "preview.batch_timeout": {"en": "batch timeout", "zh": "每批超时"},
     "preview.button": {"en": "Replay these {n}", "zh": "重放这 {n} 个"},
     "preview.none": {
         "en": "No dead task matches these filters.",
@@ -214,6 +218,16 @@ MESSAGES: dict[str, dict[str, str]] = {
     "replayed.title": {"en": "Batch replay", "zh": "批量重放"},
     "replayed.heading": {"en": "Batch replay done", "zh": "批量重放完成"},
     "replayed.outcome": {"en": "{n} task(s) touched by {by}:", "zh": "{by} 处理了 {n} 个任务："},
+    "replayed.heading_running": {"en": "Batch replay started", "zh": "批量重放已开始"},
+    "replayed.run": {
+        "en": "Replay run {id}: {replayed} of {total} replayed, {batches} batch(es) done.",
+        "zh": "重放批次 {id}：已重放 {replayed} / {total} 个，已完成 {batches} 批。",
+    },
+    "replayed.goes_on": {
+        "en": "The workers replay the rest batch by batch, with the same pace and stop "
+        "conditions; its progress is listed on the dead-letter page.",
+        "zh": "其余任务由 worker 按同样的速率和停止条件逐批重放；进度见死信页面。",
+    },
     "replayed.col_new_state": {"en": "new state", "zh": "新状态"},
     "replayed.back": {"en": "Back to dead letters", "zh": "返回死信"},
     # -- replay runs, effects in the preview, dead-letter evidence (SPEC §16.6) ---------------
@@ -231,6 +245,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "the replaying process stopped mid-run; the rest stay dead",
         "zh": "执行重放的进程中途停止；其余任务仍为死信",
     },
+    "replay_run.abandoned": {
+        "en": "its driver {driver} stopped beating at {at} (killed?); the rest stay dead",
+        "zh": "驱动它的进程 {driver} 于 {at} 停止心跳（被终止？）；其余任务仍为死信",
+    },
     "replay_run.state.running": {"en": "running", "zh": "进行中"},
     "replay_run.state.completed": {"en": "completed", "zh": "已完成"},
     "replay_run.state.stopped": {"en": "stopped", "zh": "已停止"},
@@ -242,6 +260,9 @@ MESSAGES: dict[str, dict[str, str]] = {
     "runs.col_filter": {"en": "filter", "zh": "筛选"},
     "runs.col_progress": {"en": "replayed / total", "zh": "已重放 / 总数"},
     "runs.col_died": {"en": "died again", "zh": "再次死亡"},
+    "runs.col_batches": {"en": "batches", "zh": "批数"},
+    "runs.col_driver": {"en": "driven by", "zh": "驱动者"},
+    "runs.by_workers": {"en": "the workers", "zh": "worker"},
     "runs.col_outcome": {"en": "outcome", "zh": "结果"},
     "runs.col_started": {"en": "started", "zh": "开始于"},
     "dead.col_categories": {"en": "error categories", "zh": "错误分类"},

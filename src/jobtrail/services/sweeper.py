@@ -1,4 +1,5 @@
-"""The sweeper: moves tasks whose holder stopped renewing (edges 7, 8 and 18).
+"""The sweeper: moves tasks whose holder stopped renewing (edges 7, 8 and 18), and tends replay
+runs (``replayer.tend``): stops those whose driver stopped beating, steps the detached ones.
 
 It runs inside every worker and as ``jobtrail sweep``. Like every other actor it only moves a
 task by a conditional update: the lease must still be expired and held by the same owner and
@@ -11,12 +12,13 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from ..core import transition
+from ..core import replays, transition
 from ..core.decide import decide_expired
 from ..model.kinds import KindSpec
 from ..model.machine import State
 from ..store.base import Driver
 from .receipts import sweep_receipts
+from .replayer import tend
 
 log = logging.getLogger("jobtrail.services.sweeper")
 
@@ -24,10 +26,16 @@ BATCH = 200
 
 
 def sweep(
-    driver: Driver, kinds: dict[str, KindSpec] | None = None, *, batch: int = BATCH
+    driver: Driver,
+    kinds: dict[str, KindSpec] | None = None,
+    *,
+    batch: int = BATCH,
+    replay_stale: float = replays.STALE_AFTER,
 ) -> dict[str, int]:
-    """One pass over expired leases and receipt deadlines; returns how many tasks moved, by
-    reason code. ``kinds`` gives the ``check_receipt`` hooks (absent kinds have none)."""
+    """One pass over expired leases and receipt deadlines, then the replay runs; returns how
+    many tasks moved, by reason code. ``kinds`` gives the ``check_receipt`` hooks (absent kinds
+    have none); a replay run whose driver has not beaten for ``replay_stale`` seconds is taken
+    for gone."""
     moved: Counter[str] = Counter()
     while True:
         with driver.transaction() as tx:
@@ -61,4 +69,5 @@ def sweep(
         if len(rows) < batch:
             break
     moved.update(sweep_receipts(driver, kinds or {}, batch=batch))
+    tend(driver, stale=replay_stale)  # its own counts are logged; this returns tasks moved
     return dict(moved)

@@ -327,6 +327,8 @@ class Statements:
         batch_size: Any,
         stop_after_failures: Any,
         total: Any,
+        driver: Any,
+        detached: Any,
     ) -> Row | None:
         return tx.one(
             "replay_run_insert",
@@ -337,6 +339,8 @@ class Statements:
                 "batch_size": batch_size,
                 "stop_after_failures": stop_after_failures,
                 "total": total,
+                "driver": driver,
+                "detached": detached,
             },
         )
 
@@ -347,19 +351,49 @@ class Statements:
         return tx.run("replay_run_task_mark", {"run_id": run_id, "position": position, "seq": seq})
 
     def replay_run_progress(
-        self, tx: Tx, *, id: Any, replayed: Any, skipped: Any, batches: Any
+        self, tx: Tx, *, id: Any, driver: Any, replayed: Any, skipped: Any, batches: Any
     ) -> int:
         return tx.run(
             "replay_run_progress",
-            {"id": id, "replayed": replayed, "skipped": skipped, "batches": batches},
+            {
+                "id": id,
+                "driver": driver,
+                "replayed": replayed,
+                "skipped": skipped,
+                "batches": batches,
+            },
         )
+
+    def replay_run_beat(self, tx: Tx, *, id: Any, driver: Any) -> int:
+        return tx.run("replay_run_beat", {"id": id, "driver": driver})
+
+    def replay_run_take(self, tx: Tx, *, id: Any, driver: Any, stale: Any) -> int:
+        return tx.run("replay_run_take", {"id": id, "driver": driver, "stale": stale})
+
+    def replay_run_release(self, tx: Tx, *, id: Any, driver: Any) -> int:
+        return tx.run("replay_run_release", {"id": id, "driver": driver})
+
+    def replay_run_get(self, tx: Tx, *, id: Any) -> Row | None:
+        return tx.one("replay_run_get", {"id": id})
+
+    def replay_run_due(self, tx: Tx, *, stale: Any, limit: Any) -> list[Row]:
+        return tx.all("replay_run_due", {"stale": stale, "limit": limit})
+
+    def replay_run_interrupt(self, tx: Tx, *, id: Any, by: Any, died: Any, stale: Any) -> int:
+        return tx.run("replay_run_interrupt", {"id": id, "by": by, "died": died, "stale": stale})
+
+    def replay_run_tasks_next(self, tx: Tx, *, run_id: Any, after: Any, limit: Any) -> list[Row]:
+        return tx.all("replay_run_tasks_next", {"run_id": run_id, "after": after, "limit": limit})
 
     def replay_run_observe(self, tx: Tx, *, id: Any) -> Row | None:
         return tx.one("replay_run_observe", {"id": id})
 
-    def replay_run_finish(self, tx: Tx, *, id: Any, state: Any, stop_code: Any, died: Any) -> int:
+    def replay_run_finish(
+        self, tx: Tx, *, id: Any, driver: Any, state: Any, stop_code: Any, died: Any
+    ) -> int:
         return tx.run(
-            "replay_run_finish", {"id": id, "state": state, "stop_code": stop_code, "died": died}
+            "replay_run_finish",
+            {"id": id, "driver": driver, "state": state, "stop_code": stop_code, "died": died},
         )
 
     def replay_run_list(self, tx: Tx, *, id: Any, limit: Any) -> list[Row]:

@@ -278,6 +278,21 @@ def dead(
     return {"groups": plain(app.dead(tasks=tasks))}
 
 
+@router.post(
+    "/api/replay-runs", response_model=s.ReplayRunStarted, status_code=202, responses=ERRORS
+)
+def start_replay_run(body: s.ReplayRunBody, app: Jobtrail, who: Actor) -> dict[str, Any]:
+    """Start a detached replay run: this request takes its first step, the workers' sweep
+    replays the rest batch by batch; follow it with ``GET /api/replay-runs``."""
+    untenanted(who)
+    if not (body.reason or body.kind or body.since or body.until):
+        raise HTTPException(
+            422, "a replay run needs at least one filter (reason, kind, since or until)"
+        )
+    started: dict[str, Any] = plain(app.start_replay_run(**body.model_dump()))
+    return started
+
+
 @router.get("/api/replay-runs", response_model=s.ReplayRunsOut, responses=ERRORS)
 def replay_runs(
     app: Jobtrail,

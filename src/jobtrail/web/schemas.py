@@ -234,6 +234,31 @@ class DeadOut(BaseModel):
     groups: list[DeadGroupOut]
 
 
+class ReplayRunBody(Strict):
+    """A detached replay run (``App.start_replay_run``): the filters and stop conditions of
+    ``replay_dead``; at least one filter, as the CLI asks."""
+
+    by: StrictStr = Field(min_length=1, max_length=255, description="who does it (recorded)")
+    note: StrictStr = Field(min_length=1, max_length=validate.MAX_NOTE, description="why")
+    reason: StrictStr | None = Field(default=None, max_length=64, examples=["permanent_error"])
+    kind: StrictStr | None = Field(default=None, max_length=255)
+    since: StrictStr | None = Field(
+        default=None, max_length=64, description="died at or after (ISO 8601, or 2h ago)"
+    )
+    until: StrictStr | None = Field(
+        default=None, max_length=64, description="died before (ISO 8601, or 10m ago)"
+    )
+    limit: StrictInt | None = Field(default=None, ge=1, le=validate.MAX_BATCH)
+    per_second: StrictFloat | StrictInt | None = Field(
+        default=None, ge=validate.MIN_RATE, le=validate.MAX_RATE, allow_inf_nan=False
+    )
+    batch_size: StrictInt | None = Field(default=None, ge=1, le=validate.MAX_BATCH)
+    stop_after_failures: StrictInt | None = Field(default=None, ge=1, le=validate.MAX_BATCH)
+    batch_timeout: StrictFloat | StrictInt = Field(
+        default=300.0, gt=0, le=validate.MAX_DURATION, allow_inf_nan=False, description="seconds"
+    )
+
+
 class ReplayRunOut(BaseModel):
     id: int
     by: str
@@ -253,7 +278,17 @@ class ReplayRunOut(BaseModel):
     started_at: str
     updated_at: str
     finished_at: str | None
+    driver: str | None = Field(description="who drives (or last drove) the run")
+    detached: bool = Field(description="driven by the workers' sweep, not by its caller")
+    heartbeat_at: str | None = Field(description="its driver's last sign of life")
+    stopped_by: str | None = Field(description="who ended it: its driver, or a sweeper")
 
 
 class ReplayRunsOut(BaseModel):
     runs: list[ReplayRunOut]
+
+
+class ReplayRunStarted(ReplayRunOut):
+    touched: list[tuple[str, str]] = Field(
+        description="(task id, new state) of the run's first step, taken by this request"
+    )

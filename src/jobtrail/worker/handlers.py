@@ -4,6 +4,7 @@ thread; each attempt's ``Context`` is built here."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
@@ -19,6 +20,9 @@ from .outcomes import Outcomes
 from .pool import _attempt_timeout
 
 log = logging.getLogger("jobtrail.worker")
+
+#: Seconds a stopping worker gives the coroutines still on its event loop to end.
+LOOP_SETTLE = 0.5
 
 
 class Handlers(Outcomes):
@@ -117,6 +121,17 @@ class Handlers(Outcomes):
 
     def _stop_loop(self) -> None:
         if self._loop is not None:
+            # Every attempt's outcome is recorded by now, but a coroutine may not have resumed
+            # yet from its last await (the recording ran on a thread), and a handler may have
+            # started coroutines of its own: they get LOOP_SETTLE seconds to end before the loop
+            # stops (a pending task is destroyed unfinished, with asyncio's "Task was destroyed
+            # but it is pending!"). A handler still running past the grace is left as before,
+            # to the lease rules: cancelling it would record its CancelledError as an outcome.
+            settle = asyncio.run_coroutine_threadsafe(_settle(LOOP_SETTLE), self._loop)
+            try:
+                settle.result(LOOP_SETTLE + 1.0)
+            except (concurrent.futures.TimeoutError, RuntimeError):  # pragma: no cover
+                log.warning("the async handlers' loop did not settle; stopping it anyway")
             self._loop.call_soon_threadsafe(self._loop.stop)
             if self._loop_thread is not None:
                 self._loop_thread.join(timeout=5)
@@ -168,3 +183,11 @@ def _failed(span: tracing.Processing | None, attempt: Attempt, exc: BaseExceptio
     except Exception:  # noqa: BLE001 - the kind's hook failed: decide() records that
         category = "unclassified"
     span.failed(exc, category)
+
+
+async def _settle(timeout: float) -> None:
+    """Wait up to ``timeout`` for the loop's other tasks to end."""
+    me = asyncio.current_task()
+    pending = [t for t in asyncio.all_tasks() if t is not me]
+    if pending:
+        await asyncio.wait(pending, timeout=timeout)

@@ -37,11 +37,13 @@ from ..core.context import Attempt
 #: it the round trip is a large part of a task's time in a slot, and worth overlapping; above
 #: it prefetching gains a few percent at most, and is not worth a wait behind a long run.
 SHORT = 0.02
-#: tasks per round trip the adaptive prefetch aims at: a round trip costs the worker and the
-#: server about the same whatever it carries, so a worker of four slots that claimed only
-#: four at a time spent three times the CPU per task of one that claims twenty (many-workers
-#: bench, docs/performance.md)
-BATCH = 20
+#: tasks per round trip the adaptive prefetch aims at (four per slot at most): a round trip
+#: costs the worker and the server about the same whatever it carries, and waits for its
+#: commit's WAL flush, so a worker of four slots that claimed only four at a time spent three
+#: times the CPU per task of one that claims twenty, and two workers of ten slots drained
+#: 1.4x as fast claiming 30 at a time as 20, 1.8x claiming 60 (many-workers bench,
+#: docs/performance.md)
+BATCH = 60
 #: seconds a long run keeps the worker from claiming ahead
 MEMORY = 60.0
 #: how fast a kind's recorded longest run decays with each run (0.95: a 2 s run falls below

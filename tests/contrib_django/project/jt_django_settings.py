@@ -6,11 +6,44 @@ import os
 SECRET_KEY = "tests-only"
 USE_TZ = True
 TIME_ZONE = "UTC"
-INSTALLED_APPS = ["jobtrail.contrib.django", "testapp"]
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "jobtrail.contrib.django",
+    "testapp",
+]
 try:
     import django.tasks  # noqa: F401  (Django >= 6.0: built in)
 except ImportError:
     INSTALLED_APPS.insert(0, "django_tasks")
+
+# the admin (jobtrail's read-only task pages: tests/contrib_django/test_admin.py)
+ROOT_URLCONF = "jt_django_urls"
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+ALLOWED_HOSTS = ["testserver"]
+DEFAULT_AUTO_FIELD = "django.db.models.AutoField"
 
 DATABASES = {
     "default": {
@@ -30,6 +63,8 @@ _OPTIONS = {
     "TASKS": {
         "testapp.tasks.fail": {"max_attempts": 2, "backoff_base": 0},
         "testapp.tasks.fail_permanently": {"max_attempts": 5},
+        "testapp.tasks.fail_unclassified": {"max_attempts": 5, "retry_unclassified": False},
+        "testapp.tasks.fail_over_budget": {"max_attempts": 5, "max_elapsed": 0.001},
     }
 }
 QUEUES = ["default", "other", "spare"]
@@ -49,5 +84,10 @@ TASKS = {
         "BACKEND": "jobtrail.contrib.django.JobtrailBackend",
         "QUEUES": QUEUES,
         "OPTIONS": {"DATABASE_URL": f"sqlite:///{os.environ['JT_DJ_SQLITE']}.separate", **_OPTIONS},
+    },
+    "separate_pg": {
+        "BACKEND": "jobtrail.contrib.django.JobtrailBackend",
+        "QUEUES": QUEUES,
+        "OPTIONS": {"DATABASE_URL": os.environ["JT_DJ_PG_SEPARATE_URL"], **_OPTIONS},
     },
 }

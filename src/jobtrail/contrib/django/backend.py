@@ -173,11 +173,50 @@ class JobtrailBackend(BaseTaskBackend):  # type: ignore[misc]
             announce()
         return result
 
+    async def aenqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
+        """With the tables in a Django database: the framework's own way, ``enqueue`` on
+        Django's thread-sensitive executor. Django's connections are sync-only and live on
+        that thread, so that is where a ``transaction.atomic()`` the caller holds is open, and
+        where the enqueue must be written to belong to it. With ``OPTIONS["DATABASE_URL"]``
+        there is no Django transaction to join: jobtrail's own ``App.aenqueue`` writes it (on
+        PostgreSQL on this loop's async connections, no thread; on SQLite on a thread of the
+        driver's), without waiting for that executor, which serves every sync ORM call."""
+        if self.in_django_database:
+            return await super().aenqueue(task, args, kwargs)
+        self.validate_task(task)
+        kind = self.register(task)
+        try:
+            stored = await self.app.aenqueue(
+                kind,
+                {"args": list(args), "kwargs": dict(kwargs)},
+                queue=task.queue_name,
+                priority=int(task.priority),
+                run_at=task.run_after,
+            )
+        except (TypeError, ValueError) as exc:
+            raise InvalidTask(f"{kind}: {exc}") from exc
+        result = self._result(task, stored, [])
+        await task_enqueued.asend(type(self), task_result=result)
+        return result
+
     def get_result(self, result_id: str) -> Any:
         app = self.app
         try:
             stored = app.get(result_id)
             log = app.transitions(result_id)
+        except TaskNotFound:
+            raise TaskResultDoesNotExist(result_id) from None
+        task = self._task_of(stored)
+        return self._result(task, stored, log)
+
+    async def aget_result(self, result_id: str) -> Any:
+        """``get_result`` through jobtrail's async API, wherever the tables are: the read never
+        used Django's connection (it goes through the App's own), so it has no transaction of
+        Django's to join and need not queue on Django's thread-sensitive executor."""
+        app = self.app
+        try:
+            stored = await app.aget(result_id)
+            log = await app.atransitions(result_id)
         except TaskNotFound:
             raise TaskResultDoesNotExist(result_id) from None
         task = self._task_of(stored)

@@ -15,7 +15,9 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from ...core.context import Context
-from ...model.errors import PermanentError
+from ...core.decide import decide_failure
+from ...model.errors import LeaseLost
+from ...model.machine import TERMINAL, Reason
 from .compat import (
     SUCCESSFUL,
     TaskContext,
@@ -65,7 +67,8 @@ def handler_for(backend: JobtrailBackend, kind: str, task: Any) -> Callable[...,
             try:
                 value = _json(await result.task.func(*args, **kwargs))
             except BaseException as exc:
-                if _final(ctx, exc):
+                # off the loop: with max_elapsed it reads the task's log
+                if await asyncio.to_thread(_final, backend, ctx, exc):
                     _failed(result, exc)
                     await task_finished.asend(sender, task_result=result)
                 raise
@@ -85,7 +88,7 @@ def handler_for(backend: JobtrailBackend, kind: str, task: Any) -> Callable[...,
             try:
                 value = _json(result.task.func(*args, **kwargs))
             except BaseException as exc:
-                if _final(ctx, exc):
+                if _final(backend, ctx, exc):
                     _failed(result, exc)
                     task_finished.send(sender, task_result=result)
                 raise
@@ -117,18 +120,28 @@ def _json(value: Any) -> Any:
         raise TypeError(f"the task's return value is not JSON-serialisable: {exc}") from exc
 
 
-def _final(ctx: Context, exc: BaseException) -> bool:
-    """Whether this failure ends the task (no retry follows): a permanent error, or the last
-    attempt. (Cancellations and snoozes are not failures.)"""
-    if not isinstance(exc, Exception):
+def _final(backend: JobtrailBackend, ctx: Context, exc: BaseException) -> bool:
+    """Whether the worker will end the task on this failure (so ``task_finished`` is due):
+    the worker's own decision, ``decide_failure``, on what the handler knows — the kind's
+    settings, this attempt, the cancel seen so far and the age of the retry budget (from the
+    enqueue or the last replay). A lost lease writes nothing and is not an end; neither is an
+    interrupt (``KeyboardInterrupt``, a cancelled coroutine)."""
+    if not isinstance(exc, Exception) or isinstance(exc, LeaseLost):
         return False
-    if isinstance(exc, PermanentError):
-        return True
-    from ...model.errors import Cancelled, LeaseLost, Snooze
-
-    if isinstance(exc, Snooze | Cancelled | LeaseLost):
-        return False
-    return ctx.attempt >= ctx.task.max_attempts
+    elapsed = 0.0
+    if ctx.spec.max_elapsed is not None:  # only then does the budget's age matter
+        log = backend.app.transitions(ctx.task_id)
+        starts = [t.at for t in log if t.reason == Reason.REPLAYED.value] or [ctx.task.created_at]
+        elapsed = (timezone.now() - starts[-1]).total_seconds()
+    decision = decide_failure(
+        exc,
+        spec=ctx.spec,
+        attempt=ctx.attempt,
+        max_attempts=ctx.task.max_attempts,
+        elapsed=elapsed,
+        cancel_requested=ctx.cancel_requested,
+    )
+    return decision.to_state in TERMINAL
 
 
 def _failed(result: Any, exc: BaseException) -> None:

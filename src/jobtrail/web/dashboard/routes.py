@@ -21,8 +21,10 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from fastapi.templating import Jinja2Templates
 from jinja2 import pass_context
 from markupsafe import Markup
+from starlette.concurrency import run_in_threadpool
 
 from ...app import App
+from ...app.replays import DEFAULT_BATCH_TIMEOUT
 from ...core import explain, replays
 from ...core.results import raising_frame
 from ...model import i18n
@@ -155,6 +157,17 @@ def _input_time(value: str | None, now: datetime, name: str) -> datetime | None:
 def _clean(value: str | None) -> str | None:
     value = (value or "").strip()
     return value or None
+
+
+def _number(form: dict[str, str], name: str, kind: Callable[[str], Any]) -> Any:
+    """An optional number field: ``None`` when left empty, a clear error when not a number."""
+    value = _clean(form.get(name))
+    if value is None:
+        return None
+    try:
+        return kind(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, not {value[:40]!r}") from None
 
 
 def _same_origin(request: Request) -> None:
@@ -485,26 +498,38 @@ def router(
 
     @r.post("/dead/replay", response_class=HTMLResponse)
     async def dead_replay(request: Request) -> HTMLResponse:
+        """Start a *detached* replay run: this request takes its first step and answers; the
+        workers' sweep replays the rest batch by batch (an HTTP request cannot wait for a run
+        that settles batch after batch for minutes)."""
         _same_origin(request)
         whole_store(request, "act")
         form = await _form(request)
         _require(form, "by", "note", "until", "limit")
-        try:
-            per_second = float(form["per_second"]) if form.get("per_second") else None
-            limit = int(form["limit"])
-            results = app.replay_dead(
+        try:  # the first step replays up to a batch: off the event loop
+            timeout = _number(form, "batch_timeout", float)
+            started = await run_in_threadpool(
+                app.start_replay_run,
                 reason=_clean(form.get("reason")),
                 kind=_clean(form.get("kind")),
                 since=_clean(form.get("since")),
                 until=form["until"],
-                limit=limit,
-                per_second=per_second,
+                limit=int(form["limit"]),
+                per_second=_number(form, "per_second", float),
+                batch_size=_number(form, "batch_size", int),
+                stop_after_failures=_number(form, "stop_after_failures", int),
+                batch_timeout=DEFAULT_BATCH_TIMEOUT if timeout is None else timeout,
                 by=form["by"],
                 note=form["note"],
             )
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
-        return page(request, "replayed.html", results=results, form=form)
+        lang = request_lang(request)
+        run = {
+            **started,
+            "outcome": replays.outcome(started, lang),
+            "running": started["state"] == replays.RUNNING,
+        }
+        return page(request, "replayed.html", results=started["touched"], form=form, run=run)
 
     # -- cron -------------------------------------------------------------------------------
     @r.get("/cron", response_class=HTMLResponse)

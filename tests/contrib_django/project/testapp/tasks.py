@@ -52,6 +52,18 @@ def fail(message: str) -> None:
 
 
 @task
+def fail_unclassified(message: str) -> None:
+    # OPTIONS["TASKS"]: retry_unclassified False, so this KeyError ends the task at once
+    raise KeyError(message)
+
+
+@task
+def fail_over_budget(message: str) -> None:
+    # OPTIONS["TASKS"]: max_elapsed 1 ms, spent before the worker even starts
+    raise KeyError(message)
+
+
+@task
 def fail_permanently(message: str) -> None:
     raise PermanentError(message)
 

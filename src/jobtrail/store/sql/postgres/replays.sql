@@ -1,10 +1,12 @@
 -- Replay runs (SPEC §16.6), the effects a replay would perform again, and dead-letter evidence.
 
 -- name: replay_run_insert
+-- :driver is the process that drives the run (a detached run's first step is taken by the
+-- process that starts it, too); its heartbeat starts now.
 INSERT INTO jobtrail_replay_runs (actor, note, data, batch_size, stop_after_failures, total,
-                                  state, created_at, updated_at)
+                                  state, created_at, updated_at, driver, detached, heartbeat_at)
 VALUES (%(actor)s, %(note)s, %(data)s::jsonb, %(batch_size)s, %(stop_after_failures)s,
-        %(total)s, 'running', now(), now())
+        %(total)s, 'running', now(), now(), %(driver)s, %(detached)s, now())
 RETURNING id;
 
 -- name: replay_run_tasks_insert
@@ -13,15 +15,73 @@ INSERT INTO jobtrail_replay_run_tasks (run_id, task_id, position)
 SELECT %(run_id)s::bigint, v.task_id::bigint, v.ord::int
 FROM jsonb_array_elements_text(%(ids)s::jsonb) WITH ORDINALITY AS v(task_id, ord);
 
+-- name: replay_run_tasks_next
+-- The run's next tasks to replay, after position :after (what it has handled so far).
+SELECT position, task_id FROM jobtrail_replay_run_tasks
+WHERE run_id = %(run_id)s AND position > %(after)s
+ORDER BY position
+LIMIT %(limit)s;
+
 -- name: replay_run_task_mark
 UPDATE jobtrail_replay_run_tasks SET replayed_seq = %(seq)s
 WHERE run_id = %(run_id)s AND position = %(position)s;
 
 -- name: replay_run_progress
+-- Only the run's current driver moves it on, and only while it runs: a driver found stale and
+-- stopped (or whose detached step was taken over) changes nothing, and the transaction that
+-- replayed its task rolls back with it. Progress is a heartbeat; a finished batch (:batches 1)
+-- starts its settle timeout (batch_at).
 UPDATE jobtrail_replay_runs
 SET replayed = replayed + %(replayed)s, skipped = skipped + %(skipped)s,
-    batches = batches + %(batches)s, updated_at = now()
-WHERE id = %(id)s;
+    batches = batches + %(batches)s, updated_at = now(), heartbeat_at = now(),
+    batch_at = CASE WHEN %(batches)s::int > 0 THEN now() ELSE batch_at END
+WHERE id = %(id)s AND state = 'running' AND driver = %(driver)s::text;
+
+-- name: replay_run_beat
+-- The driver is alive (it beats while it waits for a batch to settle or for its pace).
+UPDATE jobtrail_replay_runs SET heartbeat_at = now()
+WHERE id = %(id)s AND state = 'running' AND driver = %(driver)s::text;
+
+-- name: replay_run_take
+-- A sweeper takes a detached run's next step: nobody holds it, or its holder stopped beating.
+UPDATE jobtrail_replay_runs SET driver = %(driver)s::text, heartbeat_at = now()
+WHERE id = %(id)s AND state = 'running' AND detached
+  AND (driver IS NULL OR heartbeat_at IS NULL
+       OR heartbeat_at < now() - make_interval(secs => %(stale)s::float8));
+
+-- name: replay_run_release
+-- The end of a detached run's step: the next sweep, in any process, may take the next one.
+UPDATE jobtrail_replay_runs SET driver = NULL
+WHERE id = %(id)s AND state = 'running' AND driver = %(driver)s::text;
+
+-- name: replay_run_get
+-- One run with its ages on the database clock: since its latest batch was replayed (the settle
+-- timeout) and since its last progress (a detached run's pace).
+SELECT r.*, EXTRACT(EPOCH FROM now() - r.batch_at)::float8 AS batch_age,
+       EXTRACT(EPOCH FROM now() - r.updated_at)::float8 AS progress_age
+FROM jobtrail_replay_runs r
+WHERE r.id = %(id)s;
+
+-- name: replay_run_due
+-- The running runs a sweep has to look at: detached runs nobody holds (or whose holder stopped
+-- beating), and attached runs whose driver stopped beating :stale seconds ago.
+SELECT r.id, r.detached
+FROM jobtrail_replay_runs r
+WHERE r.state = 'running'
+  AND ((r.detached AND r.driver IS NULL)
+       OR r.heartbeat_at IS NULL
+       OR r.heartbeat_at < now() - make_interval(secs => %(stale)s::float8))
+ORDER BY r.id
+LIMIT %(limit)s;
+
+-- name: replay_run_interrupt
+-- An attached run whose driver stopped beating stops as `interrupted`, guarded like every
+-- other move: a driver that beat in between keeps its run.
+UPDATE jobtrail_replay_runs
+SET state = 'stopped', stop_code = 'interrupted', died_again = %(died)s,
+    stopped_by = %(by)s::text, finished_at = now(), updated_at = now()
+WHERE id = %(id)s AND state = 'running' AND NOT detached
+  AND (heartbeat_at IS NULL OR heartbeat_at < now() - make_interval(secs => %(stale)s::float8));
 
 -- name: replay_run_observe
 -- What became of the run's replayed tasks: how many went dead again after the run's replay,
@@ -40,8 +100,8 @@ WHERE r.run_id = %(id)s AND r.replayed_seq IS NOT NULL;
 -- name: replay_run_finish
 UPDATE jobtrail_replay_runs
 SET state = %(state)s, stop_code = %(stop_code)s, died_again = %(died)s,
-    finished_at = now(), updated_at = now()
-WHERE id = %(id)s AND state = 'running';
+    stopped_by = %(driver)s::text, finished_at = now(), updated_at = now()
+WHERE id = %(id)s AND state = 'running' AND driver = %(driver)s::text;
 
 -- name: replay_run_list
 -- Newest first, with how many of each run's replayed tasks are dead again now (live).

@@ -2,9 +2,11 @@
 
 -- name: replay_run_insert
 INSERT INTO jobtrail_replay_runs (actor, note, data, batch_size, stop_after_failures, total,
-                                  state, created_at, updated_at)
+                                  state, created_at, updated_at, driver, detached, heartbeat_at)
 VALUES (:actor, :note, :data, :batch_size, :stop_after_failures, :total, 'running',
         round((julianday('now') - 2440587.5) * 86400.0, 3),
+        round((julianday('now') - 2440587.5) * 86400.0, 3),
+        :driver, :detached,
         round((julianday('now') - 2440587.5) * 86400.0, 3))
 RETURNING id;
 
@@ -13,16 +15,66 @@ RETURNING id;
 INSERT INTO jobtrail_replay_run_tasks (run_id, task_id, position)
 SELECT :run_id, CAST(value AS INTEGER), key + 1 FROM json_each(:ids);
 
+-- name: replay_run_tasks_next
+-- The run's next tasks to replay, after position :after (what it has handled so far).
+SELECT position, task_id FROM jobtrail_replay_run_tasks
+WHERE run_id = :run_id AND position > :after
+ORDER BY position
+LIMIT :limit;
+
 -- name: replay_run_task_mark
 UPDATE jobtrail_replay_run_tasks SET replayed_seq = :seq
 WHERE run_id = :run_id AND position = :position;
 
 -- name: replay_run_progress
+-- Only the run's current driver moves it on, and only while it runs (see PostgreSQL's).
 UPDATE jobtrail_replay_runs
 SET replayed = replayed + :replayed, skipped = skipped + :skipped,
     batches = batches + :batches,
+    updated_at = round((julianday('now') - 2440587.5) * 86400.0, 3),
+    heartbeat_at = round((julianday('now') - 2440587.5) * 86400.0, 3),
+    batch_at = CASE WHEN :batches > 0 THEN round((julianday('now') - 2440587.5) * 86400.0, 3)
+               ELSE batch_at END
+WHERE id = :id AND state = 'running' AND driver = :driver;
+
+-- name: replay_run_beat
+UPDATE jobtrail_replay_runs SET heartbeat_at = round((julianday('now') - 2440587.5) * 86400.0, 3)
+WHERE id = :id AND state = 'running' AND driver = :driver;
+
+-- name: replay_run_take
+UPDATE jobtrail_replay_runs SET driver = :driver,
+    heartbeat_at = round((julianday('now') - 2440587.5) * 86400.0, 3)
+WHERE id = :id AND state = 'running' AND detached
+  AND (driver IS NULL OR heartbeat_at IS NULL
+       OR heartbeat_at < round((julianday('now') - 2440587.5) * 86400.0, 3) - :stale);
+
+-- name: replay_run_release
+UPDATE jobtrail_replay_runs SET driver = NULL
+WHERE id = :id AND state = 'running' AND driver = :driver;
+
+-- name: replay_run_get
+SELECT r.*, round((julianday('now') - 2440587.5) * 86400.0, 3) - r.batch_at AS batch_age,
+       round((julianday('now') - 2440587.5) * 86400.0, 3) - r.updated_at AS progress_age
+FROM jobtrail_replay_runs r
+WHERE r.id = :id;
+
+-- name: replay_run_due
+SELECT r.id, r.detached
+FROM jobtrail_replay_runs r
+WHERE r.state = 'running'
+  AND ((r.detached AND r.driver IS NULL)
+       OR r.heartbeat_at IS NULL
+       OR r.heartbeat_at < round((julianday('now') - 2440587.5) * 86400.0, 3) - :stale)
+ORDER BY r.id
+LIMIT :limit;
+
+-- name: replay_run_interrupt
+UPDATE jobtrail_replay_runs
+SET state = 'stopped', stop_code = 'interrupted', died_again = :died, stopped_by = :by,
+    finished_at = round((julianday('now') - 2440587.5) * 86400.0, 3),
     updated_at = round((julianday('now') - 2440587.5) * 86400.0, 3)
-WHERE id = :id;
+WHERE id = :id AND state = 'running' AND NOT detached
+  AND (heartbeat_at IS NULL OR heartbeat_at < round((julianday('now') - 2440587.5) * 86400.0, 3) - :stale);
 
 -- name: replay_run_observe
 -- What became of the run's replayed tasks: how many went dead again after the run's replay,
@@ -40,10 +92,10 @@ WHERE r.run_id = :id AND r.replayed_seq IS NOT NULL;
 
 -- name: replay_run_finish
 UPDATE jobtrail_replay_runs
-SET state = :state, stop_code = :stop_code, died_again = :died,
+SET state = :state, stop_code = :stop_code, died_again = :died, stopped_by = :driver,
     finished_at = round((julianday('now') - 2440587.5) * 86400.0, 3),
     updated_at = round((julianday('now') - 2440587.5) * 86400.0, 3)
-WHERE id = :id AND state = 'running';
+WHERE id = :id AND state = 'running' AND driver = :driver;
 
 -- name: replay_run_list
 -- Newest first, with how many of each run's replayed tasks are dead again now (live).
