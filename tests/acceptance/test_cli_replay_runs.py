@@ -74,8 +74,11 @@ def test_preview_a_stopped_replay_run_and_the_evidence(cli: Cli) -> None:
     finally:
         worker.stop()
         thread.join(10)
-    assert replayed.startswith("replayed 4 of 4 matching task(s):")
-    assert "jobtrail replay-runs" in replayed
+    assert replayed.startswith("replayed 4 task(s):")
+    # how far the run got and why it stopped, not only what it replayed
+    last = replayed.strip().splitlines()[-1]
+    assert last.startswith("run 1: ") and "of 4 replayed tasks died again" in last, last
+    assert last.endswith("4 of the 6 selected replayed (jobtrail replay-runs --run 1)"), last
 
     table = cli("replay-runs").stdout.splitlines()
     assert table[0].split() == [

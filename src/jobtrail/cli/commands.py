@@ -367,7 +367,8 @@ def replay_dead(
         )
     start = _time_arg(rt, since, "--since")
     end = _time_arg(rt, until, "--until")
-    results: Any = rt.app().replay_dead(
+    app = rt.app()
+    results: Any = app.replay_dead(
         reason=reason,
         kind=kind,
         since=start,
@@ -380,9 +381,12 @@ def replay_dead(
         stop_after_failures=stop_after_failures,
         batch_timeout=batch_timeout,
     )
+    # the run just recorded (the newest of this operator with this note): how far it got and
+    # why it ended, which the replayed tasks alone do not say
+    run = next((r for r in app.replay_runs(limit=5) if r["by"] == by and r["note"] == note), None)
     rt.emit(
         [{"task_id": task_id, "state": state} for task_id, state in results],
-        fmt.replayed(results) + "\n(the run is recorded: jobtrail replay-runs)",
+        fmt.replayed(results) + "\n" + fmt.replay_run_line(run),
     )
 
 

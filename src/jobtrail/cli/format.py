@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from ..core import replays
 from ..model import i18n
 from ..model.machine import State
 from ..model.models import CancelResult, Task, iso
@@ -244,9 +245,19 @@ def replayed(results: Sequence[tuple[str, str]]) -> str:
     if not results:
         return "no dead task matched; nothing was replayed"
     moved = sum(1 for _, state in results if state != "dead")
-    lines = [f"replayed {moved} of {len(results)} matching task(s):"]
+    lines = [f"replayed {moved} task(s):"]
     lines += [f"  task {task_id}  {state}" for task_id, state in results]
     return "\n".join(lines)
+
+
+def replay_run_line(run: Mapping[str, Any] | None) -> str:
+    """One line on the replay run ``replay-dead`` recorded: its progress and how it ended."""
+    if run is None:
+        return "(the run is recorded: jobtrail replay-runs)"
+    return (
+        f"run {run['id']}: {replays.outcome(run)}; {run['replayed']} of the {run['total']} "
+        f"selected replayed (jobtrail replay-runs --run {run['id']})"
+    )
 
 
 def swept(counts: Mapping[str, int]) -> str:
