@@ -20,6 +20,8 @@ from jobtrail.services import stats as stats_module
 from jobtrail.web.dashboard import routes
 from jobtrail.web.server import create_app
 
+from .support import db_now
+
 READ = {"Authorization": "Bearer rd"}
 
 
@@ -31,9 +33,13 @@ def _fill(app: jobtrail.App) -> None:
     app.task("x", queue="a")(_noop)
     app.task("y", queue="a")(_noop)
     app.task("z", queue="b")(_noop)
-    app.enqueue_many([{"kind": "x", "payload": {"i": i}} for i in range(7)])
-    app.enqueue_many([{"kind": "y", "payload": {"i": i}} for i in range(2)])
-    app.enqueue_many([{"kind": "z", "payload": {"i": i}} for i in range(3)])
+    for kind, n in (("x", 7), ("y", 2), ("z", 3)):
+        made = app.enqueue_many([{"kind": kind, "payload": {"i": i}} for i in range(n)])
+        # each batch at a time of its own: a bounded read takes every transition sharing its
+        # oldest one's time, so the batches must not share one (on a fast disk all three
+        # commits can fall in one millisecond, SQLite's clock step, and a bound of 4 read 12)
+        while db_now(app) <= made[-1].created_at:
+            pass
 
 
 def _rows(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
