@@ -156,19 +156,15 @@ class ViewsAPI(OpsAPI):
         n = int(-(-window // bucket))
         with self._driver.transaction(write=False) as tx:
             now = self._driver.db_now(tx)
-            since = start = now - timedelta(seconds=n * bucket)
-            encoded = self._driver.encode_time(since)
-            if not exact:  # the bound of stats' window (services.stats)
-                row = self._driver.stats_window_start(
-                    tx, since=encoded, skip=stats_bounds.WINDOW_TRANSITIONS
-                )
-                if row is not None and row["at"] > since:
-                    start = row["at"]
+            since = now - timedelta(seconds=n * bucket)
+            # the bound of stats' window: at most that many transitions read
+            bounded = None if exact else stats_bounds.bounded_start(self._driver, tx, since)
+            start = since if bounded is None else bounded
             rows = self._driver.view_activity(
                 tx,
-                since=encoded,
+                since=self._driver.encode_time(since),
                 bucket=bucket,
-                start=self._driver.encode_time(start) if start != since else None,
+                start=None if bounded is None else self._driver.encode_time(bounded),
             )
         queues: dict[str, dict[str, builtins.list[int]]] = {}
         for r in rows:

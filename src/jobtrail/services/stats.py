@@ -20,6 +20,7 @@ to the time of the oldest one read (``window_seconds``, with ``window_capped`` t
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..model.machine import TERMINAL, Reason
@@ -60,6 +61,17 @@ COUNT_UPTO = 10_000
 WINDOW_TRANSITIONS = 10_000
 
 
+def bounded_start(driver: Driver, tx: Tx, since: datetime) -> datetime | None:
+    """Where a window from ``since`` starts when it holds more than ``WINDOW_TRANSITIONS``
+    transitions: the time of the oldest one within the bound (it and any sharing its time are
+    read too, so a few more than the bound at most); ``None`` when the window is within it."""
+    start = driver.stats_window_start(tx, since=driver.encode_time(since), skip=WINDOW_TRANSITIONS)
+    if start is not None and start["at"] > since:
+        at: datetime = start["at"]
+        return at
+    return None
+
+
 def _entry() -> dict[str, Any]:
     return {
         "counts": {s: 0 for s in OPEN_STATES},
@@ -79,21 +91,14 @@ def _entry() -> dict[str, Any]:
 
 def collect(driver: Driver, tx: Tx, window: float, *, exact: bool = False) -> dict[str, Any]:
     now = driver.db_now(tx)
-    from datetime import timedelta
-
     requested = window
     since = now - timedelta(seconds=window)
     capped = False
-    if not exact:
-        # the oldest transition beyond the bound, if any: the window starts there (it and
-        # any sharing its time are read too, so a few more than the bound at most)
-        start = driver.stats_window_start(
-            tx, since=driver.encode_time(since), skip=WINDOW_TRANSITIONS
-        )
-        if start is not None and start["at"] > since:
-            since, capped = start["at"], True
-            # the rates' denominator; never zero (the newest transition may be this instant)
-            window = max((now - since).total_seconds(), 0.001)
+    start = None if exact else bounded_start(driver, tx, since)
+    if start is not None:
+        since, capped = start, True
+        # the rates' denominator; never zero (the newest transition may be this instant)
+        window = max((now - since).total_seconds(), 0.001)
     groups: dict[tuple[str, str], dict[str, Any]] = defaultdict(_entry)
     opened = driver.stats_open(tx) if exact else driver.stats_open_bounded(tx, upto=COUNT_UPTO + 1)
     for r in opened:
