@@ -176,8 +176,10 @@ def test_resume_with_ramp_grows_the_claim_rate(store: Any) -> None:
     assert all(ramp[i] > ramp[i - 2] for i in range(2, len(ramp))), ramp
     assert ramp[3] >= 2 * ramp[0], ramp
     # never above the ramp's allowance: a window of 1 s holds at most the full rate plus the
-    # bucket
+    # bucket — within the ramp, which ends RAMP seconds after the resume (rate_until, by the
+    # database clock), not after the first claim: past it the queue has no rate at all
     times = claim_times(store)
-    assert max_in_window([t for t in times if t < times[0] + RAMP]) <= 2 * full
+    ramp_end = min(times[0] + RAMP, resumed["rate_until"].timestamp())
+    assert max_in_window([t for t in times if t < ramp_end]) <= 2 * full
     history = app.queue_history("default")
     assert history[0]["action"] == "resume" and history[0]["data"]["ramp"] == RAMP
