@@ -94,37 +94,56 @@ SELECT now() AS now;
 -- fragment: claim_gate
 -- The unlimited claims' first look (task_claim_unlimited, task_complete_and_claim and their
 -- _fair twins): is the queue open to them (not paused, no concurrency or rate limit), and do
--- tasks of more than one tenant wait in it (two probes of jobtrail_tasks_due_tenant)? With one
--- tenant the fair order is the due order, and the claim locks the first :limit due tasks
--- straight off jobtrail_tasks_due; with several the driver uses the _fair twin, whose
--- candidates, numbering and sort cost the planner and the server about twice as much.
-        SELECT NOT EXISTS (
-                   SELECT 1 FROM jobtrail_queues q
-                   WHERE q.name = %(queue)s
-                     AND (q.paused OR q.limit_total IS NOT NULL
-                          OR q.limit_per_tenant IS NOT NULL
-                          OR q.rate_per_second IS NOT NULL
-                          OR q.rate_per_tenant IS NOT NULL)) AS open,
-               (SELECT tenant FROM jobtrail_tasks
-                WHERE state = 'queued' AND queue = %(queue)s ORDER BY tenant LIMIT 1)
-               IS DISTINCT FROM
-               (SELECT tenant FROM jobtrail_tasks
-                WHERE state = 'queued' AND queue = %(queue)s ORDER BY tenant DESC LIMIT 1)
-               AS many
+-- tasks of more than one tenant wait in it (two probes of jobtrail_tasks_due_tenant: its
+-- first and last tenant)? With one tenant the fair order is the due order, and the claim locks
+-- the first :limit due tasks of that tenant straight off jobtrail_tasks_due_tenant; with
+-- several the driver uses the _fair twin, whose candidates, numbering and sort cost the
+-- planner and the server about twice as much.
+        SELECT open, lo AS first_tenant, lo IS DISTINCT FROM hi AS many
+        FROM (SELECT NOT EXISTS (
+                         SELECT 1 FROM jobtrail_queues q
+                         WHERE q.name = %(queue)s
+                           AND (q.paused OR q.limit_total IS NOT NULL
+                                OR q.limit_per_tenant IS NOT NULL
+                                OR q.rate_per_second IS NOT NULL
+                                OR q.rate_per_tenant IS NOT NULL)) AS open,
+                     (SELECT tenant FROM jobtrail_tasks
+                      WHERE state = 'queued' AND queue = %(queue)s ORDER BY tenant LIMIT 1) AS lo,
+                     (SELECT tenant FROM jobtrail_tasks
+                      WHERE state = 'queued' AND queue = %(queue)s ORDER BY tenant DESC LIMIT 1)
+                     AS hi) s
 
 -- fragment: claim_one_tenant_where
--- The WHERE of an unlimited claim when the gate found at most one tenant waiting: the first
--- :limit due tasks in the due order, locked with SKIP LOCKED as they are read (nothing when
--- the gate found the queue closed or several tenants: the driver then takes the fair twin).
+-- The WHERE of an unlimited claim when the gate found at most one tenant waiting: that
+-- tenant's first :limit due tasks in the due order, locked with SKIP LOCKED as they are read
+-- (nothing when the gate found the queue closed or several tenants: the driver then takes the
+-- fair twin).
     WHERE t.id = ANY(ARRAY(
         SELECT w.id FROM jobtrail_tasks w
         WHERE (SELECT open AND NOT many FROM gate)
-          AND w.state = 'queued' AND w.queue = %(queue)s AND w.run_at <= now()
+          AND w.state = 'queued' AND w.queue = %(queue)s
+          AND w.tenant = (SELECT first_tenant FROM gate) AND w.run_at <= now()
           AND w.kind = ANY(%(kinds)s::text[])
         ORDER BY w.priority DESC, w.run_at, w.id
         LIMIT %(limit)s
         FOR UPDATE OF w SKIP LOCKED))
     RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
+
+-- fragment: claim_commit_mode
+-- The last column of an unlimited claim: how its transaction commits. A statement that completes
+-- nothing (:flush false) and claimed only reentrant tasks commits without waiting for the WAL
+-- flush (synchronous_commit off for its own transaction; PostgreSQL reads the setting at the
+-- commit). A claim lost in a crash of the server leaves the task queued, as if its worker had
+-- died before starting it, and a reentrant task may run again after any crash. Whatever the
+-- attempt makes durable (a step, an effect's intent, a renewal, its outcome) commits with a
+-- flush, which writes the claim first (the WAL is flushed in order): nothing an attempt did
+-- outlives a lost claim. A task that is not reentrant must never be run again unseen (after a
+-- crash it goes to dead), so its claim waits for the flush, as do completions (never reported
+-- before they are durable).
+       (SELECT set_config('synchronous_commit',
+                          CASE WHEN %(flush)s::bool OR EXISTS (SELECT FROM upd WHERE NOT reentrant)
+                               THEN current_setting('synchronous_commit') ELSE 'off' END,
+                          true)) AS commit_mode
 
 -- fragment: claim_log
 -- The claimed transitions of the rows of the CTE upd.
@@ -295,7 +314,8 @@ WITH gate AS (
 ), log AS (
     -- include: claim_log
 )
-SELECT upd.*, (SELECT open AND many FROM gate) AS fair
+SELECT upd.*, (SELECT open AND many FROM gate) AS fair,
+    -- include: claim_commit_mode
 FROM (SELECT 1) AS one LEFT JOIN upd ON true;
 
 -- name: task_claim_unlimited_fair
@@ -310,7 +330,8 @@ WITH gate AS (
 ), log AS (
     -- include: claim_log
 )
-SELECT upd.*, (SELECT open AND many FROM gate) AS fair
+SELECT upd.*, (SELECT open AND many FROM gate) AS fair,
+    -- include: claim_commit_mode
 FROM (SELECT 1) AS one LEFT JOIN upd ON true;
 
 -- name: task_move
@@ -407,7 +428,8 @@ SELECT upd.*, (SELECT array_agg(id) FROM done) AS completed_ids,
        (SELECT pg_notify('jobtrail_finished', '')::text
         WHERE EXISTS (SELECT 1 FROM done) AND EXISTS (SELECT 1 FROM jobtrail_result_waiters))
        AS notified,
-       (SELECT open AND many FROM gate) AS fair
+       (SELECT open AND many FROM gate) AS fair,
+    -- include: claim_commit_mode
 FROM (SELECT 1) AS one LEFT JOIN upd ON true;
 
 -- name: task_complete_and_claim_fair
@@ -430,7 +452,8 @@ SELECT upd.*, (SELECT array_agg(id) FROM done) AS completed_ids,
        (SELECT pg_notify('jobtrail_finished', '')::text
         WHERE EXISTS (SELECT 1 FROM done) AND EXISTS (SELECT 1 FROM jobtrail_result_waiters))
        AS notified,
-       (SELECT open AND many FROM gate) AS fair
+       (SELECT open AND many FROM gate) AS fair,
+    -- include: claim_commit_mode
 FROM (SELECT 1) AS one LEFT JOIN upd ON true;
 
 -- name: result_waiter_add
