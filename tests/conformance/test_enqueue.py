@@ -286,6 +286,16 @@ def test_enqueue_many_is_all_or_nothing(kapp: jobtrail.App) -> None:
         assert kapp.list() == [], bad
 
 
+def test_enqueue_many_names_the_item_and_the_unknown_kind_once(kapp: jobtrail.App) -> None:
+    with pytest.raises(jobtrail.UnknownKind) as caught:
+        kapp.enqueue_many([{"kind": "k"}, {"kind": "nope"}])
+    assert str(caught.value) == (
+        "enqueue_many item 1: unknown task kind 'nope'; registered kinds: k"
+    )
+    assert caught.value.kind == "nope"
+    assert kapp.list() == []
+
+
 def test_enqueue_many_in_several_batches_is_all_or_nothing(kapp: jobtrail.App) -> None:
     # keyless items go to the store a batch at a time (pipelined on PostgreSQL), validated as
     # they go: an item that fails in a later batch rolls back the batches already inserted

@@ -259,7 +259,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
             # _new_task only reads its argument: a plain dict need not be copied
             return self._new_task(item if type(item) is dict else dict(item))
         except (TypeError, ValueError, UnknownKind) as exc:
-            raise type(exc)(f"enqueue_many item {i}: {exc}") from exc
+            raise _naming_item(exc, i) from exc
 
     def _first_queue(self, item: Any) -> str:
         """The queue the first item of ``enqueue_many`` names (its span's name)."""
@@ -894,3 +894,13 @@ def _unfinished(task_id: str | int, state: str, timeout: float | None) -> Timeou
     return TimeoutError(
         f"task {task_id} has not finished (it is {state}); pass timeout= to wait for it"
     )
+
+
+def _naming_item(exc: Exception, i: int) -> Exception:
+    """``exc`` with its message led by the index of the ``enqueue_many`` item it is about: the
+    same class and attributes, made without its constructor (``UnknownKind`` takes the kind,
+    not a message: called with the message it named the message as the kind)."""
+    named = type(exc).__new__(type(exc))
+    named.__dict__.update(exc.__dict__)
+    named.args = (f"enqueue_many item {i}: {exc}",)
+    return named
