@@ -62,7 +62,6 @@ def claim_params(dialect: str) -> dict[str, Any]:
         "queue": "default",
         "mode": "unlimited",
         "limit": 10,
-        "flush": False,
     }
 
 

@@ -334,9 +334,7 @@ class Driver(Statements, Reads, abc.ABC):
             room = claim.limit - len(rows)
             if room <= 0:
                 break
-            # completes nothing: commits without waiting for the flush (claim_gate says why)
             params = {**common, "queue": queue_name, "limit": room, "mode": "unlimited"}
-            params["flush"] = False
             _, got = self._claim_by_gate(tx, queue_name, params, "task_claim_unlimited")
             rows += claimed_rows(got)
         rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["id"]))

@@ -223,7 +223,7 @@ def claimed_rows(rows: list[Row]) -> list[Row]:
     claimed nothing), without the columns that are not the task's."""
     out = [r for r in rows if r["id"] is not None]
     for row in out:
-        for extra in ("fair", "completed_ids", "notified", "commit_mode"):
+        for extra in ("fair", "completed_ids", "notified"):
             row.pop(extra, None)
     return out
 

@@ -429,8 +429,6 @@ class PostgresDriver(Checkout, Listening, Driver):
             "kinds": text_array(tuple(claim.kinds)),
             "limit": limit,
             "data": dumps({"version": claim.version} if claim.version else {}),
-            # the completions wait for the WAL flush; a claim alone does not (claim_gate)
-            "flush": bool(attempts),
         }
         # a fair claim that follows runs after the completions have committed
         first, rows = self._claim_by_gate(tx, queue, params, "task_complete_and_claim")

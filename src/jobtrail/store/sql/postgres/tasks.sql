@@ -129,22 +129,6 @@ SELECT now() AS now;
         FOR UPDATE OF w SKIP LOCKED))
     RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
 
--- fragment: claim_commit_mode
--- The last column of an unlimited claim: how its transaction commits. A statement that completes
--- nothing (:flush false) and claimed only reentrant tasks commits without waiting for the WAL
--- flush (synchronous_commit off for its own transaction; PostgreSQL reads the setting at the
--- commit). A claim lost in a crash of the server leaves the task queued, as if its worker had
--- died before starting it, and a reentrant task may run again after any crash. Whatever the
--- attempt makes durable (a step, an effect's intent, a renewal, its outcome) commits with a
--- flush, which writes the claim first (the WAL is flushed in order): nothing an attempt did
--- outlives a lost claim. A task that is not reentrant must never be run again unseen (after a
--- crash it goes to dead), so its claim waits for the flush, as do completions (never reported
--- before they are durable).
-       (SELECT set_config('synchronous_commit',
-                          CASE WHEN %(flush)s::bool OR EXISTS (SELECT FROM upd WHERE NOT reentrant)
-                               THEN current_setting('synchronous_commit') ELSE 'off' END,
-                          true)) AS commit_mode
-
 -- fragment: claim_log
 -- The claimed transitions of the rows of the CTE upd.
     INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
@@ -314,8 +298,7 @@ WITH gate AS (
 ), log AS (
     -- include: claim_log
 )
-SELECT upd.*, (SELECT open AND many FROM gate) AS fair,
-    -- include: claim_commit_mode
+SELECT upd.*, (SELECT open AND many FROM gate) AS fair
 FROM (SELECT 1) AS one LEFT JOIN upd ON true;
 
 -- name: task_claim_unlimited_fair
@@ -330,8 +313,7 @@ WITH gate AS (
 ), log AS (
     -- include: claim_log
 )
-SELECT upd.*, (SELECT open AND many FROM gate) AS fair,
-    -- include: claim_commit_mode
+SELECT upd.*, (SELECT open AND many FROM gate) AS fair
 FROM (SELECT 1) AS one LEFT JOIN upd ON true;
 
 -- name: task_move
@@ -428,8 +410,7 @@ SELECT upd.*, (SELECT array_agg(id) FROM done) AS completed_ids,
        (SELECT pg_notify('jobtrail_finished', '')::text
         WHERE EXISTS (SELECT 1 FROM done) AND EXISTS (SELECT 1 FROM jobtrail_result_waiters))
        AS notified,
-       (SELECT open AND many FROM gate) AS fair,
-    -- include: claim_commit_mode
+       (SELECT open AND many FROM gate) AS fair
 FROM (SELECT 1) AS one LEFT JOIN upd ON true;
 
 -- name: task_complete_and_claim_fair
@@ -452,8 +433,7 @@ SELECT upd.*, (SELECT array_agg(id) FROM done) AS completed_ids,
        (SELECT pg_notify('jobtrail_finished', '')::text
         WHERE EXISTS (SELECT 1 FROM done) AND EXISTS (SELECT 1 FROM jobtrail_result_waiters))
        AS notified,
-       (SELECT open AND many FROM gate) AS fair,
-    -- include: claim_commit_mode
+       (SELECT open AND many FROM gate) AS fair
 FROM (SELECT 1) AS one LEFT JOIN upd ON true;
 
 -- name: result_waiter_add
