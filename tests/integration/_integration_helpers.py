@@ -149,6 +149,12 @@ def one_second(ctx, payload):
     (MARKS / f"finished-{ctx.task_id}-{ctx.attempt}").touch()
 
 
+@app.task("half_second", lease_seconds=1)
+def half_second(ctx, payload):
+    _append("runs", f"{ctx.task_id} {ctx.attempt}\\n")
+    time.sleep(0.5)  # still running when the test crashes the server
+
+
 @app.task("tick", lease_seconds=2)
 def tick(ctx, payload):
     _append("runs", f"{ctx.task_id} {ctx.attempt}\\n")

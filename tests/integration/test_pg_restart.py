@@ -123,6 +123,9 @@ class PrivateCluster(PgServer):
         )
 
     def ctl(self, action: str) -> None:
+        if action == "crash":  # every backend killed at once, no shutdown checkpoint
+            self._run("pg_ctl", "stop", "-D", str(self.data), "-m", "immediate", "-w")
+            return
         options = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1"
         args = ["-D", str(self.data), "-w", "-t", "60", "-l", str(self.dir / "server.log")]
         if action in ("stop", "restart"):
@@ -143,8 +146,16 @@ class SharedCluster(PgServer):
         self.url = SHARED_URL
 
     def ctl(self, action: str) -> None:
+        mode = ["--mode", "immediate"] if action == "crash" else []
         subprocess.run(
-            ["pg_ctlcluster", "--skip-systemctl-redirect", self.version, "main", action],
+            [
+                "pg_ctlcluster",
+                "--skip-systemctl-redirect",
+                *mode,
+                self.version,
+                "main",
+                "stop" if action == "crash" else action,
+            ],
             check=True,
             capture_output=True,
             timeout=120,
@@ -213,10 +224,10 @@ def _register(app: jobtrail.App) -> None:
     app.task("tick", lease_seconds=2)(not_here)
 
 
-def _count_succeeded(app: jobtrail.App) -> int | None:
-    """How many ``tick`` tasks succeeded, or ``None`` while the store is unreachable."""
+def _count_succeeded(app: jobtrail.App, kind: str = "tick") -> int | None:
+    """How many ``kind`` tasks succeeded, or ``None`` while the store is unreachable."""
     try:
-        return len(app.list(state="succeeded", kind="tick", limit=10_000))
+        return len(app.list(state="succeeded", kind=kind, limit=10_000))
     except (jobtrail.StoreUnavailable, psycopg.Error):
         return None
 
@@ -298,6 +309,65 @@ def test_worker_keeps_going_across_a_server_restart(
         f"done at the restart: {before}, at the outage: {middle}; re-claimed: {len(twice)}:",
         dict(list(twice.items())[:5]),
     )
+    assert app.check() == []
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_every_run_has_a_claim_in_the_log_after_the_server_crashes(
+    server: PgServer, pg: str, open_app: list[jobtrail.App], tmp_path: Path
+) -> None:
+    """A crash of the server (every backend killed, no shutdown checkpoint: what a power cut or
+    an OOM kill does) right after an idle worker's handler started. Whatever the crash loses,
+    the log must still show every run: the claim the handler ran for was durable before the
+    handler started (it waited for its WAL flush), so after the crash the task is leased, its
+    lease expires, and the sweep requeues it for a second, logged claim. A claim committed
+    without waiting for its flush could be lost with the crash: the task would be queued again
+    with no trace of the run that had started."""
+    app = _new_app(pg, open_app)
+    app.task("half_second", lease_seconds=1)(lambda ctx, payload: None)  # runs in the worker
+    workers = WorkerDir(tmp_path / "workerdir", pg)
+    runs_file = workers.mark("runs")
+    crashes = 3
+    ids: list[str] = []
+    try:
+        proc = workers.start("--concurrency", "2")
+        assert app.list(limit=1) == []
+        for i in range(crashes):
+            seen = _lines(runs_file)
+            task = app.enqueue("half_second", {"i": i})
+            ids.append(task.id)
+            wait_until(
+                lambda seen=seen: _lines(runs_file) > seen,
+                timeout=30,
+                what=f"task {task.id} to start on the idle worker",
+                interval=0.001,
+            )
+            server.ctl("crash")  # at once: the claim's flush had to come before the run
+            server.ensure_running()
+            wait_until(
+                lambda done=i + 1: (
+                    _count_succeeded(app, "half_second") == done or proc.poll() is not None
+                ),
+                timeout=60,
+                what=f"task {task.id} to succeed after the crash",
+                interval=0.1,
+            )
+            assert proc.poll() is None, "the worker died with the server:\n" + workers.output(proc)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, workers.output(proc)
+    finally:
+        workers.cleanup()
+
+    runs = Counter(line.split()[0] for line in runs_file.read_text().splitlines())
+    for task_id in ids:
+        log = app.transitions(task_id)
+        claims = sum(1 for t in log if t.reason == "claimed")
+        found = app.get(task_id)
+        assert found is not None and found.state is State.SUCCEEDED, [t.reason for t in log]
+        assert 1 <= runs[task_id] <= claims, (task_id, runs[task_id], [t.reason for t in log])
     assert app.check() == []
 
 
