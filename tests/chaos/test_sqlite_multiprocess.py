@@ -22,6 +22,7 @@ TASKS = int(os.environ.get("JOBTRAIL_MP_TASKS", "500"))
 
 APP = """
 import os
+import time
 import jobtrail
 
 app = jobtrail.App()
@@ -35,6 +36,10 @@ def tiny(ctx, payload):
         os.write(fd, f"{ctx.task_id} {ctx.attempt} {os.getpid()}\\n".encode())
     finally:
         os.close(fd)
+    # a little work of its own: with no-op handlers the first worker to get the write lock
+    # could drain all 500 tasks (up to 20 a round trip) while the others were still in the
+    # busy handler's back-off, and the four would not have run at once
+    time.sleep(0.003)
 """
 
 RUNNER = """
