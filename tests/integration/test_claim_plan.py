@@ -2,8 +2,8 @@
 
 Loads ~50,000 queued tasks (with their ``enqueued`` transitions, so the store stays consistent)
 in one statement, ANALYZEs, and asks the planner how it would claim: PostgreSQL must not scan
-``jobtrail_tasks`` sequentially, SQLite must read the due index ``jobtrail_tasks_due_tenant``
-(its only due index since migration 12).
+``jobtrail_tasks`` sequentially, and both must read the due index ``jobtrail_tasks_due_tenant``
+(the only one since migration 12 on SQLite and migration 16 on PostgreSQL).
 """
 
 from __future__ import annotations
