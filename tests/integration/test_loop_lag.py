@@ -1,5 +1,6 @@
 """SPEC §16.3 / issue 17: one ``aenqueue`` does not block the event loop longer than 1 ms, on
-both backends (a blocking ``enqueue`` on the loop, measured the same way, does).
+both backends (a blocking ``enqueue`` on the loop, measured the same way, is printed beside it;
+a 2 ms ``time.sleep`` on the loop is the control that the probe sees blocking).
 
 The probe is a task that yields to the loop in a tight loop (``asyncio.sleep(0)``: asyncio's
 timers round up to the millisecond of ``epoll_wait``, so a 0.1 ms sleep would tick every
@@ -22,6 +23,7 @@ from typing import Any
 import jobtrail
 
 CALLS = 40
+BLOCK = 0.002
 
 
 def _waited_reader() -> Any:
@@ -44,7 +46,7 @@ async def _probe(gaps: list[float], stop: asyncio.Event, waited: Any) -> None:
         last, last_wait = now, wait
 
 
-async def _lags(app: jobtrail.App, blocking: bool) -> list[float]:
+async def _lags(app: jobtrail.App, call: str) -> list[float]:
     waited, handle = _waited_reader()
     out = []
     try:
@@ -54,7 +56,9 @@ async def _lags(app: jobtrail.App, blocking: bool) -> list[float]:
             probe = asyncio.create_task(_probe(gaps, stop, waited))
             await asyncio.sleep(0.001)  # the probe is ticking
             gaps.clear()
-            if blocking:
+            if call == "sleep":
+                time.sleep(BLOCK)  # the control: the loop really is blocked this long
+            elif call == "enqueue":
                 app.enqueue("ok", {"i": i})
             else:
                 await app.aenqueue("ok", {"i": i})
@@ -70,18 +74,24 @@ async def _lags(app: jobtrail.App, blocking: bool) -> list[float]:
 def test_one_aenqueue_does_not_block_the_loop_for_a_millisecond(app: jobtrail.App) -> None:
     app.task("ok")(lambda ctx, p: None)
 
-    async def go() -> tuple[list[float], list[float]]:
+    async def go() -> tuple[list[float], list[float], list[float]]:
         await app.aenqueue("ok")  # the first call opens the pool / the thread
-        return await _lags(app, blocking=False), await _lags(app, blocking=True)
+        return (
+            await _lags(app, "aenqueue"),
+            await _lags(app, "enqueue"),
+            await _lags(app, "sleep"),
+        )
 
-    lags, blocking = asyncio.run(go())
+    lags, blocking, slept = asyncio.run(go())
     median, worst = statistics.median(lags), max(lags)
-    control = statistics.median(blocking)
     print(
         f"\n{app._driver.dialect}: aenqueue loop lag median {median * 1e3:.3f} ms, "
-        f"worst {worst * 1e3:.3f} ms; blocking enqueue median {control * 1e3:.3f} ms"
+        f"worst {worst * 1e3:.3f} ms; blocking enqueue median "
+        f"{statistics.median(blocking) * 1e3:.3f} ms"
     )
     assert median < 0.001, f"aenqueue blocked the loop {median * 1e3:.2f} ms (median)"
-    # the probe sees blocking: the sync call on the loop blocks it for its whole round trip
-    assert control > median
+    # the probe sees blocking: a 2 ms sleep on the loop shows as a gap of at least 2 ms. (A
+    # blocking enqueue's own round trip, printed above, is too close to the noise of a loaded
+    # machine to compare with: CI once measured 0.37 ms for it against 0.40 ms for aenqueue.)
+    assert min(slept) >= BLOCK * 0.99, f"the probe missed a {BLOCK * 1e3} ms block: {min(slept)}"
     assert len(app.list(limit=1000)) == 2 * CALLS + 1
