@@ -8,7 +8,7 @@ import pytest
 
 from jobtrail.core.context import Attempt
 from jobtrail.model.kinds import KindSpec
-from jobtrail.worker.prefetch import MEMORY, SHORT, Prefetch, ahead_for
+from jobtrail.worker.prefetch import BATCH, MEMORY, SHORT, WAIT, Prefetch, ahead_for
 
 
 def attempt(
@@ -32,12 +32,23 @@ def test_nothing_ahead_before_anything_ran_or_with_one_slot() -> None:
     assert warm(concurrency=1).room([], now=100.0) == 0
 
 
-def test_up_to_four_per_slot_and_sixty_per_round_trip_while_the_work_is_short() -> None:
+def test_what_the_slots_run_in_wait_at_the_slowest_pace_at_most_sixty_a_round_trip() -> None:
+    # runs just under SHORT: four per slot
     assert [ahead_for(c) for c in (1, 2, 4, 10, 16, 40, 70)] == [0, 8, 16, 40, 44, 39, 69]
+    # runs of a millisecond: the round trip is filled to BATCH (at least concurrency - 1)
+    assert [ahead_for(c, 0.001) for c in (1, 2, 4, 10, 70)] == [0, 58, 56, 50, 69]
+    assert [ahead_for(4, s) for s in (0.005, 0.01, 0.015)] == [56, 32, 20]
+    for concurrency in (2, 4, 10):  # a held task waits about WAIT at most
+        for slowest in (0.0001, 0.001, 0.004, 0.01, 0.019):
+            ahead = ahead_for(concurrency, slowest)
+            assert ahead + concurrency <= BATCH
+            assert ahead / concurrency * slowest <= WAIT
     p = warm()
-    assert p.room([], now=100.0) == 16
+    assert p.room([], now=100.0) == 56
     young = [attempt("quick"), attempt("quick", begun=False), attempt("slow", done=True)]
-    assert p.room(young, now=100.0 + SHORT / 2) == 16
+    assert p.room(young, now=100.0 + SHORT / 2) == 56
+    p.observe("steady", 0.01, now=100.0)  # the slowest kind sets the pace
+    assert p.room([], now=100.0) == 32
 
 
 def test_nothing_ahead_while_a_handler_runs_long_or_an_unseen_kind_is_held() -> None:
@@ -52,7 +63,7 @@ def test_a_long_run_stops_claiming_ahead_for_a_while_and_its_kind_until_it_decay
     p.observe("mixed", 2.0, now=100.0)
     assert p.room([], now=100.0 + MEMORY / 2) == 0
     later = 100.0 + MEMORY + 1
-    assert p.room([], now=later) == 16
+    assert p.room([], now=later) == 4  # one per slot while "mixed" is the slowest
     assert p.room([attempt("mixed", started=later)], now=later) == 0  # still not short
     runs = 0
     while not p.short("mixed"):

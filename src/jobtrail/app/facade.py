@@ -733,9 +733,10 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
 
         ``concurrency`` handlers run at once; tasks may be claimed ahead and held (leased to
         this worker) until a handler is free, so that the next claim's round trip overlaps the
-        running handlers. ``prefetch=None`` (the default) claims ahead enough for about 20
-        tasks per round trip (at least ``concurrency - 1``, at most 4 per slot) while
-        everything this worker has seen run lately took under 20 ms, and none otherwise
+        running handlers. ``prefetch=None`` (the default) claims ahead what the slots run in
+        about 80 ms at the slowest recent pace (at most 60 tasks per round trip, at least
+        ``concurrency - 1``) while everything this worker has seen run lately took under
+        20 ms, and none otherwise
         (``worker.prefetch``): fast for short tasks, and a worker running a long task claims
         nothing ahead. ``prefetch=N`` holds up to N whatever the handlers do; 0 holds none.
         ``poll_interval`` defaults to the App's."""

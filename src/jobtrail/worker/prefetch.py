@@ -6,8 +6,11 @@ the throughput. It is also a risk: a task held behind a long handler waits for i
 another worker has a slot free.
 
 ``prefetch=None`` (the default) adapts to what the worker has seen run. While all its recent
-work is short it claims ``ahead_for(concurrency)`` tasks ahead (about ``BATCH`` tasks per
-round trip in all, at least ``concurrency - 1``, at most four per slot), and none otherwise:
+work is short it claims ``ahead_for(concurrency, slowest)`` tasks ahead, and none otherwise.
+How many: as many as its slots get through in about ``WAIT`` at the slowest recent run's pace
+(a held task waits about that long at most), so about ``BATCH`` per round trip in all for
+tasks of a millisecond or less whatever the concurrency, and four per slot for tasks of 20 ms;
+at least ``concurrency - 1``. None:
 
 - none with one handler slot (the next task would wait behind whatever the slot runs);
 - none until a handler has returned, and none while a task it holds is of a kind it has not
@@ -37,13 +40,18 @@ from ..core.context import Attempt
 #: it the round trip is a large part of a task's time in a slot, and worth overlapping; above
 #: it prefetching gains a few percent at most, and is not worth a wait behind a long run.
 SHORT = 0.02
-#: tasks per round trip the adaptive prefetch aims at (four per slot at most): a round trip
+#: tasks per round trip the adaptive prefetch aims at at most: a round trip
 #: costs the worker and the server about the same whatever it carries, and waits for its
 #: commit's WAL flush, so a worker of four slots that claimed only four at a time spent three
 #: times the CPU per task of one that claims twenty, and two workers of ten slots drained
 #: 1.4x as fast claiming 30 at a time as 20, 1.8x claiming 60 (many-workers bench,
 #: docs/performance.md)
 BATCH = 60
+#: seconds a task claimed ahead may wait behind short runs, about: the adaptive prefetch claims
+#: ahead what the worker's slots run in this time at the slowest recent pace (four per slot
+#: for runs just under ``SHORT``; a worker of four slots running 0.1 ms tasks, as sixteen of
+#: them on two cores do in the many-workers bench, fills its round trip to ``BATCH``)
+WAIT = 4 * SHORT
 #: seconds a long run keeps the worker from claiming ahead
 MEMORY = 60.0
 #: how fast a kind's recorded longest run decays with each run (0.95: a 2 s run falls below
@@ -51,13 +59,15 @@ MEMORY = 60.0
 DECAY = 0.95
 
 
-def ahead_for(concurrency: int) -> int:
-    """How many the adaptive prefetch claims ahead with ``concurrency`` slots: none with one;
-    else enough for about ``BATCH`` tasks per round trip, at least ``concurrency - 1`` and at
-    most four per slot (a held task then waits behind at most four short runs)."""
+def ahead_for(concurrency: int, slowest: float = SHORT) -> int:
+    """How many the adaptive prefetch claims ahead with ``concurrency`` slots while the
+    slowest recent run took ``slowest`` seconds: none with one slot; else what the slots get
+    through in ``WAIT`` at that pace (at least one per slot), at most ``BATCH`` per round
+    trip with the free slots, and at least ``concurrency - 1``."""
     if concurrency <= 1:
         return 0
-    return max(concurrency - 1, min(BATCH - concurrency, 4 * concurrency))
+    per_slot = max(1, int(WAIT / max(slowest, 1e-6)))
+    return max(concurrency - 1, min(BATCH - concurrency, per_slot * concurrency))
 
 
 class Prefetch:
@@ -65,8 +75,9 @@ class Prefetch:
         if fixed is not None and fixed < 0:
             raise ValueError("prefetch must be 0 or more, or None (adaptive)")
         self.fixed = fixed
-        self.most = ahead_for(concurrency)
+        self.concurrency = concurrency
         self._longest: dict[str, float] = {}  # kind -> decaying maximum of its run times
+        self._slowest = SHORT  # the largest of those
         self._long_seen_at = float("-inf")  # when a run of a kind not short last ended
         self._lock = threading.Lock()
 
@@ -76,6 +87,7 @@ class Prefetch:
             before = self._longest.get(kind)
             longest = seconds if before is None else max(seconds, before * DECAY)
             self._longest[kind] = longest
+            self._slowest = max(self._longest.values())
             if longest >= SHORT:
                 self._long_seen_at = now
 
@@ -89,7 +101,7 @@ class Prefetch:
         under the worker's lock."""
         if self.fixed is not None:
             return self.fixed
-        if self.most <= 0 or not self._longest or now - self._long_seen_at < MEMORY:
+        if self.concurrency <= 1 or not self._longest or now - self._long_seen_at < MEMORY:
             return 0
         for attempt in holding:
             if attempt.handler_done:
@@ -98,4 +110,4 @@ class Prefetch:
                 return 0  # a handler runs long now
             if not self.short(attempt.task.kind):
                 return 0  # a kind not seen to run short is about to run, or runs
-        return self.most
+        return ahead_for(self.concurrency, self._slowest)
