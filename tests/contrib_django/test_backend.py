@@ -261,6 +261,29 @@ def test_task_finished_follows_the_workers_decision(
     assert sent[-1]["status"] == "FAILED" and sent[-1]["errors"] == ["builtins.KeyError"]
 
 
+def test_a_task_awaiting_its_receipt_is_running_and_not_finished(
+    alias: str, django_env: dict[str, str]
+) -> None:
+    """A run that ends in ``await_receipt`` has not finished the task: it stays ``RUNNING``
+    (jobtrail: ``awaiting_receipt``) and its run sends no ``task_finished``; the receipt ends
+    it (``SUCCESSFUL``) outside any run."""
+    from testapp.tasks import awaits_receipt
+
+    from jobtrail.contrib.django.compat import SUCCESSFUL, TaskResultStatus
+
+    result = awaits_receipt.using(backend=alias).enqueue(f"r-{alias}")
+    work(alias)
+    result.refresh()
+    app = backends()[alias].app
+    assert app.get(result.id).state.value == "awaiting_receipt"
+    assert result.status == TaskResultStatus.RUNNING
+    sent = signals(django_env, alias, result.id)
+    assert [s["signal"] for s in sent] == ["enqueued", "started"]
+    app.confirm_receipt(result.id, by="test")
+    result.refresh()
+    assert result.status == SUCCESSFUL and app.get(result.id).state.value == "succeeded"
+
+
 def test_signals_are_sent_by_the_worker_process(alias: str, django_env: dict[str, str]) -> None:
     from django.db import transaction
     from testapp.tasks import add

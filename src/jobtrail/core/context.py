@@ -353,6 +353,13 @@ class Context:
         self._ensure_held()
         self._attempt.pending_receipt = (str(receipt_id), float(timeout))
 
+    @property
+    def awaited_receipt(self) -> str | None:
+        """The receipt id this attempt waits for once its handler returns (``await_receipt``),
+        or ``None``: then the return ends the task, else it waits in ``awaiting_receipt``."""
+        pending = self._attempt.pending_receipt
+        return None if pending is None else pending[0]
+
     def emit(self, topic: str, payload: Any = None) -> None:
         """Queue an outbox message; it commits with the completing transition (or never) and
         is delivered after the commit, at least once, to the sinks of ``topic``."""

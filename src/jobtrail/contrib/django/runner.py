@@ -72,8 +72,9 @@ def handler_for(backend: JobtrailBackend, kind: str, task: Any) -> Callable[...,
                     _failed(result, exc)
                     await task_finished.asend(sender, task_result=result)
                 raise
-            _succeeded(result, value)
-            await task_finished.asend(sender, task_result=result)
+            if ctx.awaited_receipt is None:  # else RUNNING until the receipt ends it
+                _succeeded(result, value)
+                await task_finished.asend(sender, task_result=result)
             return value
 
         run_async.__qualname__ = run_async.__name__ = f"django:{kind}"
@@ -92,8 +93,9 @@ def handler_for(backend: JobtrailBackend, kind: str, task: Any) -> Callable[...,
                     _failed(result, exc)
                     task_finished.send(sender, task_result=result)
                 raise
-            _succeeded(result, value)
-            task_finished.send(sender, task_result=result)
+            if ctx.awaited_receipt is None:  # else RUNNING until the receipt ends it
+                _succeeded(result, value)
+                task_finished.send(sender, task_result=result)
             return value
         finally:
             close_old_connections()

@@ -72,3 +72,10 @@ def fail_permanently(message: str) -> None:
 @jobtrail_options(max_attempts=1)
 def returns_object() -> object:
     return object()
+
+
+@task(takes_context=True)
+def awaits_receipt(context, receipt: str) -> str:
+    # the handler returns; the task waits in awaiting_receipt for the provider's receipt
+    context.jobtrail.await_receipt(receipt, 300)
+    return receipt
