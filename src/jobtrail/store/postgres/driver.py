@@ -432,7 +432,8 @@ class PostgresDriver(Checkout, Listening, Driver):
         }
         # a fair claim that follows runs after the completions have committed
         first, rows = self._claim_by_gate(tx, queue, params, "task_complete_and_claim")
-        completed = first[0]["completed_ids"] if first else None
+        # one row carries the completed ids (the statement numbers its rows)
+        completed = next((r["completed_ids"] for r in first if r["completed_ids"]), None)
         moved = {int(i) for i in completed} if completed else set()
         return moved, claimed_rows(rows)
 
