@@ -82,13 +82,18 @@ def test_preview_a_stopped_replay_run_and_the_evidence(cli: Cli) -> None:
 
     table = cli("replay-runs").stdout.splitlines()
     assert table[0].split() == [
-        "RUN", "STATE", "BY", "FILTER", "REPLAYED", "DIED", "AGAIN", "STARTED", "OUTCOME",
+        "RUN", "STATE", "BY", "FILTER", "REPLAYED", "BATCHES", "DIED", "AGAIN", "STARTED",
+        "DRIVER", "OUTCOME",
     ]  # fmt: skip
     row = table[1].split()
     assert row[:4] == ["1", "stopped", "ops", "kind=publish"] and row[4].startswith("until=")
     assert row[5] == "4/6"
-    assert table[1].endswith(f"{row[6]} of 4 replayed tasks died again") and int(row[6]) >= 3
+    assert table[1].endswith(f"{row[7]} of 4 replayed tasks died again") and int(row[7]) >= 3
     [run] = cli.json("replay-runs")
+    # the batches done (of their size) and who drove the run, as --json has them
+    size = run["batch_size"]
+    assert row[6] == (f"{run['batches']}x{size}" if size else str(run["batches"]))
+    assert run["batches"] >= 1 and run["driver"] and f" {run['driver']} " in table[1]
     assert (run["state"], run["stop_code"], run["replayed"], run["total"]) == (
         "stopped",
         "died_again",

@@ -35,8 +35,10 @@ RUN_HEADERS = (
     "cli.h_by",
     "cli.h_filter",
     "cli.h_progress",
+    "cli.h_batches",
     "cli.h_died_again",
     "cli.h_started",
+    "cli.h_driver",
     "cli.h_outcome",
 )
 
@@ -165,6 +167,12 @@ def dead_preview(
     rt.emit(data, preview_text(result, lang))
 
 
+def _batches(run: Mapping[str, Any]) -> str:
+    """Batches done, and their size when the run has one (``3x50``)."""
+    size = run["batch_size"]
+    return f"{run['batches']}x{size}" if size else str(run["batches"])
+
+
 def runs_text(runs: Sequence[Mapping[str, Any]], lang: str = "en") -> str:
     if not runs:
         return i18n.t("cli.no_replay_runs", lang)
@@ -177,8 +185,10 @@ def runs_text(runs: Sequence[Mapping[str, Any]], lang: str = "en") -> str:
                 r["by"],
                 replays.filter_text(r["filter"]),
                 f"{r['replayed']}/{r['total']}",
+                _batches(r),
                 str(r["died_now"]),
                 fmt.when(r["started_at"]),
+                r["driver"] or "-",
                 replays.outcome(r, lang),
             ]
         )

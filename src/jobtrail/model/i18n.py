@@ -284,6 +284,8 @@ MESSAGES: dict[str, dict[str, str]] = {
     "cli.h_filter": {"en": "FILTER", "zh": "筛选"},
     "cli.h_progress": {"en": "REPLAYED", "zh": "已重放"},
     "cli.h_died_again": {"en": "DIED AGAIN", "zh": "再次死亡"},
+    "cli.h_batches": {"en": "BATCHES", "zh": "批数"},
+    "cli.h_driver": {"en": "DRIVER", "zh": "执行者"},
     "cli.h_outcome": {"en": "OUTCOME", "zh": "结果"},
     "cli.h_started": {"en": "STARTED", "zh": "开始于"},
     "cli.h_categories": {"en": "CATEGORIES", "zh": "错误分类"},
