@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 from psycopg import pq
 from psycopg.rows import tuple_row
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import PoolTimeout
 
 from .. import queries
 from ..base import (
@@ -39,7 +39,7 @@ from ..base import (
 )
 from ..bridge import in_bridge, run_bridged
 from .aio import AsyncSide
-from .checkout import Checkout, _unavailable
+from .checkout import Checkout, RecentFirstPool, _unavailable
 from .connection import (
     CHANNEL,
     READ_TIMEOUT,
@@ -117,7 +117,7 @@ class PostgresDriver(Checkout, Listening, Driver):
         self._broken_at = 0.0
         self.max_size = max(2, pool_size)
         self._attempts = ConnectAttempts()
-        self.pool = ConnectionPool(
+        self.pool = RecentFirstPool(
             url,
             connection_class=self._attempts.connection_class(),
             min_size=1,
