@@ -77,7 +77,6 @@ class Prefetch:
         self.fixed = fixed
         self.concurrency = concurrency
         self._longest: dict[str, float] = {}  # kind -> decaying maximum of its run times
-        self._slowest = SHORT  # the largest of those
         self._long_seen_at = float("-inf")  # when a run of a kind not short last ended
         self._lock = threading.Lock()
 
@@ -87,7 +86,6 @@ class Prefetch:
             before = self._longest.get(kind)
             longest = seconds if before is None else max(seconds, before * DECAY)
             self._longest[kind] = longest
-            self._slowest = max(self._longest.values())
             if longest >= SHORT:
                 self._long_seen_at = now
 
@@ -110,4 +108,6 @@ class Prefetch:
                 return 0  # a handler runs long now
             if not self.short(attempt.task.kind):
                 return 0  # a kind not seen to run short is about to run, or runs
-        return ahead_for(self.concurrency, self._slowest)
+        with self._lock:  # once a round trip, not once a task (observe): a few kinds at most
+            slowest = max(self._longest.values())
+        return ahead_for(self.concurrency, slowest)
