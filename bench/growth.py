@@ -78,14 +78,16 @@ PG_FINISHED = """
 WITH ins AS (
     INSERT INTO jobtrail_tasks (kind, queue, tenant, state, payload, payload_hash, priority,
         attempts, max_attempts, lease_seconds, reentrant, run_at, last_reason,
-        last_error_category, seq, budget_started_at, created_at, updated_at, finished_at)
+        last_error_category, seq, budget_started_at, created_at, updated_at, finished_at,
+        claimed_version, first_failure_at)
     SELECT (ARRAY['publish', 'email', 'render'])[1 + i %% 3],
            CASE WHEN i %% 10 < 5 THEN 'default' WHEN i %% 10 < 8 THEN 'bulk' ELSE 'critical' END,
            't' || (i %% 50), CASE WHEN i %% 200 = 7 THEN 'dead' ELSE 'succeeded' END,
            '{"n": 1}'::jsonb, 'h', 0, 1, 3, 30, true, t,
            CASE WHEN i %% 200 = 7 THEN 'permanent_error' ELSE 'completed' END,
            CASE WHEN i %% 200 = 7 THEN 'permanent' END,
-           3, t, t, t + interval '1.5 second', t + interval '1.5 second'
+           3, t, t, t + interval '1.5 second', t + interval '1.5 second',
+           'v1', CASE WHEN i %% 200 = 7 THEN t + interval '1.5 second' END
     FROM generate_series(%(lo)s::int, %(hi)s::int) AS i,
          LATERAL (SELECT now() - interval '25 hours' + (i::float8 / %(total)s::int) * interval '24 hours' AS t) tt
     RETURNING id, created_at, state, last_reason, last_error_category

@@ -715,7 +715,7 @@ def test_what_the_log_gained_in_a_span(world: dict[str, Any]) -> None:
 # -- the invariant check and pruning -------------------------------------------------------------
 @covers("check_read_only", "check_transitions_page", "check_parents", "check_state_projection")
 @covers("check_seq_contiguous", "check_log_chain", "check_terminal_finished", "check_effect_keys")
-@covers("check_held_lease", "check_queued_lease")
+@covers("check_held_lease", "check_queued_lease", "check_row_evidence")
 @covers("invariant_violations")
 def test_check_statements(world: dict[str, Any]) -> None:
     d: Driver = world["d"]
@@ -729,6 +729,7 @@ def test_check_statements(world: dict[str, Any]) -> None:
             d.check_effect_keys,
             d.check_held_lease,
             d.check_queued_lease,
+            d.check_row_evidence,
         ):
             assert rule(tx) == []
         page = d.check_transitions_page(tx, after_task=0, after_seq=0, limit=10)

@@ -430,6 +430,9 @@ class Statements:
     def check_queued_lease(self, tx: Tx) -> list[Row]:
         return tx.all("check_queued_lease")
 
+    def check_row_evidence(self, tx: Tx) -> list[Row]:
+        return tx.all("check_row_evidence")
+
     # -- the handler context's holder-conditional writes (``None``: no longer held) -----------
     def effect_intent(self, tx: Tx, params: dict[str, Any]) -> Row | None:
         return tx.one("effect_intent", params)

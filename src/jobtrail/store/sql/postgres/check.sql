@@ -67,6 +67,25 @@ WHERE state = 'queued' AND lease_expires_at IS NOT NULL
   AND lease_expires_at > now()
 ORDER BY id;
 
+-- name: check_row_evidence
+-- The dead-letter evidence a task row keeps (0017, evidence_on_row) is what its log says: the
+-- code version of its last claim and the time of its first failure (a change of state with an
+-- error category, or into dead).
+SELECT t.id AS task_id, t.claimed_version, f.version AS log_version,
+       t.first_failure_at, f.first_failure AS log_first_failure
+FROM jobtrail_tasks t
+CROSS JOIN LATERAL (
+    SELECT MIN(x.at) FILTER (WHERE x.from_state IS DISTINCT FROM x.to_state
+                               AND (x.error_category IS NOT NULL OR x.to_state = 'dead'))
+               AS first_failure,
+           (array_agg(x.data ->> 'version' ORDER BY x.seq DESC)
+               FILTER (WHERE x.reason = 'claimed'))[1] AS version
+    FROM jobtrail_transitions x WHERE x.task_id = t.id) f
+WHERE t.evidence_on_row
+  AND (t.claimed_version IS DISTINCT FROM f.version
+       OR t.first_failure_at IS DISTINCT FROM f.first_failure)
+ORDER BY t.id;
+
 -- name: check_parents
 -- Every parent with its children's states (aggregated in Python by workflow.aggregate).
 SELECT p.id AS task_id, p.state, p.last_reason, c.id AS child_id, c.state AS child_state

@@ -183,16 +183,30 @@ WHERE x.at >= %(since)s AND x.from_state IN ('leased', 'cancel_requested')
 -- name: dead_groups
 -- Dead tasks that need a person, by reason and kind, with the group's evidence: the code
 -- versions of their last claims, their final error categories, the range of attempts, and the
--- first and last failure among them. One statement; each task's transitions are read once
--- through the (task_id, seq) index (a failure: a change of state with an error category, or
--- into dead).
+-- first and last failure among them (a failure: a change of state with an error category, or
+-- into dead). One statement. A task's evidence is on its row (0017: claimed_version,
+-- first_failure_at; its last failure is its death, finished_at); a task older than 0017
+-- (evidence_on_row false) has its transitions read through the (task_id, seq) index instead.
 SELECT t.last_reason AS reason, t.kind, COUNT(*) AS n, MIN(t.finished_at) AS oldest,
-       string_agg(DISTINCT COALESCE(f.version, '?'), ',') AS versions,
+       string_agg(DISTINCT COALESCE(CASE WHEN t.evidence_on_row THEN t.claimed_version
+                                         ELSE f.version END, '?'), ',') AS versions,
        string_agg(DISTINCT COALESCE(t.last_error_category, '-'), ',') AS categories,
        MIN(t.attempts) AS attempts_min, MAX(t.attempts) AS attempts_max,
-       MIN(f.first_failure) AS first_failure, MAX(f.last_failure) AS last_failure
+       MIN(CASE WHEN t.evidence_on_row THEN t.first_failure_at ELSE f.first_failure END)
+           AS first_failure,
+       MAX(CASE WHEN t.evidence_on_row THEN t.finished_at ELSE f.last_failure END)
+           AS last_failure
 FROM jobtrail_tasks t
 LEFT JOIN LATERAL (
+    -- include: dead_log_evidence
+) f ON true
+WHERE t.state = 'dead' AND t.dismissed_at IS NULL
+GROUP BY t.last_reason, t.kind
+ORDER BY n DESC, reason, kind;
+
+-- fragment: dead_log_evidence
+-- The evidence of the task t read from its transitions, for a task older than 0017 (none
+-- read for the others: the condition on t alone gates the scan).
     SELECT MIN(x.at) FILTER (WHERE x.from_state IS DISTINCT FROM x.to_state
                                AND (x.error_category IS NOT NULL OR x.to_state = 'dead'))
                AS first_failure,
@@ -201,10 +215,7 @@ LEFT JOIN LATERAL (
                AS last_failure,
            (array_agg(x.data ->> 'version' ORDER BY x.seq DESC)
                FILTER (WHERE x.reason = 'claimed'))[1] AS version
-    FROM jobtrail_transitions x WHERE x.task_id = t.id) f ON true
-WHERE t.state = 'dead' AND t.dismissed_at IS NULL
-GROUP BY t.last_reason, t.kind
-ORDER BY n DESC, reason, kind;
+    FROM jobtrail_transitions x WHERE x.task_id = t.id AND NOT t.evidence_on_row
 
 -- name: prune_select
 SELECT id FROM jobtrail_tasks t

@@ -130,30 +130,27 @@ ORDER BY s.task_id, s.created_at, s.name;
 -- The newest :per_group dead tasks of each (reason, kind) group, with their evidence: the
 -- final error category, attempts, the code version of the last claim, the input reference,
 -- the receipt id, and the first and last failure (a transition that changed state with an
--- error category, or into dead). The window picks from the dead index's rows; the failures
--- are read only for the picked tasks (one index range per task).
-SELECT p.id, p.kind, p.queue, p.tenant, p.last_reason AS reason,
-       p.last_error_category AS category, p.attempts, p.max_attempts, p.replay_count,
-       p.idempotency_key, p.payload_hash, p.receipt_id, p.finished_at,
-       f.first_failure, f.last_failure, f.version
-FROM (SELECT t.id, t.kind, t.queue, t.tenant, t.last_reason, t.last_error_category,
-             t.attempts, t.max_attempts, t.replay_count, t.idempotency_key, t.payload_hash,
-             t.receipt_id, t.finished_at,
-             ROW_NUMBER() OVER (PARTITION BY t.last_reason, t.kind
-                                ORDER BY t.finished_at DESC, t.id DESC) AS rank
-      FROM jobtrail_tasks t
-      WHERE t.state = 'dead' AND t.dismissed_at IS NULL
-        AND (%(reason)s::text IS NULL OR t.last_reason = %(reason)s::text)
-        AND (%(kind)s::text IS NULL OR t.kind = %(kind)s::text)) p
+-- error category, or into dead). The window picks from the dead index's rows; the evidence is
+-- on the row (0017), or read from the transitions of a picked task older than 0017.
+SELECT t.id, t.kind, t.queue, t.tenant, t.last_reason AS reason,
+       t.last_error_category AS category, t.attempts, t.max_attempts, t.replay_count,
+       t.idempotency_key, t.payload_hash, t.receipt_id, t.finished_at,
+       CASE WHEN t.evidence_on_row THEN t.first_failure_at ELSE f.first_failure END
+           AS first_failure,
+       CASE WHEN t.evidence_on_row THEN t.finished_at ELSE f.last_failure END AS last_failure,
+       CASE WHEN t.evidence_on_row THEN t.claimed_version ELSE f.version END AS version
+FROM (SELECT d.id, d.kind, d.queue, d.tenant, d.last_reason, d.last_error_category,
+             d.attempts, d.max_attempts, d.replay_count, d.idempotency_key, d.payload_hash,
+             d.receipt_id, d.finished_at, d.evidence_on_row, d.first_failure_at,
+             d.claimed_version,
+             ROW_NUMBER() OVER (PARTITION BY d.last_reason, d.kind
+                                ORDER BY d.finished_at DESC, d.id DESC) AS rank
+      FROM jobtrail_tasks d
+      WHERE d.state = 'dead' AND d.dismissed_at IS NULL
+        AND (%(reason)s::text IS NULL OR d.last_reason = %(reason)s::text)
+        AND (%(kind)s::text IS NULL OR d.kind = %(kind)s::text)) t
 LEFT JOIN LATERAL (
-    SELECT MIN(x.at) FILTER (WHERE x.from_state IS DISTINCT FROM x.to_state
-                               AND (x.error_category IS NOT NULL OR x.to_state = 'dead'))
-               AS first_failure,
-           MAX(x.at) FILTER (WHERE x.from_state IS DISTINCT FROM x.to_state
-                               AND (x.error_category IS NOT NULL OR x.to_state = 'dead'))
-               AS last_failure,
-           (array_agg(x.data ->> 'version' ORDER BY x.seq DESC)
-               FILTER (WHERE x.reason = 'claimed'))[1] AS version
-    FROM jobtrail_transitions x WHERE x.task_id = p.id) f ON true
-WHERE p.rank <= %(per_group)s
-ORDER BY p.last_reason, p.kind, p.rank;
+    -- include: dead_log_evidence
+) f ON true
+WHERE t.rank <= %(per_group)s
+ORDER BY t.last_reason, t.kind, t.rank;

@@ -16,7 +16,8 @@ SELECT now() AS now;
         attempts = t.attempts + 1,
         seq = t.seq + 1,
         last_reason = 'claimed',
-        updated_at = now()
+        updated_at = now(),
+        claimed_version = %(data)s::jsonb ->> 'version'
 
 -- fragment: claim_due_head
 -- The claim's WHERE: the first :limit due tasks of one queue in the fair order (fair_due
@@ -337,6 +338,11 @@ WITH upd AS (
         last_error_category = CASE WHEN %(set_error)s THEN %(error_category)s::text
                                    ELSE last_error_category END,
         last_error = CASE WHEN %(set_error)s THEN %(error)s::text ELSE last_error END,
+        -- the first failure (0017): a change of state with an error category, or into dead
+        first_failure_at = CASE
+            WHEN first_failure_at IS NULL AND %(from_state)s::text IS DISTINCT FROM %(to_state)s
+                 AND (%(error_category)s::text IS NOT NULL OR %(to_state)s::text = 'dead')
+                THEN now() ELSE first_failure_at END,
         receipt_id = COALESCE(%(receipt_id)s::text, receipt_id),
         receipt_deadline = CASE
             WHEN %(to_state)s::text = 'awaiting_receipt' AND %(receipt_in)s::float8 IS NOT NULL

@@ -67,6 +67,11 @@ WHERE state = 'queued' AND lease_expires_at IS NOT NULL
   AND lease_expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3)
 ORDER BY id;
 
+-- name: check_row_evidence
+-- SQLite keeps no dead-letter evidence on the task row (its readers probe the log: ops.sql
+-- dead_groups), so there is nothing to compare: no rows.
+SELECT id AS task_id FROM jobtrail_tasks WHERE 0;
+
 -- name: check_parents
 -- Every parent with its children's states (aggregated in Python by workflow.aggregate).
 SELECT p.id AS task_id, p.state, p.last_reason, c.id AS child_id, c.state AS child_state
