@@ -81,3 +81,25 @@ def test_dead_reads_the_row_and_an_older_task_its_transitions(pg: Store) -> None
     assert _settled(app.dead(tasks=5)) == _settled(before)
     assert app.check() == []
     app.close()
+
+
+def _log_loops(app: jobtrail.App) -> int:
+    """How many times ``dead_groups`` scanned a task's transitions (EXPLAIN ANALYZE)."""
+    sql = app._driver.sql["dead_groups"]
+    [(plan,)] = _sql(app, "EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
+
+    def loops(node: dict[str, Any]) -> int:
+        here = node["Actual Loops"] if node.get("Relation Name") == "jobtrail_transitions" else 0
+        return here + sum(loops(child) for child in node.get("Plans", []))
+
+    return loops(plan[0]["Plan"])
+
+
+def test_the_groups_scan_no_transitions_of_a_task_with_its_evidence_on_its_row(
+    pg: Store,
+) -> None:
+    app, task_id = _dead_task(pg)
+    assert _log_loops(app) == 0
+    _sql(app, "UPDATE jobtrail_tasks SET evidence_on_row = false WHERE id = %s", int(task_id))
+    assert _log_loops(app) == 1  # the older task's log, read as before
+    app.close()

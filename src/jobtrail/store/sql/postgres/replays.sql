@@ -130,8 +130,9 @@ ORDER BY s.task_id, s.created_at, s.name;
 -- The newest :per_group dead tasks of each (reason, kind) group, with their evidence: the
 -- final error category, attempts, the code version of the last claim, the input reference,
 -- the receipt id, and the first and last failure (a transition that changed state with an
--- error category, or into dead). The window picks from the dead index's rows; the evidence is
--- on the row (0017), or read from the transitions of a picked task older than 0017.
+-- error category, or into dead). The window ranks the dead index's entries (an index-only
+-- scan, 0017); only the picked tasks' rows are read, their evidence from the row (0017) or,
+-- for a task older than 0017, from its transitions.
 SELECT t.id, t.kind, t.queue, t.tenant, t.last_reason AS reason,
        t.last_error_category AS category, t.attempts, t.max_attempts, t.replay_count,
        t.idempotency_key, t.payload_hash, t.receipt_id, t.finished_at,
@@ -139,18 +140,15 @@ SELECT t.id, t.kind, t.queue, t.tenant, t.last_reason AS reason,
            AS first_failure,
        CASE WHEN t.evidence_on_row THEN t.finished_at ELSE f.last_failure END AS last_failure,
        CASE WHEN t.evidence_on_row THEN t.claimed_version ELSE f.version END AS version
-FROM (SELECT d.id, d.kind, d.queue, d.tenant, d.last_reason, d.last_error_category,
-             d.attempts, d.max_attempts, d.replay_count, d.idempotency_key, d.payload_hash,
-             d.receipt_id, d.finished_at, d.evidence_on_row, d.first_failure_at,
-             d.claimed_version,
-             ROW_NUMBER() OVER (PARTITION BY d.last_reason, d.kind
-                                ORDER BY d.finished_at DESC, d.id DESC) AS rank
+FROM (SELECT d.id, ROW_NUMBER() OVER (PARTITION BY d.last_reason, d.kind
+                                      ORDER BY d.finished_at DESC, d.id DESC) AS rank
       FROM jobtrail_tasks d
       WHERE d.state = 'dead' AND d.dismissed_at IS NULL
         AND (%(reason)s::text IS NULL OR d.last_reason = %(reason)s::text)
-        AND (%(kind)s::text IS NULL OR d.kind = %(kind)s::text)) t
+        AND (%(kind)s::text IS NULL OR d.kind = %(kind)s::text)) r
+JOIN jobtrail_tasks t ON t.id = r.id
 LEFT JOIN LATERAL (
     -- include: dead_log_evidence
 ) f ON true
-WHERE t.rank <= %(per_group)s
-ORDER BY t.last_reason, t.kind, t.rank;
+WHERE r.rank <= %(per_group)s
+ORDER BY t.last_reason, t.kind, r.rank;
