@@ -103,3 +103,12 @@ def test_the_groups_scan_no_transitions_of_a_task_with_its_evidence_on_its_row(
     _sql(app, "UPDATE jobtrail_tasks SET evidence_on_row = false WHERE id = %s", int(task_id))
     assert _log_loops(app) == 1  # the older task's log, read as before
     app.close()
+
+
+def test_our_sessions_run_without_jit(pg: Store) -> None:
+    """On a grown store the dead-letter reads' estimates passed ``jit_above_cost``: each read
+    compiled for about 230 ms to run for 30 (bench/growth.py). Our own sessions turn JIT off
+    (``checkout.SESSION_SETTINGS``)."""
+    app = pg.app()
+    assert _sql(app, "SHOW jit") == [("off",)]
+    app.close()

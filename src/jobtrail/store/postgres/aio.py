@@ -20,6 +20,7 @@ from psycopg import pq
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..bridge import await_
+from .checkout import SESSION_SETTINGS
 from .connection import _Tx
 
 
@@ -214,7 +215,7 @@ async def _close_when_cancelled(pool: AsyncConnectionPool) -> None:
 
 
 async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
-    await conn.execute("SET TIME ZONE 'UTC'")
+    await conn.execute(SESSION_SETTINGS)
 
 
 def _abandon(pool: AsyncConnectionPool) -> None:
