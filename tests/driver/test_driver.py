@@ -88,6 +88,10 @@ def test_transactions(world: dict[str, Any]) -> None:
     with d.transaction(write=False) as tx:
         now = d.db_now(tx)
     assert isinstance(now, datetime) and now.tzinfo is not None
+    with d.transaction(write=False) as tx:  # a big read: no JIT for the rest of it
+        assert d.db_now(tx, big_read=True) >= now
+        if d.dialect == "postgres":  # behind a transaction pooler too (no session setting)
+            assert tx.conn.execute("SHOW jit").fetchone() == ("off",)
     with d.single_statement() as tx:
         assert d.task_get(tx, world["queued"]) is not None
     with d.batch_transaction() as tx:

@@ -263,7 +263,7 @@ class ReplayAPI(AppCore):
         effects."""
         validate.integer(tasks, "tasks", 0, validate.MAX_LIMIT)
         with self._driver.transaction(write=False) as tx:
-            now = self._driver.db_now(tx)
+            now = self._driver.db_now(tx, big_read=True)
             rows = self._driver.dead_groups(tx)
             picked = (
                 self._driver.dead_tasks_evidence(tx, reason=None, kind=None, per_group=tasks)

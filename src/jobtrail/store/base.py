@@ -522,8 +522,10 @@ class Driver(Statements, Reads, abc.ABC):
             "lease_extend", {"id": task_id, "owner": owner, "attempt": attempt, "seconds": seconds}
         )
 
-    def db_now(self, tx: Tx) -> datetime:
-        row = tx.one("db_now")
+    def db_now(self, tx: Tx, *, big_read: bool = False) -> datetime:
+        """The database's time. ``big_read``: the rest of ``tx`` is a read over a big store
+        (``db_now_for_big_read``: no JIT compilation on PostgreSQL, even behind a pooler)."""
+        row = tx.one("db_now_for_big_read" if big_read else "db_now")
         assert row is not None
         value = row["now"]
         assert isinstance(value, datetime)

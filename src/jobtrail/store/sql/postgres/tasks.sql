@@ -6,6 +6,13 @@
 -- name: db_now
 SELECT now() AS now;
 
+-- name: db_now_for_big_read
+-- db_now, and no JIT compilation for the rest of the transaction: a read over a big store
+-- whose plan is estimated costly enough to be compiled (the dead-letter groups: ~230 ms of
+-- compilation for a ~30 ms read). Our own sessions run with jit off already; this holds behind
+-- a transaction pooler too, where no session setting may be made.
+SELECT now() AS now, set_config('jit', 'off', true) AS jit;
+
 -- fragment: claim_set
 -- Fragments are shared by the queries that include them (see queries.py).
 -- Edge 3 (queued -> leased, claimed) on the rows the WHERE that follows picks.

@@ -7,6 +7,10 @@
 -- name: db_now
 SELECT round((julianday('now') - 2440587.5) * 86400.0, 3) AS now;
 
+-- name: db_now_for_big_read
+-- db_now (SQLite compiles nothing: see the PostgreSQL query).
+SELECT round((julianday('now') - 2440587.5) * 86400.0, 3) AS now;
+
 -- name: task_insert
 -- No RETURNING: SQLite buffers RETURNING rows in a temporary b-tree that it opens and closes per
 -- statement (~5 us of an enqueue's CPU). The driver reads what the database generated with
