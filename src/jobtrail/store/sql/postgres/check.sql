@@ -75,12 +75,8 @@ SELECT t.id AS task_id, t.claimed_version, f.version AS log_version,
        t.first_failure_at, f.first_failure AS log_first_failure
 FROM jobtrail_tasks t
 CROSS JOIN LATERAL (
-    SELECT MIN(x.at) FILTER (WHERE x.from_state IS DISTINCT FROM x.to_state
-                               AND (x.error_category IS NOT NULL OR x.to_state = 'dead'))
-               AS first_failure,
-           (array_agg(x.data ->> 'version' ORDER BY x.seq DESC)
-               FILTER (WHERE x.reason = 'claimed'))[1] AS version
-    FROM jobtrail_transitions x WHERE x.task_id = t.id) f
+    -- include: dead_log_evidence
+) f
 WHERE t.evidence_on_row
   AND (t.claimed_version IS DISTINCT FROM f.version
        OR t.first_failure_at IS DISTINCT FROM f.first_failure)

@@ -199,14 +199,17 @@ SELECT t.last_reason AS reason, t.kind, COUNT(*) AS n, MIN(t.finished_at) AS old
 FROM jobtrail_tasks t
 LEFT JOIN LATERAL (
     -- include: dead_log_evidence
+    -- a condition on t alone: it gates the scan (read for a task older than 0017 only)
+      AND NOT t.evidence_on_row
 ) f ON true
 WHERE t.state = 'dead' AND t.dismissed_at IS NULL
 GROUP BY t.last_reason, t.kind
 ORDER BY n DESC, reason, kind;
 
 -- fragment: dead_log_evidence
--- The evidence of the task t read from its transitions, for a task older than 0017 (none
--- read for the others: the condition on t alone gates the scan).
+-- The dead-letter evidence of the task t as its transitions say (its first and last failure,
+-- the version of its last claim): read for a task older than 0017 (dead_groups,
+-- dead_tasks_evidence, each adding the gate), and compared with the row (check_row_evidence).
     SELECT MIN(x.at) FILTER (WHERE x.from_state IS DISTINCT FROM x.to_state
                                AND (x.error_category IS NOT NULL OR x.to_state = 'dead'))
                AS first_failure,
@@ -215,7 +218,7 @@ ORDER BY n DESC, reason, kind;
                AS last_failure,
            (array_agg(x.data ->> 'version' ORDER BY x.seq DESC)
                FILTER (WHERE x.reason = 'claimed'))[1] AS version
-    FROM jobtrail_transitions x WHERE x.task_id = t.id AND NOT t.evidence_on_row
+    FROM jobtrail_transitions x WHERE x.task_id = t.id
 
 -- name: prune_select
 SELECT id FROM jobtrail_tasks t

@@ -149,6 +149,7 @@ FROM (SELECT d.id, ROW_NUMBER() OVER (PARTITION BY d.last_reason, d.kind
 JOIN jobtrail_tasks t ON t.id = r.id
 LEFT JOIN LATERAL (
     -- include: dead_log_evidence
+      AND NOT t.evidence_on_row
 ) f ON true
 WHERE r.rank <= %(per_group)s
 ORDER BY t.last_reason, t.kind, r.rank;
