@@ -59,6 +59,7 @@ def claim_params(dialect: str) -> dict[str, Any]:
         "actor": "plan",
         "kinds": kinds,
         "data": "{}",
+        "version": None,
         "queue": "default",
         "mode": "unlimited",
         "limit": 10,

@@ -275,6 +275,7 @@ class Driver(Statements, Reads, abc.ABC):
             "owner": claim.owner,
             "kinds": self._list(claim.kinds),
             "data": dumps({"version": claim.version} if claim.version else {}),
+            "version": claim.version or None,
         }
         limited = tx.all("queue_limits_lock", {"queues": self._list(claim.queues)})
         names = {q["name"] for q in limited}
@@ -328,6 +329,7 @@ class Driver(Statements, Reads, abc.ABC):
             "owner": claim.owner,
             "kinds": self._list(claim.kinds),
             "data": dumps({"version": claim.version} if claim.version else {}),
+            "version": claim.version or None,
         }
         rows: list[Row] = []
         for queue_name in claim.queues:

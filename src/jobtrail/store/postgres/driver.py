@@ -429,6 +429,7 @@ class PostgresDriver(Checkout, Listening, Driver):
             "kinds": text_array(tuple(claim.kinds)),
             "limit": limit,
             "data": dumps({"version": claim.version} if claim.version else {}),
+            "version": claim.version or None,
         }
         # a fair claim that follows runs after the completions have committed
         first, rows = self._claim_by_gate(tx, queue, params, "task_complete_and_claim")

@@ -24,7 +24,7 @@ SELECT now() AS now, set_config('jit', 'off', true) AS jit;
         seq = t.seq + 1,
         last_reason = 'claimed',
         updated_at = now(),
-        claimed_version = %(data)s::jsonb ->> 'version'
+        claimed_version = %(version)s::text
 
 -- fragment: claim_due_head
 -- The claim's WHERE: the first :limit due tasks of one queue in the fair order (fair_due
