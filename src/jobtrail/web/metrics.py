@@ -9,7 +9,9 @@ Metric names (all labelled by ``queue`` and ``kind`` unless said otherwise):
 - ``jobtrail_transitions_window{reason,to_state}`` — transitions in the stats window (5 min)
 - ``jobtrail_retries_window`` / ``jobtrail_lease_expiries_window`` — in the window
 - ``jobtrail_arrivals_per_minute`` / ``jobtrail_completions_per_minute``
-- ``jobtrail_queue_wait_seconds{quantile}`` / ``jobtrail_run_seconds{quantile}`` — p50/p95
+- ``jobtrail_queue_wait_seconds{quantile}`` / ``jobtrail_run_seconds{quantile}`` — p50/p95 in
+  the window, typed ``summary`` (quantile samples only: a window has no running ``_sum`` or
+  ``_count``; the histograms below have them)
 - ``jobtrail_queue_paused{queue}`` — 1 when the queue is paused
 - ``jobtrail_webhook_deliveries_total{source,outcome}`` — deliveries this server process
   answered (``queued``, ``duplicate``, ``bad_body``, ``bad_signature``, ``too_large``)
@@ -192,9 +194,14 @@ class StoreCollector(Collector):
                 ("lease_expiries_window", "Lease expiries in the stats window", []),
                 ("arrivals_per_minute", "Enqueues per minute over the stats window", []),
                 ("completions_per_minute", "Terminal outcomes per minute over the window", []),
-                ("queue_wait_seconds", "Queue wait (claimed - due) in the window", ["quantile"]),
-                ("run_seconds", "Run time (outcome - claimed) in the window", ["quantile"]),
                 ("transitions_window", "Transitions in the window", ["reason", "to_state"]),
+            )
+        }
+        window_quantiles = {
+            key: Metric(f"jobtrail_{name}", text, "summary")
+            for key, name, text in (
+                ("wait", "queue_wait_seconds", "Queue wait (claimed - due) in the window"),
+                ("run", "run_seconds", "Run time (outcome - claimed) in the window"),
             )
         }
         for row in stats["queues"]:
@@ -211,16 +218,18 @@ class StoreCollector(Collector):
             g["lease_expiries_window"].add_metric(qk, row["lease_expiries"])
             g["arrivals_per_minute"].add_metric(qk, row["arrivals_per_min"])
             g["completions_per_minute"].add_metric(qk, row["completions_per_min"])
-            for q in ("50", "95"):
-                for metric, key in (("queue_wait_seconds", "wait"), ("run_seconds", "run")):
+            for key, family in window_quantiles.items():
+                for q in ("50", "95"):
                     value = row[f"{key}_p{q}"]
                     if value is not None:
-                        g[metric].add_metric(qk + [f"0.{q}"], value)
+                        labels = {"queue": row["queue"], "kind": row["kind"], "quantile": f"0.{q}"}
+                        family.add_sample(family.name, labels, value)
         for c in counts:
             g["transitions_window"].add_metric(
                 [c["queue"], c["kind"], c["reason"], c["to_state"]], c["n"]
             )
         yield from g.values()
+        yield from window_quantiles.values()
         paused = GaugeMetricFamily("jobtrail_queue_paused", "1 when paused", labels=["queue"])
         for view in queues:
             paused.add_metric([view["queue"]], 1 if view["paused"] else 0)
