@@ -42,10 +42,11 @@ if POOLED not in ("all", "only", "skip"):
     raise pytest.UsageError(f"JOBTRAIL_TEST_POOLED={POOLED!r}: expected 'all', 'only' or 'skip'")
 #: Where ``pgbouncer-tx`` cases run (issue 18: the conformance and crash tests' PostgreSQL
 #: cases through the pooler): the conformance suites of the whole store and of the driver, the
-#: checker, the crash tests and the races of worker processes. Elsewhere the ``backend``
-#: parameter is about an entry point (the CLI, ``doctor``, servers, the browser, Django) or
-#: a query plan read on a direct session; the pooler's own tests are in
-#: ``tests/integration/test_pooler.py``.
+#: checker, the crash tests, the races of worker processes, and the entry points run as
+#: subprocesses (the CLI, the real server, the FastAPI example, the dashboard in Chromium), which
+#: are given the pooler through ``JOBTRAIL_POOLER``. Elsewhere the ``backend`` parameter is about
+#: ``doctor`` (which reports a transaction pooler), Django, or a query plan read on a direct
+#: session; the pooler's own tests are in ``tests/integration/test_pooler.py``.
 POOLED_SCOPE = (
     "tests/conformance/",
     "tests/driver/",
@@ -56,6 +57,13 @@ POOLED_SCOPE = (
     "tests/integration/test_cron_race.py",
     "tests/integration/test_limits_race.py",
     "tests/integration/test_rates_processes.py",
+    "tests/acceptance/test_cli_errors.py",
+    "tests/acceptance/test_cli_hostile.py",
+    "tests/acceptance/test_http.py",
+    "tests/acceptance/test_http_hostile.py",
+    "tests/acceptance/test_fastapi_example.py",
+    "tests/browser/test_dashboard.py",
+    "tests/browser/test_dashboard_zh.py",
 )
 #: The tests in scope that do not run through a transaction pooler, each for a session feature
 #: such a pooler cannot give (test id without its ``[...]``: why, and the test of what the
