@@ -187,11 +187,13 @@ def sqlite_finished(conn: sqlite3.Connection, finished: int) -> None:
         WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < {int(finished)})
         INSERT INTO jobtrail_tasks (kind, queue, tenant, state, payload, payload_hash, priority,
             attempts, max_attempts, lease_seconds, reentrant, run_at, last_reason,
-            last_error_category, seq, budget_started_at, created_at, updated_at, finished_at)
+            last_error_category, seq, budget_started_at, created_at, updated_at, finished_at,
+            claimed_version, first_failure_at, evidence_on_row)
         SELECT {kind}, {queue}, 't' || (i % 50),
                CASE WHEN i % 200 = 7 THEN 'dead' ELSE 'succeeded' END, '{{"n":1}}', 'h', 0, 1, 3,
                30, 1, t, CASE WHEN i % 200 = 7 THEN 'permanent_error' ELSE 'completed' END,
-               CASE WHEN i % 200 = 7 THEN 'permanent' END, 3, t, t, t + 1.5, t + 1.5
+               CASE WHEN i % 200 = 7 THEN 'permanent' END, 3, t, t, t + 1.5, t + 1.5,
+               'v1', CASE WHEN i % 200 = 7 THEN t + 1.5 END, 1
         FROM (SELECT i, {SQLITE_NOW} - 90000.0 + i * 86400.0 / {int(finished)} AS t FROM s)""")
     conn.execute("""
         INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason,
@@ -218,9 +220,9 @@ def sqlite_queued(conn: sqlite3.Connection, queued: int) -> None:
         WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < {int(queued)})
         INSERT INTO jobtrail_tasks (kind, queue, tenant, state, payload, payload_hash, priority,
             attempts, max_attempts, lease_seconds, reentrant, run_at, last_reason, seq,
-            budget_started_at, created_at, updated_at)
+            budget_started_at, created_at, updated_at, evidence_on_row)
         SELECT {kind}, {queue}, 't' || (i % 50), 'queued', '{{"n":1}}', 'h', 0, 0, 3, 30, 1, t,
-               'enqueued', 1, t, t, t
+               'enqueued', 1, t, t, t, 1
         FROM (SELECT i, {SQLITE_NOW} - 3600.0 + i * 3600.0 / {int(queued)} AS t FROM s)""")
     conn.execute(
         "INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,"

@@ -15,7 +15,7 @@ Each violation is a dict with ``rule``, ``task_id`` (str) and the detail that sh
 - ``effect_key_unique``: no two confirmed effects share a key;
 - ``held_has_lease``: a leased (or cancel-requested) task has an owner and an expiry;
 - ``queued_without_lease``: no queued task holds an unexpired lease;
-- ``row_evidence_is_the_log``: the dead-letter evidence a task row keeps (PostgreSQL, tasks
+- ``row_evidence_is_the_log``: the dead-letter evidence a task row keeps (tasks
   created since migration 17) is its log's: the version of its last claim, its first failure;
 - ``parent_aggregate``: a parent's state agrees with ``workflow.aggregate`` of its children
   (skipped when an operator forced the parent with ``manual_fix``).

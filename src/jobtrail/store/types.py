@@ -40,6 +40,8 @@ TIME_COLUMNS = frozenset(
         "oldest_due",
         "first_failure",
         "last_failure",
+        "first_failure_at",
+        "log_first_failure",
         "heartbeat_at",
         "batch_at",
     }

@@ -14,7 +14,7 @@ from typing import Any
 from ..types import TIME_COLUMNS, NewTask, Row, dumps
 
 _JSON_COLUMNS = frozenset({"payload", "data", "result"})
-_BOOL_COLUMNS = frozenset({"reentrant", "is_effect", "paused", "detached"})
+_BOOL_COLUMNS = frozenset({"reentrant", "is_effect", "paused", "detached", "evidence_on_row"})
 
 
 def _decode(row: sqlite3.Row) -> Row:

@@ -68,9 +68,18 @@ WHERE state = 'queued' AND lease_expires_at IS NOT NULL
 ORDER BY id;
 
 -- name: check_row_evidence
--- SQLite keeps no dead-letter evidence on the task row (its readers probe the log: ops.sql
--- dead_groups), so there is nothing to compare: no rows.
-SELECT id AS task_id FROM jobtrail_tasks WHERE 0;
+-- The dead-letter evidence a task row keeps (0017, evidence_on_row) is what its log says: the
+-- code version of its last claim and the time of its first failure.
+SELECT f.task_id, f.claimed_version, f.log_version, f.first_failure_at, f.log_first_failure
+FROM (SELECT t.id AS task_id, t.claimed_version, t.first_failure_at,
+-- include: dead_log_version
+                 AS log_version,
+-- include: dead_log_first_failure
+                 AS log_first_failure
+      FROM jobtrail_tasks t
+      WHERE t.evidence_on_row) f
+WHERE f.claimed_version IS NOT f.log_version OR f.first_failure_at IS NOT f.log_first_failure
+ORDER BY f.task_id;
 
 -- name: check_parents
 -- Every parent with its children's states (aggregated in Python by workflow.aggregate).

@@ -165,9 +165,10 @@ WHERE x.at >= :since AND x.from_state IN ('leased', 'cancel_requested')
 
 -- name: dead_groups
 -- Dead tasks that need a person, by reason and kind, with the group's evidence (see the
--- PostgreSQL query). SQLite: per task one backward probe of its (task_id, seq) index for the
--- version of its last claim (as before) and one forward probe that stops at its first
--- failure; its last failure is its death (finished_at: a dead task's last move into dead).
+-- PostgreSQL query). A task's evidence is on its row (0017: claimed_version, first_failure_at;
+-- its last failure is its death, finished_at); for a task older than 0017 (evidence_on_row 0)
+-- the CASE probes its (task_id, seq) index instead, backward for the version of its last claim
+-- and forward to its first failure (SQLite evaluates a CASE branch only when it is taken).
 SELECT d.reason, d.kind, COUNT(*) AS n, MIN(d.finished_at) AS oldest,
        GROUP_CONCAT(DISTINCT COALESCE(d.version, '?')) AS versions,
        GROUP_CONCAT(DISTINCT COALESCE(d.category, '-')) AS categories,
@@ -175,17 +176,30 @@ SELECT d.reason, d.kind, COUNT(*) AS n, MIN(d.finished_at) AS oldest,
        MIN(d.first_failure) AS first_failure, MAX(d.finished_at) AS last_failure
 FROM (SELECT t.last_reason AS reason, t.kind, t.finished_at,
              t.last_error_category AS category, t.attempts,
-             (SELECT json_extract(c.data, '$.version') FROM jobtrail_transitions c
-              WHERE c.task_id = t.id AND c.reason = 'claimed' ORDER BY c.seq DESC LIMIT 1)
-                 AS version,
-             (SELECT x.at FROM jobtrail_transitions x
-              WHERE x.task_id = t.id AND x.from_state IS NOT x.to_state
-                AND (x.error_category IS NOT NULL OR x.to_state = 'dead')
-              ORDER BY x.seq LIMIT 1) AS first_failure
+             CASE WHEN t.evidence_on_row THEN t.claimed_version ELSE
+-- include: dead_log_version
+             END AS version,
+             CASE WHEN t.evidence_on_row THEN t.first_failure_at ELSE
+-- include: dead_log_first_failure
+             END AS first_failure
       FROM jobtrail_tasks t
       WHERE t.state = 'dead' AND t.dismissed_at IS NULL) d
 GROUP BY d.reason, d.kind
 ORDER BY n DESC, d.reason, d.kind;
+
+-- fragment: dead_log_version
+-- The code version of the last claim of the task t as its log says: read for a task older
+-- than 0017 (dead_groups, dead_tasks_evidence) and compared with the row (check_row_evidence).
+             (SELECT json_extract(c.data, '$.version') FROM jobtrail_transitions c
+              WHERE c.task_id = t.id AND c.reason = 'claimed' ORDER BY c.seq DESC LIMIT 1)
+
+-- fragment: dead_log_first_failure
+-- The time of the first failure of the task t as its log says (a change of state with an
+-- error category, or into dead), for the same readers.
+             (SELECT x.at FROM jobtrail_transitions x
+              WHERE x.task_id = t.id AND x.from_state IS NOT x.to_state
+                AND (x.error_category IS NOT NULL OR x.to_state = 'dead')
+              ORDER BY x.seq LIMIT 1)
 
 -- name: prune_select
 SELECT id FROM jobtrail_tasks t

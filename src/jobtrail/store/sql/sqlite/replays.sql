@@ -122,27 +122,28 @@ ORDER BY s.task_id, s.created_at, s.name;
 
 -- name: dead_tasks_evidence
 -- The newest :per_group dead tasks of each (reason, kind) group, with their evidence (see the
--- PostgreSQL query). SQLite: the failures by a correlated MIN/MAX each, the version of the
--- last claim by one more; all read through the (task_id, seq) index of the picked tasks only.
-SELECT p.id, p.kind, p.queue, p.tenant, p.last_reason AS reason,
-       p.last_error_category AS category, p.attempts, p.max_attempts, p.replay_count,
-       p.idempotency_key, p.payload_hash, p.receipt_id, p.finished_at,
-       (SELECT MIN(x.at) FROM jobtrail_transitions x
-        WHERE x.task_id = p.id AND x.from_state IS NOT x.to_state
-          AND (x.error_category IS NOT NULL OR x.to_state = 'dead')) AS first_failure,
-       (SELECT MAX(x.at) FROM jobtrail_transitions x
-        WHERE x.task_id = p.id AND x.from_state IS NOT x.to_state
-          AND (x.error_category IS NOT NULL OR x.to_state = 'dead')) AS last_failure,
-       (SELECT json_extract(c.data, '$.version') FROM jobtrail_transitions c
-        WHERE c.task_id = p.id AND c.reason = 'claimed' ORDER BY c.seq DESC LIMIT 1) AS version
-FROM (SELECT t.id, t.kind, t.queue, t.tenant, t.last_reason, t.last_error_category,
-             t.attempts, t.max_attempts, t.replay_count, t.idempotency_key, t.payload_hash,
-             t.receipt_id, t.finished_at,
-             ROW_NUMBER() OVER (PARTITION BY t.last_reason, t.kind
-                                ORDER BY t.finished_at DESC, t.id DESC) AS rank
-      FROM jobtrail_tasks t
-      WHERE t.state = 'dead' AND t.dismissed_at IS NULL
-        AND (:reason IS NULL OR t.last_reason = :reason)
-        AND (:kind IS NULL OR t.kind = :kind)) p
-WHERE p.rank <= :per_group
-ORDER BY p.last_reason, p.kind, p.rank;
+-- PostgreSQL query). The window ranks the dead tasks; the picked ones' evidence is read from
+-- their rows (0017) or, for a task older than 0017, through their (task_id, seq) index.
+SELECT t.id, t.kind, t.queue, t.tenant, t.last_reason AS reason,
+       t.last_error_category AS category, t.attempts, t.max_attempts, t.replay_count,
+       t.idempotency_key, t.payload_hash, t.receipt_id, t.finished_at,
+       CASE WHEN t.evidence_on_row THEN t.first_failure_at ELSE
+-- include: dead_log_first_failure
+       END AS first_failure,
+       CASE WHEN t.evidence_on_row THEN t.finished_at ELSE
+           (SELECT MAX(x.at) FROM jobtrail_transitions x
+            WHERE x.task_id = t.id AND x.from_state IS NOT x.to_state
+              AND (x.error_category IS NOT NULL OR x.to_state = 'dead'))
+       END AS last_failure,
+       CASE WHEN t.evidence_on_row THEN t.claimed_version ELSE
+-- include: dead_log_version
+       END AS version
+FROM (SELECT d.id, ROW_NUMBER() OVER (PARTITION BY d.last_reason, d.kind
+                                      ORDER BY d.finished_at DESC, d.id DESC) AS rank
+      FROM jobtrail_tasks d
+      WHERE d.state = 'dead' AND d.dismissed_at IS NULL
+        AND (:reason IS NULL OR d.last_reason = :reason)
+        AND (:kind IS NULL OR d.kind = :kind)) r
+JOIN jobtrail_tasks t ON t.id = r.id
+WHERE r.rank <= :per_group
+ORDER BY t.last_reason, t.kind, r.rank;

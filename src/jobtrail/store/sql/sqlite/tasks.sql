@@ -18,13 +18,13 @@ SELECT round((julianday('now') - 2440587.5) * 86400.0, 3) AS now;
 -- the rest of the row from what it inserted (base.inserted_row), as on PostgreSQL.
 INSERT INTO jobtrail_tasks (
     kind, queue, tenant, state, payload, payload_hash, idempotency_key, priority, max_attempts,
-    lease_seconds, reentrant, run_at, parent_id, last_reason, seq, budget_started_at,
-    created_at, updated_at)
+    lease_seconds, reentrant, run_at, parent_id, last_reason, seq, evidence_on_row,
+    budget_started_at, created_at, updated_at)
 VALUES (
     :kind, :queue, :tenant, :state, :payload, :payload_hash, :idempotency_key, :priority,
     :max_attempts, :lease_seconds, :reentrant,
     COALESCE(:run_at, round((julianday('now') - 2440587.5) * 86400.0, 3) + COALESCE(:delay, 0)),
-    :parent_id, 'enqueued', 1,
+    :parent_id, 'enqueued', 1, 1,
     round((julianday('now') - 2440587.5) * 86400.0, 3),
     round((julianday('now') - 2440587.5) * 86400.0, 3),
     round((julianday('now') - 2440587.5) * 86400.0, 3))
@@ -52,7 +52,8 @@ SET state = 'leased',
     attempts = attempts + 1,
     seq = seq + 1,
     last_reason = 'claimed',
-    updated_at = round((julianday('now') - 2440587.5) * 86400.0, 3)
+    updated_at = round((julianday('now') - 2440587.5) * 86400.0, 3),
+    claimed_version = :version
 
 -- fragment: fair_due
 -- Fairness (SPEC §16.6): priority first, then tenants in turn, then due time. The tenants with
@@ -122,6 +123,11 @@ SET state = :to_state,
                              ELSE budget_started_at END,
     last_error_category = CASE WHEN :set_error THEN :error_category ELSE last_error_category END,
     last_error = CASE WHEN :set_error THEN :error ELSE last_error END,
+    -- the first failure (0017): a change of state with an error category, or into dead
+    first_failure_at = CASE
+        WHEN first_failure_at IS NULL AND :from_state IS NOT :to_state
+             AND (:error_category IS NOT NULL OR :to_state = 'dead')
+            THEN round((julianday('now') - 2440587.5) * 86400.0, 3) ELSE first_failure_at END,
     receipt_id = COALESCE(:receipt_id, receipt_id),
     receipt_deadline = CASE WHEN :to_state = 'awaiting_receipt' AND :receipt_in IS NOT NULL
                             THEN round((julianday('now') - 2440587.5) * 86400.0, 3) + :receipt_in
@@ -233,7 +239,8 @@ FROM jobtrail_tasks WHERE id = :id;
 -- key), so their ids ascend in input order.
 INSERT INTO jobtrail_tasks (
     kind, queue, tenant, state, payload, payload_hash, priority, max_attempts, lease_seconds,
-    reentrant, run_at, last_reason, seq, budget_started_at, created_at, updated_at)
+    reentrant, run_at, last_reason, seq, evidence_on_row, budget_started_at, created_at,
+    updated_at)
 SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4,
        j.value ->> 5, j.value ->> 6, j.value ->> 7,
        CAST(j.value ->> 8 AS REAL) / (j.value ->> 9),
@@ -241,7 +248,7 @@ SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4
        COALESCE(CAST(j.value ->> 11 AS REAL) / 1000000.0,
                 round((julianday('now') - 2440587.5) * 86400.0, 3)
                 + COALESCE(CAST(j.value ->> 12 AS REAL) / (j.value ->> 13), 0)),
-       'enqueued', 1,
+       'enqueued', 1, 1,
        round((julianday('now') - 2440587.5) * 86400.0, 3),
        round((julianday('now') - 2440587.5) * 86400.0, 3),
        round((julianday('now') - 2440587.5) * 86400.0, 3)
