@@ -9,27 +9,17 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
-from conftest import BACKENDS, Store, make_store
+from conftest import Store
 
 import jobtrail
 from jobtrail.store.postgres import PostgresDriver
-
-
-@pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
-    s = make_store(request.param, tmp_path)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def _sql(app: jobtrail.App, sql: str, *args: Any) -> list[tuple[Any, ...]]:
     """Raw SQL on the App's store (``%s`` placeholders on both)."""
     driver = app._driver
     if not isinstance(driver, PostgresDriver):
-        sql = sql.replace("%s", "?").replace("false", "0")
+        sql = sql.replace("%s", "?")
     with driver.transaction() as tx:
         cur = tx.conn.execute(sql, args)
         return [tuple(r) for r in cur.fetchall()] if cur.description else []
@@ -71,7 +61,6 @@ def test_the_row_keeps_the_last_claims_version_and_the_first_failure(store: Stor
         on_row = bool(on_row)
     assert (version, first, on_row) == ("v9", failures[0], True)
     assert app.check() == []
-    app.close()
 
 
 def test_dead_reads_the_row_and_an_older_task_its_transitions(store: Store) -> None:
@@ -96,7 +85,6 @@ def test_dead_reads_the_row_and_an_older_task_its_transitions(store: Store) -> N
     )
     assert _settled(app.dead(tasks=5)) == _settled(before)
     assert app.check() == []
-    app.close()
 
 
 def _log_loops(app: jobtrail.App) -> int:
