@@ -266,7 +266,8 @@ def test_a_task_awaiting_its_receipt_is_running_and_not_finished(
 ) -> None:
     """A run that ends in ``await_receipt`` has not finished the task: it stays ``RUNNING``
     (jobtrail: ``awaiting_receipt``) and its run sends no ``task_finished``; the receipt ends
-    it (``SUCCESSFUL``) outside any run."""
+    it (``SUCCESSFUL``) outside any run, and the process that confirmed it sends
+    ``task_finished`` then."""
     from testapp.tasks import awaits_receipt
 
     from jobtrail.contrib.django.compat import SUCCESSFUL, TaskResultStatus
@@ -282,6 +283,94 @@ def test_a_task_awaiting_its_receipt_is_running_and_not_finished(
     app.confirm_receipt(result.id, by="test")
     result.refresh()
     assert result.status == SUCCESSFUL and app.get(result.id).state.value == "succeeded"
+    sent = signals(django_env, alias, result.id)
+    assert [s["signal"] for s in sent] == ["enqueued", "started", "finished"]
+    assert sent[-1]["status"] == "SUCCESSFUL" and sent[-1]["pid"] == os.getpid()
+    app.confirm_receipt(result.id, by="test")  # a repeat moves nothing and sends nothing
+    assert len(signals(django_env, alias, result.id)) == 3
+
+
+def test_a_receipt_deadline_in_the_workers_sweep_sends_task_finished(
+    alias: str, django_env: dict[str, str]
+) -> None:
+    """No receipt before the deadline: a worker's sweep ends the task ``dead``
+    (``receipt_timeout``, FAILED) and that worker process sends ``task_finished``."""
+    from testapp.tasks import awaits_receipt_briefly
+
+    from jobtrail.contrib.django.compat import TaskResultStatus
+
+    result = awaits_receipt_briefly.using(backend=alias).enqueue(f"brief-{alias}")
+    app = backends()[alias].app
+    work(alias)  # runs the handler; the deadline is 0.2 s after it returned
+    for _ in range(20):
+        if app.get(result.id).state.value != "awaiting_receipt":
+            break
+        work(alias)  # a burst worker sweeps before it claims (each takes ~1 s to start)
+    assert app.get(result.id).last_reason == "receipt_timeout"
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED
+    sent = signals(django_env, alias, result.id)
+    assert [s["signal"] for s in sent] == ["enqueued", "started", "finished"]
+    assert sent[-1]["status"] == "FAILED" and sent[-1]["pid"] != os.getpid()
+
+
+def test_an_expired_lease_that_ends_the_task_sends_task_finished(
+    alias: str, django_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The worker running a task of one attempt is SIGKILLed: the sweep that finds its lease
+    expired ends the task ``dead`` (``attempts_exhausted``) and sends ``task_finished`` (FAILED)
+    from the sweeping process; the killed worker sent ``task_started`` only."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from testapp.tasks import hangs
+
+    from jobtrail.contrib.django.compat import TaskResultStatus
+
+    from .conftest import PROJECT
+
+    started = tmp_path / f"started-{alias}"
+    hold = Path(str(started) + ".hold")
+    hold.write_text("")
+    result = hangs.using(backend=alias).enqueue(str(started))
+    app = backends()[alias].app
+    worker = subprocess.Popen(
+        [sys.executable, "manage.py", "jobtrail", "worker", "--backend", alias]
+        + ["--queues", "hang", "--concurrency", "1"],
+        cwd=PROJECT,
+        env={**os.environ, "PYTHONPATH": str(PROJECT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not started.exists():
+            assert worker.poll() is None, "the worker exited before it ran the task"
+            assert time.monotonic() < deadline, "the worker never started the task"
+            time.sleep(0.05)
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=10)
+        moved: dict[str, int] = {}
+        deadline = time.monotonic() + 30
+        while app.get(result.id).state.value == "leased":
+            assert time.monotonic() < deadline, "the lease never expired"
+            moved = app.sweep()
+            time.sleep(0.1)
+        assert moved == {"attempts_exhausted": 1}
+    finally:
+        hold.unlink()
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    assert app.get(result.id).state.value == "dead"
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED
+    sent = signals(django_env, alias, result.id)
+    assert [s["signal"] for s in sent] == ["enqueued", "started", "finished"]
+    assert sent[1]["pid"] == worker.pid
+    assert sent[-1]["status"] == "FAILED" and sent[-1]["pid"] == os.getpid()
 
 
 def test_signals_are_sent_by_the_worker_process(alias: str, django_env: dict[str, str]) -> None:

@@ -6,7 +6,8 @@ and reading a task's row. ``App`` (``facade.py``) and its concerns (``ops``, ``v
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar, cast
 
@@ -20,6 +21,8 @@ from ..services.outbox import Sink
 from ..services.scheduler import Schedule
 from ..store.base import Driver, NewTask, Row, Tx
 from .handles import TaskHandle
+
+log = logging.getLogger("jobtrail.app")
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = TypeVar("P")
@@ -51,6 +54,7 @@ class AppCore:
     _periodic: dict[str, Schedule]
     _webhook_tenants: dict[str, str]
     _driver: Driver
+    _ended_hooks: builtins.list[Callable[[Task], None]]
 
     def task(
         self,
@@ -199,6 +203,40 @@ class AppCore:
         if created:
             self._driver.notify_queued(tx, new.queue)
         return task_from_row(row, created=created)
+
+    def on_ended_outside_run(self, fn: Callable[[Task], None]) -> Callable[[Task], None]:
+        """Call ``fn(task)`` after this App ends a task outside its handler's run: a
+        receipt's outcome (``confirm_receipt``, a webhook's confirmation, a receipt deadline in
+        this App's sweep or its workers') or an expired lease (``sweep``, the workers' sweep)
+        moved it to ``succeeded``, ``dead`` or ``cancelled``. Called after the commit, in the
+        process and thread that made the move, with the task as stored then; an exception is
+        logged (its class, never the task's data) and the move stands. A handler's own end
+        is its return or raise, which calls nothing here. Returns ``fn`` (a decorator)."""
+        if not callable(fn):
+            raise TypeError(f"on_ended_outside_run takes a callable, not {fn!r}")
+        self._ended_hooks.append(fn)
+        return fn
+
+    def _report_ended(self, task_ids: Sequence[int]) -> None:
+        """Hand the tasks just ended outside a run to each ``on_ended_outside_run`` hook."""
+        if not self._ended_hooks:
+            return
+        with self._driver.transaction(write=False) as tx:
+            rows = [self._driver.task_get(tx, i) for i in task_ids]
+        for row in rows:
+            if row is None:  # pruned meanwhile
+                continue
+            task = task_from_row(row)
+            for hook in builtins.list(self._ended_hooks):
+                try:
+                    hook(task)
+                except Exception as exc:
+                    log.error(
+                        "on_ended_outside_run hook %s raised %s for task %s",
+                        getattr(hook, "__qualname__", hook),
+                        type(exc).__name__,
+                        task.id,
+                    )
 
     def _row(self, tx: Tx, task_id: str | int) -> Row:
         row = self._driver.task_get(tx, self._parse_id(task_id))

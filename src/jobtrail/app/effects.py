@@ -131,7 +131,10 @@ class EffectsAPI(AppCore):
                 raise IllegalTransition(str(row["id"]), state, "confirm a receipt")
             if decision.to_state is State.QUEUED:
                 self._driver.notify_queued(tx, row["queue"])
-            return task_from_row(self._row(tx, row["id"]))
+            done = task_from_row(self._row(tx, row["id"]))
+        if done.state.terminal:
+            self._report_ended([row["id"]])
+        return done
 
     # -- workflows -------------------------------------------------------------------------------
     def enqueue_workflow(

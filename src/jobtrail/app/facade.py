@@ -124,6 +124,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         self._sinks: dict[str, builtins.list[Any]] = {}
         self._periodic: dict[str, Schedule] = {}  # cron (app/cron.py)
         self._webhook_tenants: dict[str, str] = {}  # the tenant of each source (app/webhooks.py)
+        self._ended_hooks: builtins.list[Any] = []  # on_ended_outside_run (app/core.py)
         self._driver: Driver = open_driver(
             self.url, pooler=self.pooler, listen_url=self.listen_url, **driver_options
         )
@@ -715,7 +716,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
         """Move expired leases now (edges 7, 8, 18); returns counts by reason code."""
         from ..services.sweeper import sweep
 
-        return sweep(self._driver, self._kinds)
+        return sweep(self._driver, self._kinds, ended=self._report_ended)
 
     def run_worker(
         self,
@@ -802,6 +803,7 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
             result_limit=self.result_limit,
             database=describe_url(self.url),
             retention=self.retention,
+            ended=self._report_ended,
         )
 
     def check(self) -> builtins.list[dict[str, Any]]:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..core import transition
 from ..core.decide import Decision, decide_receipt_verdict
 from ..model.kinds import KindSpec
-from ..model.machine import Reason, State
+from ..model.machine import TERMINAL, Reason, State
 from ..store.base import Driver, Move, Row, Tx
 
 log = logging.getLogger("jobtrail.services.receipts")
@@ -37,10 +38,17 @@ def apply_outcome(
     )
 
 
-def sweep_receipts(driver: Driver, kinds: dict[str, KindSpec], *, batch: int = 200) -> Counter[str]:
+def sweep_receipts(
+    driver: Driver,
+    kinds: dict[str, KindSpec],
+    *,
+    batch: int = 200,
+    ended: Callable[[Sequence[int]], None] | None = None,
+) -> Counter[str]:
     """Receipts past their deadline, for the kinds this App knows (another App's sweeper, or
     a worker that registers the kind, handles the rest: only it knows the kind's hook). The
-    provider is asked outside any transaction, then each task moves by a conditional update."""
+    provider is asked outside any transaction, then each task moves by a conditional update;
+    ``ended`` is given the id of each task so ended (a terminal state), after its commit."""
     moved: Counter[str] = Counter()
     if not kinds:
         return moved
@@ -80,6 +88,9 @@ def sweep_receipts(driver: Driver, kinds: dict[str, KindSpec], *, batch: int = 2
             decision = decide_receipt_verdict(
                 verdict, spec=spec, attempts=full["attempts"], max_attempts=full["max_attempts"]
             )
-            if apply_outcome(driver, tx, full, decision, "sweeper") is not None:
-                moved[decision.reason] += 1
+            if apply_outcome(driver, tx, full, decision, "sweeper") is None:
+                continue
+            moved[decision.reason] += 1
+        if ended is not None and decision.to_state in TERMINAL:
+            ended([row["id"]])
     return moved

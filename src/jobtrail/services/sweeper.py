@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable, Sequence
 
 from ..core import replays, transition
 from ..core.decide import decide_expired
 from ..model.kinds import KindSpec
-from ..model.machine import State
+from ..model.machine import TERMINAL, State
 from ..store.base import Driver
 from .receipts import sweep_receipts
 from .replayer import tend
@@ -31,13 +32,16 @@ def sweep(
     *,
     batch: int = BATCH,
     replay_stale: float = replays.STALE_AFTER,
+    ended: Callable[[Sequence[int]], None] | None = None,
 ) -> dict[str, int]:
     """One pass over expired leases and receipt deadlines, then the replay runs; returns how
     many tasks moved, by reason code. ``kinds`` gives the ``check_receipt`` hooks (absent kinds
     have none); a replay run whose driver has not beaten for ``replay_stale`` seconds is taken
-    for gone."""
+    for gone. ``ended`` is given the ids of the tasks this pass ended (a terminal state), after
+    each batch's commit: their runs ended without their handlers."""
     moved: Counter[str] = Counter()
     while True:
+        finished: list[int] = []
         with driver.transaction() as tx:
             rows = driver.task_expired(tx, batch)
             for row in rows:
@@ -59,6 +63,8 @@ def sweep(
                 )
                 if transition.apply(driver, tx, move) is not None:
                     moved[decision.reason] += 1
+                    if decision.to_state in TERMINAL:
+                        finished.append(row["id"])
                     log.info(
                         "swept task %s: %s -> %s (%s)",
                         row["id"],
@@ -66,8 +72,10 @@ def sweep(
                         decision.to_state,
                         decision.reason,
                     )
+        if finished and ended is not None:
+            ended(finished)
         if len(rows) < batch:
             break
-    moved.update(sweep_receipts(driver, kinds or {}, batch=batch))
+    moved.update(sweep_receipts(driver, kinds or {}, batch=batch, ended=ended))
     tend(driver, stale=replay_stale)  # its own counts are logged; this returns tasks moved
     return dict(moved)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -55,6 +55,8 @@ class Collaborators:
     database: str = ""
     #: seconds each finished state is kept (``services.retention``); ``None``: no pruning
     retention: dict[str, float | None] | None = None
+    #: given the ids of tasks the worker's sweep ended (``App.on_ended_outside_run``)
+    ended: Callable[[Sequence[int]], None] | None = None
 
 
 class ProvidesCollaborators(Protocol):

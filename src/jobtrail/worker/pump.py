@@ -258,7 +258,7 @@ class Worker(LeaseRenewal):
     def _sweep(self) -> float:
         """Expired leases and receipt deadlines, then cron windows; returns the next time."""
         try:
-            sweep(self.driver, self.collab.kinds)
+            sweep(self.driver, self.collab.kinds, ended=self.collab.ended)
         except Exception as exc:  # the store is down: keep running, try later
             log.warning("sweep failed: %s", type(exc).__name__)
         self.collab.cron_tick()  # cron windows (scheduler.py): leader-free, never raises

@@ -67,7 +67,7 @@ _OPTIONS = {
         "testapp.tasks.fail_over_budget": {"max_attempts": 5, "max_elapsed": 0.001},
     }
 }
-QUEUES = ["default", "other", "spare"]
+QUEUES = ["default", "other", "spare", "hang"]
 TASKS = {
     "default": {
         "BACKEND": "jobtrail.contrib.django.JobtrailBackend",

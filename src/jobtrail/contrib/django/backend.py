@@ -31,6 +31,7 @@ from .compat import (
     TaskResultDoesNotExist,
     TaskResultStatus,
     task_enqueued,
+    task_finished,
 )
 from .settings import database_url, kind_settings
 
@@ -90,7 +91,19 @@ class JobtrailBackend(BaseTaskBackend):  # type: ignore[misc]
             if self._app is None:
                 url = self.database_url or database_url(self.database)
                 self._app = App(url, **self.app_options)
+                self._app.on_ended_outside_run(self._finished_outside_run)
             return self._app
+
+    def _finished_outside_run(self, stored: Task) -> None:
+        """``task_finished`` for a Django task that a receipt's outcome or an expired lease
+        ended, sent in the process that moved it (a handler's own end sends it from its run:
+        ``runner.py``). A task of a kind that is not a Django task sends nothing."""
+        try:
+            task = self._task_of(stored)
+        except TaskResultDoesNotExist:
+            return
+        result = self._result(task, stored, self.app.transitions(stored.id))
+        task_finished.send(type(self), task_result=result)
 
     @property
     def in_django_database(self) -> bool:

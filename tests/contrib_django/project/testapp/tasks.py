@@ -79,3 +79,24 @@ def awaits_receipt(context, receipt: str) -> str:
     # the handler returns; the task waits in awaiting_receipt for the provider's receipt
     context.jobtrail.await_receipt(receipt, 300)
     return receipt
+
+
+@task(takes_context=True)
+def awaits_receipt_briefly(context, receipt: str) -> str:
+    # a receipt deadline of 0.2 s: the next sweep after it ends the task (receipt_timeout)
+    context.jobtrail.await_receipt(receipt, 0.2)
+    return receipt
+
+
+@task(queue_name="hang")
+@jobtrail_options(max_attempts=1, lease_seconds=1)
+def hangs(path: str) -> None:
+    # says that it started, then holds its slot while PATH.hold exists (at most 60 s): the
+    # test kills its worker meanwhile
+    import time
+
+    with open(path, "w") as f:
+        f.write(str(os.getpid()))
+    limit = time.monotonic() + 60
+    while os.path.exists(path + ".hold") and time.monotonic() < limit:
+        time.sleep(0.05)
