@@ -7,6 +7,7 @@ after the server that started the run finishes it)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jobtrail
@@ -192,3 +193,43 @@ def _dead_in(app: jobtrail.App, kind: str, n: int) -> list[str]:
     run(app)
     assert all(app.get(i).state == "dead" for i in ids)
     return ids
+
+
+def test_a_detached_run_no_worker_carries_on_says_so(app: jobtrail.App) -> None:
+    """With no worker running nothing steps a detached run: after ``UNATTENDED_AFTER`` seconds
+    without a step its record says how long (``unattended_for``) and its outcome, in the API,
+    the dashboard and the CLI's words, that it waits for a worker. A sweep's step clears it."""
+    from jobtrail.cli.replays import runs_text
+    from jobtrail.core.replays import UNATTENDED_AFTER
+
+    from .support import raw
+
+    _dead_in(app, "parked", 2)
+    started = app.start_replay_run(kind="parked", by="ops", note="n", batch_size=1)
+    assert (started["state"], started["unattended_for"]) == ("running", None)
+    assert app.replay_runs(run_id=started["id"])[0]["unattended_for"] is None  # just stepped
+
+    # the last step 60 s ago, by the database clock
+    if app._driver.dialect == "postgres":
+        raw(app, "UPDATE jobtrail_replay_runs SET heartbeat_at = now() - interval '60 seconds'")
+    else:
+        raw(app, "UPDATE jobtrail_replay_runs SET heartbeat_at = heartbeat_at - 60")
+    [record] = app.replay_runs(run_id=started["id"])
+    assert record["state"] == "running" and record["unattended_for"] is not None
+    assert 60 <= record["unattended_for"] < 60 + UNATTENDED_AFTER
+    words = "running, but no worker has taken a step for 60 s"
+    assert words in runs_text([record])
+    assert "已有 60 秒没有 worker 推进它" in runs_text([record], "zh")
+    web = client(app)
+    assert record["unattended_for"] <= _run(web, started["id"])["unattended_for"] < 70
+    page = web.get("/dead", headers=RD)
+    assert page.status_code == 200
+    assert re.search(r"running, but no worker has taken a step for 6\d s", page.text)
+
+    # an attached run is its caller's to beat, and a stopped one waits for nothing
+    assert jobtrail.core.replays.unattended_for(False, "running", 60.0) is None
+    assert jobtrail.core.replays.unattended_for(True, "stopped", 60.0) is None
+
+    app.sweep()  # a worker's sweep takes the next step
+    [record] = app.replay_runs(run_id=started["id"])
+    assert record["unattended_for"] is None and words not in runs_text([record])

@@ -326,6 +326,9 @@ def run_from_row(r: Row) -> dict[str, Any]:
         "detached": bool(r["detached"]),
         "heartbeat_at": r["heartbeat_at"],
         "stopped_by": r["stopped_by"],
+        "unattended_for": replays.unattended_for(
+            bool(r["detached"]), r["state"], r.get("beat_age")
+        ),
     }
     run["stop_reason"] = replays.stop_reason(run)
     return run

@@ -36,6 +36,9 @@ HEARTBEAT = 1.0
 #: timeout) or a slow round trip on a loaded machine, and still within half a minute for the
 #: operator looking at the list.
 STALE_AFTER = 30.0
+#: A running detached run that no sweep has taken a step of for this long is shown as waiting
+#: for a worker (``unattended_for``): workers sweep every second by default.
+UNATTENDED_AFTER = 10.0
 #: The most tasks one step of a detached run replays: a step runs in a worker's sweep, between
 #: its claims, so it stays short (a few hundred small transactions at most).
 STEP_MAX = 100
@@ -125,8 +128,21 @@ def filter_text(recorded: Mapping[str, Any]) -> str:
     return " ".join(shown) or "-"
 
 
+def unattended_for(detached: bool, state: str, beat_age: float | None) -> float | None:
+    """Seconds since a sweep last took a step of a running detached run, once that is at
+    least ``UNATTENDED_AFTER`` (no worker is running, or none reaches this store); else
+    ``None``. ``beat_age`` is the seconds since its last beat, by the database clock."""
+    if not detached or state != "running" or beat_age is None or beat_age < UNATTENDED_AFTER:
+        return None
+    return round(float(beat_age), 1)
+
+
 def outcome(run: Mapping[str, Any], lang: str = "en") -> str:
-    """How a run ended (or that it runs), in words: the stop reason, else its state's word."""
+    """How a run ended (or that it runs), in words: the stop reason, else its state's word
+    (a detached run that no worker carries on says so)."""
+    waited = run.get("unattended_for")
+    if waited is not None:
+        return i18n.t("replay_run.unattended", lang, seconds=f"{waited:.0f}")
     return stop_reason(run, lang) or i18n.t(STATE_KEYS[run["state"]], lang)
 
 

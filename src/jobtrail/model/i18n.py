@@ -249,6 +249,12 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "its driver {driver} stopped beating at {at} (killed?); the rest stay dead",
         "zh": "驱动它的进程 {driver} 于 {at} 停止心跳（被终止？）；其余任务仍为死信",
     },
+    "replay_run.unattended": {
+        "en": "running, but no worker has taken a step for {seconds} s: the workers' sweep "
+        "carries it on (start one: jobtrail worker)",
+        "zh": "进行中，但已有 {seconds} 秒没有 worker 推进它：由 worker 的巡检继续执行"
+        "（请启动 worker：jobtrail worker）",
+    },
     "replay_run.state.running": {"en": "running", "zh": "进行中"},
     "replay_run.state.completed": {"en": "completed", "zh": "已完成"},
     "replay_run.state.stopped": {"en": "stopped", "zh": "已停止"},

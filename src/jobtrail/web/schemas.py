@@ -282,6 +282,11 @@ class ReplayRunOut(BaseModel):
     detached: bool = Field(description="driven by the workers' sweep, not by its caller")
     heartbeat_at: str | None = Field(description="its driver's last sign of life")
     stopped_by: str | None = Field(description="who ended it: its driver, or a sweeper")
+    unattended_for: float | None = Field(
+        default=None,
+        description="a running detached run that no worker's sweep has taken a step of for "
+        "10 s or more: the seconds since the last one (no worker running?); else null",
+    )
 
 
 class ReplayRunsOut(BaseModel):

@@ -104,13 +104,15 @@ SET state = %(state)s, stop_code = %(stop_code)s, died_again = %(died)s,
 WHERE id = %(id)s AND state = 'running' AND driver = %(driver)s::text;
 
 -- name: replay_run_list
--- Newest first, with how many of each run's replayed tasks are dead again now (live).
+-- Newest first, with how many of each run's replayed tasks are dead again now (live), and the
+-- seconds since its driver's last beat (a detached run's: since a sweep last took a step).
 SELECT r.*,
        (SELECT COUNT(*) FROM jobtrail_replay_run_tasks rt
         WHERE rt.run_id = r.id AND rt.replayed_seq IS NOT NULL
           AND EXISTS (SELECT 1 FROM jobtrail_transitions x
                       WHERE x.task_id = rt.task_id AND x.seq > rt.replayed_seq
-                        AND x.to_state = 'dead' AND x.from_state <> 'dead')) AS died_now
+                        AND x.to_state = 'dead' AND x.from_state <> 'dead')) AS died_now,
+       EXTRACT(EPOCH FROM now() - r.heartbeat_at)::float8 AS beat_age
 FROM jobtrail_replay_runs r
 WHERE (%(id)s::bigint IS NULL OR r.id = %(id)s::bigint)
 ORDER BY r.id DESC

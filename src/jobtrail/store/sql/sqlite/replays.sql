@@ -98,13 +98,15 @@ SET state = :state, stop_code = :stop_code, died_again = :died, stopped_by = :dr
 WHERE id = :id AND state = 'running' AND driver = :driver;
 
 -- name: replay_run_list
--- Newest first, with how many of each run's replayed tasks are dead again now (live).
+-- Newest first, with how many of each run's replayed tasks are dead again now (live), and the
+-- seconds since its driver's last beat (a detached run's: since a sweep last took a step).
 SELECT r.*,
        (SELECT COUNT(*) FROM jobtrail_replay_run_tasks rt
         WHERE rt.run_id = r.id AND rt.replayed_seq IS NOT NULL
           AND EXISTS (SELECT 1 FROM jobtrail_transitions x
                       WHERE x.task_id = rt.task_id AND x.seq > rt.replayed_seq
-                        AND x.to_state = 'dead' AND x.from_state <> 'dead')) AS died_now
+                        AND x.to_state = 'dead' AND x.from_state <> 'dead')) AS died_now,
+       round((julianday('now') - 2440587.5) * 86400.0, 3) - r.heartbeat_at AS beat_age
 FROM jobtrail_replay_runs r
 WHERE (:id IS NULL OR r.id = :id)
 ORDER BY r.id DESC
