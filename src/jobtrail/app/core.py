@@ -221,8 +221,16 @@ class AppCore:
         """Hand the tasks just ended outside a run to each ``on_ended_outside_run`` hook."""
         if not self._ended_hooks:
             return
-        with self._driver.transaction(write=False) as tx:
-            rows = [self._driver.task_get(tx, i) for i in task_ids]
+        try:
+            with self._driver.transaction(write=False) as tx:
+                rows = [self._driver.task_get(tx, i) for i in task_ids]
+        except Exception as exc:  # the move is committed; the store went away since
+            log.error(
+                "on_ended_outside_run: could not read tasks %s (%s)",
+                ",".join(map(str, task_ids)),
+                type(exc).__name__,
+            )
+            return
         for row in rows:
             if row is None:  # pruned meanwhile
                 continue
