@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .types import Row, Tx
+from .types import IdList, NameList, Row, Stamp, Tx
 
 
 class Statements:
@@ -17,39 +17,39 @@ class Statements:
     dialect: str
 
     # -- queues: pause state, limits, history, held counts -------------------------------------
-    def queue_get(self, tx: Tx, *, name: Any) -> Row | None:
+    def queue_get(self, tx: Tx, *, name: str) -> Row | None:
         return tx.one("queue_get", {"name": name})
 
-    def queue_held_count(self, tx: Tx, *, queue: Any) -> Row | None:
+    def queue_held_count(self, tx: Tx, *, queue: str) -> Row | None:
         return tx.one("queue_held_count", {"queue": queue})
 
     def queue_history_insert(
-        self, tx: Tx, *, queue: Any, action: Any, actor: Any, note: Any, data: Any
+        self, tx: Tx, *, queue: str, action: str, actor: str, note: str, data: str
     ) -> int:
         return tx.run(
             "queue_history_insert",
             {"queue": queue, "action": action, "actor": actor, "note": note, "data": data},
         )
 
-    def queue_history_list(self, tx: Tx, *, queue: Any, limit: Any) -> list[Row]:
+    def queue_history_list(self, tx: Tx, *, queue: str, limit: int) -> list[Row]:
         return tx.all("queue_history_list", {"queue": queue, "limit": limit})
 
     def queue_list(self, tx: Tx) -> list[Row]:
         return tx.all("queue_list")
 
-    def queue_tenant_held(self, tx: Tx, *, queue: Any, tenant: Any) -> Row | None:
+    def queue_tenant_held(self, tx: Tx, *, queue: str, tenant: str) -> Row | None:
         return tx.one("queue_tenant_held", {"queue": queue, "tenant": tenant})
 
     def queue_upsert(
         self,
         tx: Tx,
         *,
-        name: Any,
-        paused: Any,
-        paused_by: Any,
-        paused_note: Any,
-        limit_total: Any,
-        limit_per_tenant: Any,
+        name: str,
+        paused: bool,
+        paused_by: str | None,
+        paused_note: str | None,
+        limit_total: int | None,
+        limit_per_tenant: int | None,
     ) -> Row | None:
         return tx.one(
             "queue_upsert",
@@ -68,12 +68,12 @@ class Statements:
         self,
         tx: Tx,
         *,
-        name: Any,
-        per_second: Any,
-        burst: Any,
-        per_tenant: Any,
-        ramp: Any,
-        until: Any,
+        name: str,
+        per_second: float | None,
+        burst: int | None,
+        per_tenant: float | None,
+        ramp: float | None,
+        until: float | None,
     ) -> Row | None:
         return tx.one(
             "queue_rate_set",
@@ -87,17 +87,17 @@ class Statements:
             },
         )
 
-    def queue_claims_between(self, tx: Tx, *, queue: Any, since: Any, until: Any) -> Row | None:
+    def queue_claims_between(self, tx: Tx, *, queue: str, since: Stamp, until: Stamp) -> Row | None:
         return tx.one("queue_claims_between", {"queue": queue, "since": since, "until": until})
 
-    def queue_due_count(self, tx: Tx, *, queue: Any) -> Row | None:
+    def queue_due_count(self, tx: Tx, *, queue: str) -> Row | None:
         return tx.one("queue_due_count", {"queue": queue})
 
-    def tenant_rate_list(self, tx: Tx, *, queue: Any, since: Any) -> list[Row]:
+    def tenant_rate_list(self, tx: Tx, *, queue: str, since: Stamp) -> list[Row]:
         return tx.all("tenant_rate_list", {"queue": queue, "since": since})
 
     # -- cron schedules and windows ------------------------------------------------------------
-    def cron_schedule_get(self, tx: Tx, *, kind: Any) -> Row | None:
+    def cron_schedule_get(self, tx: Tx, *, kind: str) -> Row | None:
         return tx.one("cron_schedule_get", {"kind": kind})
 
     def cron_schedule_upsert(self, tx: Tx, params: dict[str, Any]) -> int:
@@ -107,7 +107,14 @@ class Statements:
         return tx.all("cron_schedules")
 
     def cron_window_insert(
-        self, tx: Tx, *, kind: Any, window_at: Any, state: Any, reason: Any, earlier_skipped: Any
+        self,
+        tx: Tx,
+        *,
+        kind: str,
+        window_at: Stamp,
+        state: str,
+        reason: str | None,
+        earlier_skipped: int,
     ) -> Row | None:
         return tx.one(
             "cron_window_insert",
@@ -120,31 +127,31 @@ class Statements:
             },
         )
 
-    def cron_window_list(self, tx: Tx, *, kind: Any, state: Any, limit: Any) -> list[Row]:
+    def cron_window_list(self, tx: Tx, *, kind: str, state: str | None, limit: int) -> list[Row]:
         return tx.all("cron_window_list", {"kind": kind, "state": state, "limit": limit})
 
-    def cron_window_set_task(self, tx: Tx, *, kind: Any, window_at: Any, task_id: Any) -> int:
+    def cron_window_set_task(self, tx: Tx, *, kind: str, window_at: Stamp, task_id: int) -> int:
         return tx.run(
             "cron_window_set_task", {"kind": kind, "window_at": window_at, "task_id": task_id}
         )
 
     # -- steps ---------------------------------------------------------------------------------
-    def step_list(self, tx: Tx, *, id: Any) -> list[Row]:
+    def step_list(self, tx: Tx, *, id: int) -> list[Row]:
         return tx.all("step_list", {"id": id})
 
     # -- effects -------------------------------------------------------------------------------
-    def effect_confirmed_count(self, tx: Tx, *, id: Any) -> Row | None:
+    def effect_confirmed_count(self, tx: Tx, *, id: int) -> Row | None:
         return tx.one("effect_confirmed_count", {"id": id})
 
-    def effect_forget(self, tx: Tx, *, id: Any, name: Any) -> int:
+    def effect_forget(self, tx: Tx, *, id: int, name: str) -> int:
         return tx.run("effect_forget", {"id": id, "name": name})
 
-    def effect_note_error(self, tx: Tx, *, id: Any, name: Any, error: Any) -> int:
+    def effect_note_error(self, tx: Tx, *, id: int, name: str, error: str) -> int:
         return tx.run("effect_note_error", {"id": id, "name": name, "error": error})
 
     # -- the outbox ----------------------------------------------------------------------------
     def outbox_claim(
-        self, tx: Tx, *, limit: Any, lock_seconds: Any, any_topic: Any, topics: Any
+        self, tx: Tx, *, limit: int, lock_seconds: float, any_topic: bool, topics: NameList
     ) -> list[Row]:
         return tx.all(
             "outbox_claim",
@@ -156,16 +163,16 @@ class Statements:
             },
         )
 
-    def outbox_delivered(self, tx: Tx, *, id: Any) -> int:
+    def outbox_delivered(self, tx: Tx, *, id: int) -> int:
         return tx.run("outbox_delivered", {"id": id})
 
-    def outbox_failed(self, tx: Tx, *, id: Any, error: Any, delay: Any) -> int:
+    def outbox_failed(self, tx: Tx, *, id: int, error: str, delay: float) -> int:
         return tx.run("outbox_failed", {"id": id, "error": error, "delay": delay})
 
-    def outbox_insert(self, tx: Tx, *, task_id: Any, topic: Any, payload: Any) -> int:
+    def outbox_insert(self, tx: Tx, *, task_id: int, topic: str, payload: str) -> int:
         return tx.run("outbox_insert", {"task_id": task_id, "topic": topic, "payload": payload})
 
-    def outbox_list(self, tx: Tx, *, id: Any) -> list[Row]:
+    def outbox_list(self, tx: Tx, *, id: int) -> list[Row]:
         return tx.all("outbox_list", {"id": id})
 
     # -- webhook deliveries --------------------------------------------------------------------
@@ -182,7 +189,7 @@ class Statements:
     def stats_dead(self, tx: Tx) -> list[Row]:
         return tx.all("stats_dead")
 
-    def stats_finished(self, tx: Tx, *, since: Any) -> list[Row]:
+    def stats_finished(self, tx: Tx, *, since: Stamp) -> list[Row]:
         return tx.all("stats_finished", {"since": since})
 
     def stats_open(self, tx: Tx) -> list[Row]:
@@ -191,29 +198,31 @@ class Statements:
     def stats_open_bounded(self, tx: Tx, *, upto: int) -> list[Row]:
         return tx.all("stats_open_bounded", {"upto": upto})
 
-    def stats_reasons(self, tx: Tx, *, since: Any) -> list[Row]:
+    def stats_reasons(self, tx: Tx, *, since: Stamp) -> list[Row]:
         return tx.all("stats_reasons", {"since": since})
 
-    def stats_runs(self, tx: Tx, *, since: Any) -> list[Row]:
+    def stats_runs(self, tx: Tx, *, since: Stamp) -> list[Row]:
         return tx.all("stats_runs", {"since": since})
 
-    def stats_waits(self, tx: Tx, *, since: Any) -> list[Row]:
+    def stats_waits(self, tx: Tx, *, since: Stamp) -> list[Row]:
         return tx.all("stats_waits", {"since": since})
 
-    def stats_window_start(self, tx: Tx, *, since: Any, skip: int) -> Row | None:
+    def stats_window_start(self, tx: Tx, *, since: Stamp, skip: int) -> Row | None:
         return tx.one("stats_window_start", {"since": since, "skip": skip})
 
     # -- views for people ----------------------------------------------------------------------
-    def view_activity(self, tx: Tx, *, since: Any, bucket: Any, start: Any = None) -> list[Row]:
+    def view_activity(
+        self, tx: Tx, *, since: Stamp, bucket: float, start: Stamp | None = None
+    ) -> list[Row]:
         return tx.all("view_activity", {"since": since, "bucket": bucket, "start": start})
 
-    def view_counts_between(self, tx: Tx, *, after: Any, upto: Any) -> list[Row]:
+    def view_counts_between(self, tx: Tx, *, after: Stamp, upto: Stamp) -> list[Row]:
         return tx.all("view_counts_between", {"after": after, "upto": upto})
 
-    def view_runs_between(self, tx: Tx, *, after: Any, upto: Any) -> list[Row]:
+    def view_runs_between(self, tx: Tx, *, after: Stamp, upto: Stamp) -> list[Row]:
         return tx.all("view_runs_between", {"after": after, "upto": upto})
 
-    def view_waits_between(self, tx: Tx, *, after: Any, upto: Any) -> list[Row]:
+    def view_waits_between(self, tx: Tx, *, after: Stamp, upto: Stamp) -> list[Row]:
         return tx.all("view_waits_between", {"after": after, "upto": upto})
 
     def view_dead_count(self, tx: Tx) -> Row | None:
@@ -228,10 +237,10 @@ class Statements:
     def view_state_counts_upto(self, tx: Tx, *, upto: int) -> list[Row]:
         return tx.all("view_state_counts_upto", {"upto": upto})
 
-    def view_task_by_key(self, tx: Tx, *, tenant: Any, kind: Any, key: Any) -> list[Row]:
+    def view_task_by_key(self, tx: Tx, *, tenant: str, kind: str, key: str) -> list[Row]:
         return tx.all("view_task_by_key", {"tenant": tenant, "kind": kind, "key": key})
 
-    def view_tasks_by_ids(self, tx: Tx, *, ids: Any) -> list[Row]:
+    def view_tasks_by_ids(self, tx: Tx, *, ids: str) -> list[Row]:
         return tx.all("view_tasks_by_ids", {"ids": ids})
 
     # -- the invariant check -------------------------------------------------------------------
@@ -242,7 +251,7 @@ class Statements:
         return tx.run("check_read_only")
 
     def check_transitions_page(
-        self, tx: Tx, *, after_task: Any, after_seq: Any, limit: Any
+        self, tx: Tx, *, after_task: int, after_seq: int, limit: int
     ) -> list[Row]:
         return tx.all(
             "check_transitions_page",
@@ -250,70 +259,74 @@ class Statements:
         )
 
     # -- pruning -------------------------------------------------------------------------------
-    def prune_outbox(self, tx: Tx, *, ids: Any) -> int:
+    def prune_outbox(self, tx: Tx, *, ids: IdList) -> int:
         return tx.run("prune_outbox", {"ids": ids})
 
-    def prune_select(self, tx: Tx, *, older_than: Any, limit: Any) -> list[Row]:
+    def prune_select(self, tx: Tx, *, older_than: float, limit: int) -> list[Row]:
         return tx.all("prune_select", {"older_than": older_than, "limit": limit})
 
-    def prune_steps(self, tx: Tx, *, ids: Any) -> int:
+    def prune_steps(self, tx: Tx, *, ids: IdList) -> int:
         return tx.run("prune_steps", {"ids": ids})
 
-    def prune_tasks(self, tx: Tx, *, ids: Any) -> int:
+    def prune_tasks(self, tx: Tx, *, ids: IdList) -> int:
         return tx.run("prune_tasks", {"ids": ids})
 
-    def prune_transitions(self, tx: Tx, *, ids: Any) -> int:
+    def prune_transitions(self, tx: Tx, *, ids: IdList) -> int:
         return tx.run("prune_transitions", {"ids": ids})
 
     # -- retention (SPEC §16.5): bounded prune batches by state, and their counts ---------------
-    def retention_select(self, tx: Tx, *, state: Any, older_than: Any, limit: Any) -> list[Row]:
+    def retention_select(self, tx: Tx, *, state: str, older_than: float, limit: int) -> list[Row]:
         # one statement per partial index: through the parameter alone no plan could use it
         name = "retention_select_dead" if state == "dead" else "retention_select"
         return tx.all(name, {"state": state, "older_than": older_than, "limit": limit})
 
-    def retention_delete_tasks(self, tx: Tx, *, ids: Any, state: Any) -> int:
+    def retention_delete_tasks(self, tx: Tx, *, ids: IdList, state: str) -> int:
         return tx.run("retention_delete_tasks", {"ids": ids, "state": state})
 
-    def pruned_add(self, tx: Tx, *, state: Any, tasks: Any, transitions: Any) -> int:
+    def pruned_add(self, tx: Tx, *, state: str, tasks: int, transitions: int) -> int:
         return tx.run("pruned_add", {"state": state, "tasks": tasks, "transitions": transitions})
 
     def pruned_list(self, tx: Tx) -> list[Row]:
         return tx.all("pruned_list")
 
     # -- tracing: the contexts stored with tasks at enqueue ---------------------------------
-    def trace_contexts(self, tx: Tx, *, ids: Any) -> list[Row]:
+    def trace_contexts(self, tx: Tx, *, ids: IdList) -> list[Row]:
         return tx.all("trace_contexts", {"ids": ids})
 
     # -- tasks (reads and non-state writes) ----------------------------------------------------
-    def task_by_receipt(self, tx: Tx, *, receipt_id: Any, kind: Any, tenant: Any) -> list[Row]:
+    def task_by_receipt(
+        self, tx: Tx, *, receipt_id: str, kind: str | None, tenant: str | None
+    ) -> list[Row]:
         return tx.all("task_by_receipt", {"receipt_id": receipt_id, "kind": kind, "tenant": tenant})
 
-    def task_holder(self, tx: Tx, *, id: Any) -> Row | None:
+    def task_holder(self, tx: Tx, *, id: int) -> Row | None:
         return tx.one("task_holder", {"id": id})
 
-    def task_lock(self, tx: Tx, *, id: Any) -> Row | None:
+    def task_lock(self, tx: Tx, *, id: int) -> Row | None:
         return tx.one("task_lock", {"id": id})
 
-    def task_receipt_expired(self, tx: Tx, *, limit: Any) -> list[Row]:
+    def task_receipt_expired(self, tx: Tx, *, limit: int) -> list[Row]:
         return tx.all("task_receipt_expired", {"limit": limit})
 
-    def task_set_after(self, tx: Tx, *, id: Any, after_id: Any) -> int:
+    def task_set_after(self, tx: Tx, *, id: int, after_id: int) -> int:
         return tx.run("task_set_after", {"id": id, "after_id": after_id})
 
     # -- workflow children ---------------------------------------------------------------------
-    def children_list(self, tx: Tx, *, id: Any) -> list[Row]:
+    def children_list(self, tx: Tx, *, id: int) -> list[Row]:
         return tx.all("children_list", {"id": id})
 
     # -- dead letters --------------------------------------------------------------------------
     def dead_groups(self, tx: Tx) -> list[Row]:
         return tx.all("dead_groups")
 
-    def dead_tasks_evidence(self, tx: Tx, *, reason: Any, kind: Any, per_group: Any) -> list[Row]:
+    def dead_tasks_evidence(
+        self, tx: Tx, *, reason: str | None, kind: str | None, per_group: int
+    ) -> list[Row]:
         return tx.all(
             "dead_tasks_evidence", {"reason": reason, "kind": kind, "per_group": per_group}
         )
 
-    def effect_list_for_tasks(self, tx: Tx, *, ids: Any) -> list[Row]:
+    def effect_list_for_tasks(self, tx: Tx, *, ids: str) -> list[Row]:
         return tx.all("effect_list_for_tasks", {"ids": ids})
 
     # -- replay runs (SPEC §16.6) ----------------------------------------------------------------
@@ -321,14 +334,14 @@ class Statements:
         self,
         tx: Tx,
         *,
-        actor: Any,
-        note: Any,
-        data: Any,
-        batch_size: Any,
-        stop_after_failures: Any,
-        total: Any,
-        driver: Any,
-        detached: Any,
+        actor: str,
+        note: str,
+        data: str,
+        batch_size: int | None,
+        stop_after_failures: int | None,
+        total: int,
+        driver: str,
+        detached: bool,
     ) -> Row | None:
         return tx.one(
             "replay_run_insert",
@@ -344,14 +357,14 @@ class Statements:
             },
         )
 
-    def replay_run_tasks_insert(self, tx: Tx, *, run_id: Any, ids: Any) -> int:
+    def replay_run_tasks_insert(self, tx: Tx, *, run_id: int, ids: str) -> int:
         return tx.run("replay_run_tasks_insert", {"run_id": run_id, "ids": ids})
 
-    def replay_run_task_mark(self, tx: Tx, *, run_id: Any, position: Any, seq: Any) -> int:
+    def replay_run_task_mark(self, tx: Tx, *, run_id: int, position: int, seq: int) -> int:
         return tx.run("replay_run_task_mark", {"run_id": run_id, "position": position, "seq": seq})
 
     def replay_run_progress(
-        self, tx: Tx, *, id: Any, driver: Any, replayed: Any, skipped: Any, batches: Any
+        self, tx: Tx, *, id: int, driver: str, replayed: int, skipped: int, batches: int
     ) -> int:
         return tx.run(
             "replay_run_progress",
@@ -364,39 +377,39 @@ class Statements:
             },
         )
 
-    def replay_run_beat(self, tx: Tx, *, id: Any, driver: Any) -> int:
+    def replay_run_beat(self, tx: Tx, *, id: int, driver: str) -> int:
         return tx.run("replay_run_beat", {"id": id, "driver": driver})
 
-    def replay_run_take(self, tx: Tx, *, id: Any, driver: Any, stale: Any) -> int:
+    def replay_run_take(self, tx: Tx, *, id: int, driver: str, stale: float) -> int:
         return tx.run("replay_run_take", {"id": id, "driver": driver, "stale": stale})
 
-    def replay_run_release(self, tx: Tx, *, id: Any, driver: Any) -> int:
+    def replay_run_release(self, tx: Tx, *, id: int, driver: str) -> int:
         return tx.run("replay_run_release", {"id": id, "driver": driver})
 
-    def replay_run_get(self, tx: Tx, *, id: Any) -> Row | None:
+    def replay_run_get(self, tx: Tx, *, id: int) -> Row | None:
         return tx.one("replay_run_get", {"id": id})
 
-    def replay_run_due(self, tx: Tx, *, stale: Any, limit: Any) -> list[Row]:
+    def replay_run_due(self, tx: Tx, *, stale: float, limit: int) -> list[Row]:
         return tx.all("replay_run_due", {"stale": stale, "limit": limit})
 
-    def replay_run_interrupt(self, tx: Tx, *, id: Any, by: Any, died: Any, stale: Any) -> int:
+    def replay_run_interrupt(self, tx: Tx, *, id: int, by: str, died: int, stale: float) -> int:
         return tx.run("replay_run_interrupt", {"id": id, "by": by, "died": died, "stale": stale})
 
-    def replay_run_tasks_next(self, tx: Tx, *, run_id: Any, after: Any, limit: Any) -> list[Row]:
+    def replay_run_tasks_next(self, tx: Tx, *, run_id: int, after: int, limit: int) -> list[Row]:
         return tx.all("replay_run_tasks_next", {"run_id": run_id, "after": after, "limit": limit})
 
-    def replay_run_observe(self, tx: Tx, *, id: Any) -> Row | None:
+    def replay_run_observe(self, tx: Tx, *, id: int) -> Row | None:
         return tx.one("replay_run_observe", {"id": id})
 
     def replay_run_finish(
-        self, tx: Tx, *, id: Any, driver: Any, state: Any, stop_code: Any, died: Any
+        self, tx: Tx, *, id: int, driver: str, state: str, stop_code: str | None, died: int
     ) -> int:
         return tx.run(
             "replay_run_finish",
             {"id": id, "driver": driver, "state": state, "stop_code": stop_code, "died": died},
         )
 
-    def replay_run_list(self, tx: Tx, *, id: Any, limit: Any) -> list[Row]:
+    def replay_run_list(self, tx: Tx, *, id: int | None, limit: int) -> list[Row]:
         return tx.all("replay_run_list", {"id": id, "limit": limit})
 
     def prune_guard(self, tx: Tx, *, on: bool) -> None:

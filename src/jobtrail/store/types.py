@@ -14,6 +14,16 @@ from ..model.machine import State
 Row = dict[str, Any]
 T = TypeVar("T")
 
+#: A time as a statement takes it: what ``Driver.encode_time`` makes of an aware datetime
+#: (epoch seconds on SQLite, the datetime itself on PostgreSQL).
+Stamp = float | datetime
+#: Task ids as a statement's array parameter: what ``Driver._list`` makes of them (a JSON
+#: array's text on SQLite, the list itself on PostgreSQL). Statements that read a JSON array
+#: on both dialects take its text (``str``) instead.
+IdList = str | list[int]
+#: Names (outbox topics) as a statement's array parameter, as ``Driver._list`` makes them.
+NameList = str | list[str]
+
 #: Columns (and query aliases) that hold times; drivers hand them out as aware UTC datetimes.
 TIME_COLUMNS = frozenset(
     {
