@@ -168,7 +168,7 @@ class Driver(Statements, Reads, abc.ABC):
         Apart from ``wait_for_work``: a waiting caller never takes a worker's wake-up."""
 
     @abc.abstractmethod
-    def encode_time(self, value: datetime) -> Any: ...
+    def encode_time(self, value: datetime) -> Stamp: ...
 
     def is_outage(self, error: BaseException) -> bool:
         """Whether ``error`` means the store could not be reached or was busy (worth retrying

@@ -5,13 +5,12 @@ Mixed into ``Driver`` (``base.py``); each runs its statement from the dialect's 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
-from .types import Row, Tx
+from .types import Row, Stamp, Tx
 
 
 class Reads:
-    def encode_time(self, value: datetime) -> Any:
+    def encode_time(self, value: datetime) -> Stamp:
         raise NotImplementedError  # the dialect's (Driver.encode_time)
 
     def task_get(self, tx: Tx, task_id: int) -> Row | None:
