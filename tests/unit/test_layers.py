@@ -69,7 +69,12 @@ INNER_FLOORS: list[list[tuple[str, ...]]] = [
     ],
     [
         ("jobtrail.app.facade",),
-        ("jobtrail.app.webhooks", "jobtrail.app.cron", "jobtrail.app.views"),
+        (
+            "jobtrail.app.actions",
+            "jobtrail.app.webhooks",
+            "jobtrail.app.cron",
+            "jobtrail.app.views",
+        ),
         ("jobtrail.app.effects", "jobtrail.app.ops"),
         ("jobtrail.app.core",),
     ],

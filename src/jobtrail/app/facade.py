@@ -17,22 +17,19 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core import payloads, tracing, transition
-from ..core.decide import decide_cancel
 from ..core.results import DEFAULT_RESULT_LIMIT
 from ..model import validate
-from ..model.errors import IdempotencyConflict, IllegalTransition, TaskFailed, UnknownKind
+from ..model.errors import IdempotencyConflict, TaskFailed, UnknownKind
 from ..model.kinds import DEFAULT_MAX_PAYLOAD, KindSpec
-from ..model.machine import Reason, State
+from ..model.machine import State
 from ..model.models import CancelResult, Task, Transition, task_from_fields, task_from_row
 from ..services.retention import parse_retention
 from ..services.scheduler import Schedule
-from ..store.base import NEW_TASK_DEFAULTS, Driver, Move, NewTask, Row, Tx
+from ..store.base import NEW_TASK_DEFAULTS, Driver, NewTask, Row
 from ..store.open import describe_url, open_driver
+from .actions import ActionsAPI  # cancel, force, annotate, dismiss
 from .connections import adbapi_connection, dbapi_connection
-from .core import (
-    _require_name,
-    _require_text,
-)
+from .core import _require_name
 from .cron import CronAPI  # cron (§12): @app.periodic, schedule_due, cron_windows
 from .effects import EffectsAPI
 from .ops import OpsAPI
@@ -70,7 +67,7 @@ _ENQUEUE_KEYS = frozenset(
 )
 
 
-class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
+class App(ActionsAPI, WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
     """One jobtrail application: a store (``url``) and the task kinds registered on it.
 
     ``url`` is ``sqlite:///path.db`` or ``postgresql://…``; else ``JOBTRAIL_DATABASE_URL``; else
@@ -556,160 +553,6 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
     async def aclose(self) -> None:
         """``close`` from a coroutine: PostgreSQL's async pool is closed on the running loop."""
         await self._driver.aclose()
-
-    # -- operator and caller actions ------------------------------------------------------------
-    def cancel(self, task_id: str | int, *, by: str, note: str | None = None) -> CancelResult:
-        """Two-phase cancel (§9): ``queued`` → ``cancelled``; ``leased`` → ``cancel_requested``
-        (the worker confirms at a boundary); repeats are idempotent and append nothing."""
-        _require_text(by, "by")
-        if note is not None:
-            validate.filter_text(note, "note", max_length=validate.MAX_NOTE)
-        while True:
-            with self._driver.transaction() as tx:
-                row = self._row(tx, task_id)
-                state = State(row["state"])
-                verdict = decide_cancel(state)
-                if verdict.outcome == "children":
-                    break
-                if verdict.outcome == "illegal":
-                    raise IllegalTransition(str(row["id"]), state, "cancel")
-                if verdict.decision is None:
-                    return CancelResult(str(row["id"]), verdict.outcome, state, row["last_reason"])
-                target, reason, outcome = (
-                    verdict.decision.to_state,
-                    verdict.decision.reason,
-                    verdict.outcome,
-                )
-                moved = transition.apply(
-                    self._driver,
-                    tx,
-                    transition.move_for(
-                        verdict.decision, task_id=row["id"], from_state=state, actor=by, note=note
-                    ),
-                )
-                if moved is not None:
-                    return CancelResult(
-                        str(row["id"]),
-                        outcome,
-                        target,
-                        reason if target != state else row["last_reason"],
-                    )
-            # somebody moved the task first: read again and decide again
-        return self._cancel_children(row["id"], by, note)
-
-    def _cancel_children(self, parent_id: int, by: str, note: str | None) -> CancelResult:
-        """Cancelling a ``waiting`` parent cancels each unfinished child by the normal rules;
-        ``cancelled`` once every child is terminal, else ``cancel_requested``."""
-        for child in self.children(parent_id):
-            if not child.terminal:
-                self.cancel(child.id, by=by, note=note)
-        parent = self.get(parent_id)
-        done = all(c.terminal for c in self.children(parent_id))
-        return CancelResult(
-            parent.id, "cancelled" if done else "cancel_requested", parent.state, parent.last_reason
-        )
-
-    def force(
-        self,
-        task_id: str | int,
-        to_state: State | str,
-        *,
-        by: str,
-        note: str,
-        effects_checked: bool = False,
-    ) -> Task:
-        """``manual_fix`` (edge 22): the only way to force a state, audited. Leaving ``leased``
-        or ``awaiting_receipt`` needs ``effects_checked=True`` (a person looked outside)."""
-        _require_text(by, "by")
-        _require_text(note, "note")
-        try:
-            target = State(to_state)
-        except ValueError:
-            raise ValueError(f"unknown state {to_state!r}") from None
-        if target in (State.LEASED, State.CANCEL_REQUESTED, State.AWAITING_RECEIPT):
-            raise ValueError(
-                f"cannot force a task into {target.value}: only a worker takes a "
-                "lease or submits; force it to queued to run it again"
-            )
-        with self._driver.transaction() as tx:
-            row = self._row(tx, task_id)
-            source = State(row["state"])
-            if (
-                source in (State.LEASED, State.CANCEL_REQUESTED, State.AWAITING_RECEIPT)
-                and not effects_checked
-            ):
-                raise ValueError(
-                    f"task {row['id']} is {source.value}: forcing it out needs "
-                    "effects_checked=True (--effects-checked) after checking the outside world"
-                )
-            moved = transition.apply(
-                self._driver,
-                tx,
-                Move(
-                    task_id=row["id"],
-                    from_state=source,
-                    to_state=target,
-                    reason=Reason.MANUAL_FIX,
-                    actor=by,
-                    note=note,
-                    run_in=0.0 if target is State.QUEUED else None,
-                    data={"effects_checked": effects_checked},
-                ),
-            )
-            if moved is None:  # pragma: no cover - writes are serialised in this transaction
-                raise IllegalTransition(str(row["id"]), source, f"force to {target.value}")
-            if target is State.QUEUED:
-                self._driver.notify_queued(tx, row["queue"])
-            return task_from_row(self._row(tx, task_id))
-
-    def annotate(
-        self, task_id: str | int, *, by: str, note: str, corrects: int | None = None
-    ) -> None:
-        """Append a ``correction`` to the timeline (the log is never edited in place)."""
-        _require_text(by, "by")
-        _require_text(note, "note")
-        with self._driver.transaction() as tx:
-            row = self._row(tx, task_id)
-            if corrects is not None and not (
-                isinstance(corrects, int) and 1 <= corrects <= row["seq"]
-            ):
-                raise ValueError(
-                    f"corrects must name a transition seq of task {row['id']} (1..{row['seq']})"
-                )
-            self._annotate(tx, row, Reason.CORRECTION, by, note, corrects)
-
-    def dismiss(self, task_id: str | int, *, by: str, note: str) -> None:
-        """Close a ``dead`` task that will not be replayed: it stays dead with its history and
-        leaves the needs-attention counts (``dismissed``)."""
-        _require_text(by, "by")
-        _require_text(note, "note")
-        with self._driver.transaction() as tx:
-            row = self._row(tx, task_id)
-            if row["state"] != State.DEAD:
-                raise IllegalTransition(str(row["id"]), row["state"], "dismiss (only dead tasks)")
-            if row["dismissed_at"] is not None:  # dismissing twice records nothing
-                return
-            self._annotate(tx, row, Reason.DISMISSED, by, note, None)
-
-    def _annotate(
-        self, tx: Tx, row: Row, reason: Reason, by: str, note: str | None, corrects: int | None
-    ) -> None:
-        state = State(row["state"])
-        moved = transition.apply(
-            self._driver,
-            tx,
-            Move(
-                task_id=row["id"],
-                from_state=state,
-                to_state=state,
-                reason=reason,
-                actor=by,
-                note=note,
-                corrects=corrects,
-            ),
-        )
-        if moved is None:  # pragma: no cover - writes are serialised in this transaction
-            raise IllegalTransition(str(row["id"]), state, reason.value)
 
     # -- moving parts ---------------------------------------------------------------------------
     def sweep(self) -> dict[str, int]:
