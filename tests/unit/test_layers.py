@@ -69,6 +69,7 @@ INNER_FLOORS: list[list[tuple[str, ...]]] = [
     ],
     [
         ("jobtrail.app.facade",),
+        ("jobtrail.app.aio",),
         (
             "jobtrail.app.actions",
             "jobtrail.app.webhooks",
