@@ -69,7 +69,7 @@ INNER_FLOORS: list[list[tuple[str, ...]]] = [
     ],
     [
         ("jobtrail.app.facade",),
-        ("jobtrail.app.aio",),
+        ("jobtrail.app.aio", "jobtrail.app.workers"),
         (
             "jobtrail.app.actions",
             "jobtrail.app.webhooks",

@@ -1,8 +1,8 @@
 """What the facade and its concerns share, one floor below both: the registry of kinds
 (``App.task``), the validation that turns ``enqueue`` arguments into a ``NewTask``, the insert,
 and reading a task's row. ``App`` (``facade.py``) and its concerns (``ops``, ``views``,
-``cron``, ``effects``, ``webhooks``, ``actions``, ``aio``) build on ``AppCore``; nothing here
-imports them."""
+``cron``, ``effects``, ``webhooks``, ``actions``, ``aio``, ``workers``) build on ``AppCore``;
+nothing here imports them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """``App``: the facade users touch. Registers task kinds, enqueues, runs workers, answers
-questions, and carries out the operator's actions — each through the one transition path."""
+questions, and carries out the operator's actions — each through the one transition path.
+
+``App`` is made of its concerns' mixins (the package docstring names them); what is left here
+is its own: the constructor and lifecycle, enqueue and bulk enqueue, and the plain reads
+(``get``, ``result``, ``list``, ``transitions``, ``explain``)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from ..core import payloads, tracing, transition
 from ..core.results import DEFAULT_RESULT_LIMIT
@@ -24,7 +28,7 @@ from ..model.models import Task, Transition, task_from_fields, task_from_row
 from ..services.retention import parse_retention
 from ..services.scheduler import Schedule
 from ..store.base import NEW_TASK_DEFAULTS, Driver, NewTask, Row
-from ..store.open import describe_url, open_driver
+from ..store.open import open_driver
 from .actions import ActionsAPI  # cancel, force, annotate, dismiss
 from .aio import AsyncAPI  # the async API (§16.3): aenqueue ... aclose
 from .connections import dbapi_connection
@@ -35,10 +39,7 @@ from .ops import OpsAPI
 from .replays import ReplayAPI  # replay, replay runs, the dead letters' evidence (§16.6)
 from .views import ViewsAPI  # read helpers for people (the dashboard)
 from .webhooks import WebhooksAPI  # webhooks (§12)
-
-if TYPE_CHECKING:
-    from ..worker import Collaborators, Worker
-    from .background import WorkerHandle
+from .workers import WorkersAPI  # run_worker, start_worker, sweep, check
 
 log = logging.getLogger("jobtrail")
 
@@ -64,7 +65,9 @@ _ENQUEUE_KEYS = frozenset(
 )
 
 
-class App(AsyncAPI, ActionsAPI, WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
+class App(
+    AsyncAPI, ActionsAPI, WorkersAPI, WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI
+):
     """One jobtrail application: a store (``url``) and the task kinds registered on it.
 
     ``url`` is ``sqlite:///path.db`` or ``postgresql://…``; else ``JOBTRAIL_DATABASE_URL``; else
@@ -419,109 +422,6 @@ class App(AsyncAPI, ActionsAPI, WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, Op
             effect_confirmed=bool(confirmed and confirmed["n"]),
         )
         return text + "".join("\n" + line for line in facts.details)
-
-    # -- moving parts ---------------------------------------------------------------------------
-    def sweep(self) -> dict[str, int]:
-        """Move expired leases now (edges 7, 8, 18); returns counts by reason code."""
-        from ..services.sweeper import sweep
-
-        return sweep(self._driver, self._kinds, ended=self._report_ended)
-
-    def run_worker(
-        self,
-        *,
-        queues: builtins.list[str] | None = None,
-        concurrency: int = 4,
-        prefetch: int | None = None,
-        burst: bool = False,
-        poll_interval: float | None = None,
-        sweep_interval: float = 1.0,
-        grace: float = 30.0,
-    ) -> int:
-        """Run a worker in this thread until SIGTERM/SIGINT (or, with ``burst``, until nothing
-        is due and nothing it holds is running). Returns the number of attempts it finished.
-
-        ``concurrency`` handlers run at once; tasks may be claimed ahead and held (leased to
-        this worker) until a handler is free, so that the next claim's round trip overlaps the
-        running handlers. ``prefetch=None`` (the default) claims ahead what the slots run in
-        about 80 ms at the slowest recent pace (at most 60 tasks per round trip, at least
-        ``concurrency - 1``) while everything this worker has seen run lately took under
-        20 ms, and none otherwise
-        (``worker.prefetch``): fast for short tasks, and a worker running a long task claims
-        nothing ahead. ``prefetch=N`` holds up to N whatever the handlers do; 0 holds none.
-        ``poll_interval`` defaults to the App's."""
-        return self._worker(
-            queues=queues,
-            concurrency=concurrency,
-            prefetch=prefetch,
-            burst=burst,
-            poll_interval=poll_interval,
-            sweep_interval=sweep_interval,
-            grace=grace,
-        ).run()
-
-    def _worker(
-        self,
-        *,
-        queues: builtins.list[str] | None = None,
-        poll_interval: float | None = None,
-        **options: Any,
-    ) -> Worker:
-        from ..worker import Worker, WorkerOptions
-
-        chosen = queues or sorted(
-            {spec.queue for spec in self._kinds.values()} | {self.default_queue}
-        )
-        for q in chosen:
-            _require_name(q, "queue")
-        return Worker(
-            self.worker_collaborators(),
-            WorkerOptions(
-                queues=list(chosen),
-                poll_interval=self.poll_interval if poll_interval is None else poll_interval,
-                **options,
-            ),
-        )
-
-    def start_worker(self, **run_worker_options: Any) -> WorkerHandle:
-        """Run a worker on a thread of this process (an ASGI lifespan, a notebook, a test) with
-        ``run_worker``'s options; ``handle.stop(grace=None)`` stops it as SIGTERM stops
-        ``run_worker`` (no new claims, running handlers get the grace period) and waits for it.
-        Signals stay with the process: the worker installs no handlers."""
-        from .background import RUN_WORKER_OPTIONS, WorkerHandle
-
-        unknown = sorted(set(run_worker_options) - set(RUN_WORKER_OPTIONS))
-        if unknown:
-            raise TypeError(
-                f"start_worker got unknown options {unknown}; run_worker's options are: "
-                + ", ".join(RUN_WORKER_OPTIONS)
-            )
-        return WorkerHandle.start(self._worker(install_signals=False, **run_worker_options))
-
-    def worker_collaborators(self) -> Collaborators:
-        """What a worker of this app is given (``jobtrail.worker.Collaborators``): the driver,
-        the kinds, the outbox sinks, the cron pass and the code version."""
-        from ..worker import Collaborators
-
-        return Collaborators(
-            driver=self._driver,
-            kinds=self._kinds,
-            sinks=self._sinks,
-            cron_tick=self._cron_tick,
-            version=self.version,
-            result_limit=self.result_limit,
-            database=describe_url(self.url),
-            retention=self.retention,
-            ended=self._report_ended,
-        )
-
-    def check(self) -> builtins.list[dict[str, Any]]:
-        """Every invariant violation in the store (``jobtrail.services.check``; read-only).
-        Each is a dict with ``rule``, ``task_id`` and its detail; the list is empty when
-        all hold."""
-        from ..services import check
-
-        return check.run(self._driver)
 
 
 def _transition_from_row(row: Row) -> Transition:
