@@ -69,7 +69,13 @@ INNER_FLOORS: list[list[tuple[str, ...]]] = [
     ],
     [
         ("jobtrail.app.facade",),
-        ("jobtrail.app.webhooks", "jobtrail.app.cron", "jobtrail.app.views"),
+        ("jobtrail.app.aio", "jobtrail.app.workers"),
+        (
+            "jobtrail.app.actions",
+            "jobtrail.app.webhooks",
+            "jobtrail.app.cron",
+            "jobtrail.app.views",
+        ),
         ("jobtrail.app.effects", "jobtrail.app.ops"),
         ("jobtrail.app.core",),
     ],

@@ -1,7 +1,8 @@
 """What the facade and its concerns share, one floor below both: the registry of kinds
 (``App.task``), the validation that turns ``enqueue`` arguments into a ``NewTask``, the insert,
 and reading a task's row. ``App`` (``facade.py``) and its concerns (``ops``, ``views``,
-``cron``, ``effects``, ``webhooks``) build on ``AppCore``; nothing here imports them."""
+``cron``, ``effects``, ``webhooks``, ``actions``, ``aio``, ``workers``) build on ``AppCore``;
+nothing here imports them."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ P = TypeVar("P")
 WEBHOOK_PREFIX = "webhook."
 #: set on the handler ``@app.webhook`` registers: only it may take a ``webhook.`` kind
 WEBHOOK_HANDLER = "_jobtrail_webhook_handler"
+#: ``App.result``: the longest sleep between two reads when no wake-up comes (the fallback).
+RESULT_POLL = 1.0
 
 
 def refuse_webhook_kind(kind: str) -> None:
@@ -252,6 +255,12 @@ class AppCore:
             raise TaskNotFound(str(task_id))
         return row
 
+    def _terminal_or_none(self, task_id: str | int) -> Task | None:
+        with self._driver.transaction(write=False) as tx:
+            row = self._row(tx, task_id)
+        task = task_from_row(row)
+        return task if task.terminal else None
+
     @staticmethod
     def _task_from_row(
         row: Row, *, created: bool = False, steps: dict[str, Any] | None = None
@@ -284,3 +293,12 @@ def _refuse_nul(text: str, name: str) -> None:
     # on every backend alike (the plain-ASCII case, almost every call, costs one scan)
     if "\x00" in text or not text.isascii():
         validate.text(text, name)
+
+
+def _unfinished(task_id: str | int, state: str, timeout: float | None) -> TimeoutError:
+    """The ``TimeoutError`` of ``result``/``aresult`` for a task that has not finished."""
+    if timeout:
+        return TimeoutError(f"task {task_id} did not finish within {timeout:g}s (it is {state})")
+    return TimeoutError(
+        f"task {task_id} has not finished (it is {state}); pass timeout= to wait for it"
+    )

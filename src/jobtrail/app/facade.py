@@ -1,11 +1,13 @@
 """``App``: the facade users touch. Registers task kinds, enqueues, runs workers, answers
-questions, and carries out the operator's actions — each through the one transition path."""
+questions, and carries out the operator's actions — each through the one transition path.
+
+``App`` is made of its concerns' mixins (the package docstring names them); what is left here
+is its own: the constructor and lifecycle, enqueue and bulk enqueue, and the plain reads
+(``get``, ``result``, ``list``, ``transitions``, ``explain``)."""
 
 from __future__ import annotations
 
-import asyncio
 import builtins
-import functools
 import gc
 import itertools
 import logging
@@ -14,35 +16,30 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from ..core import payloads, tracing, transition
-from ..core.decide import decide_cancel
 from ..core.results import DEFAULT_RESULT_LIMIT
 from ..model import validate
-from ..model.errors import IdempotencyConflict, IllegalTransition, TaskFailed, UnknownKind
+from ..model.errors import IdempotencyConflict, TaskFailed, UnknownKind
 from ..model.kinds import DEFAULT_MAX_PAYLOAD, KindSpec
-from ..model.machine import Reason, State
-from ..model.models import CancelResult, Task, Transition, task_from_fields, task_from_row
+from ..model.machine import State
+from ..model.models import Task, Transition, task_from_fields, task_from_row
 from ..services.retention import parse_retention
 from ..services.scheduler import Schedule
-from ..store.base import NEW_TASK_DEFAULTS, Driver, Move, NewTask, Row, Tx
-from ..store.open import describe_url, open_driver
-from .connections import adbapi_connection, dbapi_connection
-from .core import (
-    _require_name,
-    _require_text,
-)
+from ..store.base import NEW_TASK_DEFAULTS, Driver, NewTask, Row
+from ..store.open import open_driver
+from .actions import ActionsAPI  # cancel, force, annotate, dismiss
+from .aio import AsyncAPI  # the async API (§16.3): aenqueue ... aclose
+from .connections import dbapi_connection
+from .core import RESULT_POLL, _require_name, _unfinished
 from .cron import CronAPI  # cron (§12): @app.periodic, schedule_due, cron_windows
 from .effects import EffectsAPI
 from .ops import OpsAPI
 from .replays import ReplayAPI  # replay, replay runs, the dead letters' evidence (§16.6)
 from .views import ViewsAPI  # read helpers for people (the dashboard)
 from .webhooks import WebhooksAPI  # webhooks (§12)
-
-if TYPE_CHECKING:
-    from ..worker import Collaborators, Worker
-    from .background import WorkerHandle
+from .workers import WorkersAPI  # run_worker, start_worker, sweep, check
 
 log = logging.getLogger("jobtrail")
 
@@ -50,8 +47,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: The largest ``result_limit`` (a return value is stored in one column: 64 MiB is plenty).
 MAX_RESULT_LIMIT = 64 * 1024 * 1024
-#: ``App.result``: the longest sleep between two reads when no wake-up comes (the fallback).
-RESULT_POLL = 1.0
 
 _KIND_AND_PAYLOAD = frozenset({"kind", "payload"})
 _ENQUEUE_KEYS = frozenset(
@@ -70,7 +65,9 @@ _ENQUEUE_KEYS = frozenset(
 )
 
 
-class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
+class App(
+    AsyncAPI, ActionsAPI, WorkersAPI, WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI
+):
     """One jobtrail application: a store (``url``) and the task kinds registered on it.
 
     ``url`` is ``sqlite:///path.db`` or ``postgresql://…``; else ``JOBTRAIL_DATABASE_URL``; else
@@ -362,12 +359,6 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
             return task.result
         raise TaskFailed(task)
 
-    def _terminal_or_none(self, task_id: str | int) -> Task | None:
-        with self._driver.transaction(write=False) as tx:
-            row = self._row(tx, task_id)
-        task = task_from_row(row)
-        return task if task.terminal else None
-
     def list(
         self,
         *,
@@ -431,388 +422,6 @@ class App(WebhooksAPI, EffectsAPI, ViewsAPI, ReplayAPI, OpsAPI, CronAPI):
             effect_confirmed=bool(confirmed and confirmed["n"]),
         )
         return text + "".join("\n" + line for line in facts.details)
-
-    # -- the async API (§16.3): the sync methods' own code, awaited ------------------------------
-    # On PostgreSQL each runs on this event loop's async connections (psycopg AsyncConnection,
-    # AsyncConnectionPool) through store/bridge.py: no thread per call, and only the Python
-    # work between round trips runs on the loop. On SQLite each runs on a thread of the
-    # driver's own (store/offloop.py). Same arguments, same errors, same transactions.
-    async def aenqueue(
-        self,
-        kind: str,
-        payload: Any = None,
-        *,
-        idempotency_key: str | None = None,
-        tenant: str = "",
-        queue: str | None = None,
-        priority: int = 0,
-        run_at: datetime | str | None = None,
-        delay: float | None = None,
-        max_attempts: int | None = None,
-        parent: str | None = None,
-        connection: Any = None,
-    ) -> Task:
-        """``enqueue`` from a coroutine. On PostgreSQL ``connection=`` takes an open
-        ``psycopg.AsyncConnection``: the task is written in the caller's async transaction
-        and exists if and only if the caller commits. (On SQLite a caller's ``sqlite3``
-        connection is used on the calling thread, as it must be.) A SQLAlchemy
-        ``AsyncConnection`` or ``AsyncSession`` on psycopg 3 is taken as its psycopg
-        connection."""
-        connection = await adbapi_connection(connection)
-        call = functools.partial(
-            self.enqueue,
-            kind,
-            payload,
-            idempotency_key=idempotency_key,
-            tenant=tenant,
-            queue=queue,
-            priority=priority,
-            run_at=run_at,
-            delay=delay,
-            max_attempts=max_attempts,
-            parent=parent,
-            connection=connection,
-        )
-        if connection is not None and self._driver.dialect == "sqlite":
-            return call()
-        return await self._driver.run_async(call)
-
-    async def aenqueue_many(
-        self, items: Iterable[Mapping[str, Any]], *, connection: Any = None
-    ) -> builtins.list[Task]:
-        """``enqueue_many`` from a coroutine (``connection=`` as for ``aenqueue``)."""
-        connection = await adbapi_connection(connection)
-        items = items if isinstance(items, builtins.list) else builtins.list(items)
-        if connection is not None and self._driver.dialect == "sqlite":
-            return self.enqueue_many(items, connection=connection)
-        return await self._driver.run_async(self.enqueue_many, items, connection=connection)
-
-    async def aget(self, task_id: str | int) -> Task:
-        """``get`` from a coroutine."""
-        return await self._driver.run_async(self.get, task_id)
-
-    async def alist(
-        self,
-        *,
-        state: str | None = None,
-        kind: str | None = None,
-        queue: str | None = None,
-        tenant: str | None = None,
-        limit: int = 100,
-        before: str | None = None,
-    ) -> builtins.list[Task]:
-        """``list`` from a coroutine."""
-        return await self._driver.run_async(
-            self.list,
-            state=state,
-            kind=kind,
-            queue=queue,
-            tenant=tenant,
-            limit=limit,
-            before=before,
-        )
-
-    async def atransitions(self, task_id: str | int) -> builtins.list[Transition]:
-        """``transitions`` from a coroutine."""
-        return await self._driver.run_async(self.transitions, task_id)
-
-    async def aexplain(self, task_id: str | int, lang: str = "en") -> str:
-        """``explain`` from a coroutine."""
-        return await self._driver.run_async(self.explain, task_id, lang)
-
-    async def aresult(self, task_id: str | int, *, timeout: float | None = None) -> Any:
-        """``result`` from a coroutine: the same answers and errors. While it waits it reads
-        the task on the loop's own connections between ``asyncio.sleep`` pauses (20 ms at
-        first, growing to ``RESULT_POLL``), so the event loop is never blocked by a wait."""
-        if timeout is not None:
-            timeout = validate.seconds(timeout, "timeout")
-        task = await self._driver.run_async(self._terminal_or_none, task_id)
-        if task is None and timeout:
-            deadline = time.monotonic() + timeout
-            pause = 0.02
-            while task is None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                await asyncio.sleep(min(pause, left))
-                pause = min(pause * 2, RESULT_POLL)
-                task = await self._driver.run_async(self._terminal_or_none, task_id)
-        if task is None:
-            raise _unfinished(task_id, (await self.aget(task_id)).state.value, timeout)
-        if task.state is State.SUCCEEDED:
-            return task.result
-        raise TaskFailed(task)
-
-    async def acancel(
-        self, task_id: str | int, *, by: str, note: str | None = None
-    ) -> CancelResult:
-        """``cancel`` from a coroutine."""
-        return await self._driver.run_async(self.cancel, task_id, by=by, note=note)
-
-    async def areplay(self, task_id: str | int, *, by: str, note: str) -> Task:
-        """``replay`` from a coroutine."""
-        return await self._driver.run_async(self.replay, task_id, by=by, note=note)
-
-    async def aclose(self) -> None:
-        """``close`` from a coroutine: PostgreSQL's async pool is closed on the running loop."""
-        await self._driver.aclose()
-
-    # -- operator and caller actions ------------------------------------------------------------
-    def cancel(self, task_id: str | int, *, by: str, note: str | None = None) -> CancelResult:
-        """Two-phase cancel (§9): ``queued`` → ``cancelled``; ``leased`` → ``cancel_requested``
-        (the worker confirms at a boundary); repeats are idempotent and append nothing."""
-        _require_text(by, "by")
-        if note is not None:
-            validate.filter_text(note, "note", max_length=validate.MAX_NOTE)
-        while True:
-            with self._driver.transaction() as tx:
-                row = self._row(tx, task_id)
-                state = State(row["state"])
-                verdict = decide_cancel(state)
-                if verdict.outcome == "children":
-                    break
-                if verdict.outcome == "illegal":
-                    raise IllegalTransition(str(row["id"]), state, "cancel")
-                if verdict.decision is None:
-                    return CancelResult(str(row["id"]), verdict.outcome, state, row["last_reason"])
-                target, reason, outcome = (
-                    verdict.decision.to_state,
-                    verdict.decision.reason,
-                    verdict.outcome,
-                )
-                moved = transition.apply(
-                    self._driver,
-                    tx,
-                    transition.move_for(
-                        verdict.decision, task_id=row["id"], from_state=state, actor=by, note=note
-                    ),
-                )
-                if moved is not None:
-                    return CancelResult(
-                        str(row["id"]),
-                        outcome,
-                        target,
-                        reason if target != state else row["last_reason"],
-                    )
-            # somebody moved the task first: read again and decide again
-        return self._cancel_children(row["id"], by, note)
-
-    def _cancel_children(self, parent_id: int, by: str, note: str | None) -> CancelResult:
-        """Cancelling a ``waiting`` parent cancels each unfinished child by the normal rules;
-        ``cancelled`` once every child is terminal, else ``cancel_requested``."""
-        for child in self.children(parent_id):
-            if not child.terminal:
-                self.cancel(child.id, by=by, note=note)
-        parent = self.get(parent_id)
-        done = all(c.terminal for c in self.children(parent_id))
-        return CancelResult(
-            parent.id, "cancelled" if done else "cancel_requested", parent.state, parent.last_reason
-        )
-
-    def force(
-        self,
-        task_id: str | int,
-        to_state: State | str,
-        *,
-        by: str,
-        note: str,
-        effects_checked: bool = False,
-    ) -> Task:
-        """``manual_fix`` (edge 22): the only way to force a state, audited. Leaving ``leased``
-        or ``awaiting_receipt`` needs ``effects_checked=True`` (a person looked outside)."""
-        _require_text(by, "by")
-        _require_text(note, "note")
-        try:
-            target = State(to_state)
-        except ValueError:
-            raise ValueError(f"unknown state {to_state!r}") from None
-        if target in (State.LEASED, State.CANCEL_REQUESTED, State.AWAITING_RECEIPT):
-            raise ValueError(
-                f"cannot force a task into {target.value}: only a worker takes a "
-                "lease or submits; force it to queued to run it again"
-            )
-        with self._driver.transaction() as tx:
-            row = self._row(tx, task_id)
-            source = State(row["state"])
-            if (
-                source in (State.LEASED, State.CANCEL_REQUESTED, State.AWAITING_RECEIPT)
-                and not effects_checked
-            ):
-                raise ValueError(
-                    f"task {row['id']} is {source.value}: forcing it out needs "
-                    "effects_checked=True (--effects-checked) after checking the outside world"
-                )
-            moved = transition.apply(
-                self._driver,
-                tx,
-                Move(
-                    task_id=row["id"],
-                    from_state=source,
-                    to_state=target,
-                    reason=Reason.MANUAL_FIX,
-                    actor=by,
-                    note=note,
-                    run_in=0.0 if target is State.QUEUED else None,
-                    data={"effects_checked": effects_checked},
-                ),
-            )
-            if moved is None:  # pragma: no cover - writes are serialised in this transaction
-                raise IllegalTransition(str(row["id"]), source, f"force to {target.value}")
-            if target is State.QUEUED:
-                self._driver.notify_queued(tx, row["queue"])
-            return task_from_row(self._row(tx, task_id))
-
-    def annotate(
-        self, task_id: str | int, *, by: str, note: str, corrects: int | None = None
-    ) -> None:
-        """Append a ``correction`` to the timeline (the log is never edited in place)."""
-        _require_text(by, "by")
-        _require_text(note, "note")
-        with self._driver.transaction() as tx:
-            row = self._row(tx, task_id)
-            if corrects is not None and not (
-                isinstance(corrects, int) and 1 <= corrects <= row["seq"]
-            ):
-                raise ValueError(
-                    f"corrects must name a transition seq of task {row['id']} (1..{row['seq']})"
-                )
-            self._annotate(tx, row, Reason.CORRECTION, by, note, corrects)
-
-    def dismiss(self, task_id: str | int, *, by: str, note: str) -> None:
-        """Close a ``dead`` task that will not be replayed: it stays dead with its history and
-        leaves the needs-attention counts (``dismissed``)."""
-        _require_text(by, "by")
-        _require_text(note, "note")
-        with self._driver.transaction() as tx:
-            row = self._row(tx, task_id)
-            if row["state"] != State.DEAD:
-                raise IllegalTransition(str(row["id"]), row["state"], "dismiss (only dead tasks)")
-            if row["dismissed_at"] is not None:  # dismissing twice records nothing
-                return
-            self._annotate(tx, row, Reason.DISMISSED, by, note, None)
-
-    def _annotate(
-        self, tx: Tx, row: Row, reason: Reason, by: str, note: str | None, corrects: int | None
-    ) -> None:
-        state = State(row["state"])
-        moved = transition.apply(
-            self._driver,
-            tx,
-            Move(
-                task_id=row["id"],
-                from_state=state,
-                to_state=state,
-                reason=reason,
-                actor=by,
-                note=note,
-                corrects=corrects,
-            ),
-        )
-        if moved is None:  # pragma: no cover - writes are serialised in this transaction
-            raise IllegalTransition(str(row["id"]), state, reason.value)
-
-    # -- moving parts ---------------------------------------------------------------------------
-    def sweep(self) -> dict[str, int]:
-        """Move expired leases now (edges 7, 8, 18); returns counts by reason code."""
-        from ..services.sweeper import sweep
-
-        return sweep(self._driver, self._kinds, ended=self._report_ended)
-
-    def run_worker(
-        self,
-        *,
-        queues: builtins.list[str] | None = None,
-        concurrency: int = 4,
-        prefetch: int | None = None,
-        burst: bool = False,
-        poll_interval: float | None = None,
-        sweep_interval: float = 1.0,
-        grace: float = 30.0,
-    ) -> int:
-        """Run a worker in this thread until SIGTERM/SIGINT (or, with ``burst``, until nothing
-        is due and nothing it holds is running). Returns the number of attempts it finished.
-
-        ``concurrency`` handlers run at once; tasks may be claimed ahead and held (leased to
-        this worker) until a handler is free, so that the next claim's round trip overlaps the
-        running handlers. ``prefetch=None`` (the default) claims ahead what the slots run in
-        about 80 ms at the slowest recent pace (at most 60 tasks per round trip, at least
-        ``concurrency - 1``) while everything this worker has seen run lately took under
-        20 ms, and none otherwise
-        (``worker.prefetch``): fast for short tasks, and a worker running a long task claims
-        nothing ahead. ``prefetch=N`` holds up to N whatever the handlers do; 0 holds none.
-        ``poll_interval`` defaults to the App's."""
-        return self._worker(
-            queues=queues,
-            concurrency=concurrency,
-            prefetch=prefetch,
-            burst=burst,
-            poll_interval=poll_interval,
-            sweep_interval=sweep_interval,
-            grace=grace,
-        ).run()
-
-    def _worker(
-        self,
-        *,
-        queues: builtins.list[str] | None = None,
-        poll_interval: float | None = None,
-        **options: Any,
-    ) -> Worker:
-        from ..worker import Worker, WorkerOptions
-
-        chosen = queues or sorted(
-            {spec.queue for spec in self._kinds.values()} | {self.default_queue}
-        )
-        for q in chosen:
-            _require_name(q, "queue")
-        return Worker(
-            self.worker_collaborators(),
-            WorkerOptions(
-                queues=list(chosen),
-                poll_interval=self.poll_interval if poll_interval is None else poll_interval,
-                **options,
-            ),
-        )
-
-    def start_worker(self, **run_worker_options: Any) -> WorkerHandle:
-        """Run a worker on a thread of this process (an ASGI lifespan, a notebook, a test) with
-        ``run_worker``'s options; ``handle.stop(grace=None)`` stops it as SIGTERM stops
-        ``run_worker`` (no new claims, running handlers get the grace period) and waits for it.
-        Signals stay with the process: the worker installs no handlers."""
-        from .background import RUN_WORKER_OPTIONS, WorkerHandle
-
-        unknown = sorted(set(run_worker_options) - set(RUN_WORKER_OPTIONS))
-        if unknown:
-            raise TypeError(
-                f"start_worker got unknown options {unknown}; run_worker's options are: "
-                + ", ".join(RUN_WORKER_OPTIONS)
-            )
-        return WorkerHandle.start(self._worker(install_signals=False, **run_worker_options))
-
-    def worker_collaborators(self) -> Collaborators:
-        """What a worker of this app is given (``jobtrail.worker.Collaborators``): the driver,
-        the kinds, the outbox sinks, the cron pass and the code version."""
-        from ..worker import Collaborators
-
-        return Collaborators(
-            driver=self._driver,
-            kinds=self._kinds,
-            sinks=self._sinks,
-            cron_tick=self._cron_tick,
-            version=self.version,
-            result_limit=self.result_limit,
-            database=describe_url(self.url),
-            retention=self.retention,
-            ended=self._report_ended,
-        )
-
-    def check(self) -> builtins.list[dict[str, Any]]:
-        """Every invariant violation in the store (``jobtrail.services.check``; read-only).
-        Each is a dict with ``rule``, ``task_id`` and its detail; the list is empty when
-        all hold."""
-        from ..services import check
-
-        return check.run(self._driver)
 
 
 def _transition_from_row(row: Row) -> Transition:
@@ -888,15 +497,6 @@ def _traced(new: NewTask) -> NewTask:
     if headers is not None and new.data.get(tracing.KEY) != headers:
         new.data = {**new.data, tracing.KEY: headers}
     return new
-
-
-def _unfinished(task_id: str | int, state: str, timeout: float | None) -> TimeoutError:
-    """The ``TimeoutError`` of ``result``/``aresult`` for a task that has not finished."""
-    if timeout:
-        return TimeoutError(f"task {task_id} did not finish within {timeout:g}s (it is {state})")
-    return TimeoutError(
-        f"task {task_id} has not finished (it is {state}); pass timeout= to wait for it"
-    )
 
 
 def _naming_item(exc: Exception, i: int) -> Exception:

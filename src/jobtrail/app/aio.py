@@ -1,0 +1,188 @@
+"""The parts of ``App`` for coroutines (§16.3): ``aenqueue`` … ``aclose``, each the sync
+method's own code, awaited. Mixed into ``App``."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import functools
+import time
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from ..model import validate
+from ..model.errors import TaskFailed
+from ..model.machine import State
+from ..model.models import CancelResult, Task, Transition
+from ..store.base import Driver
+from .actions import ActionsAPI  # cancel, behind acancel
+from .connections import adbapi_connection
+from .core import RESULT_POLL, _unfinished
+from .replays import ReplayAPI  # replay, behind areplay
+
+
+class AsyncAPI(ActionsAPI, ReplayAPI):
+    _driver: Driver
+
+    if TYPE_CHECKING:  # what it uses of ``App`` (facade.py), declared for the type checker
+
+        def enqueue(
+            self,
+            kind: str,
+            payload: Any = None,
+            *,
+            idempotency_key: str | None = None,
+            tenant: str = "",
+            queue: str | None = None,
+            priority: int = 0,
+            run_at: datetime | str | None = None,
+            delay: float | None = None,
+            max_attempts: int | None = None,
+            parent: str | None = None,
+            connection: Any = None,
+        ) -> Task: ...
+
+        def enqueue_many(
+            self, items: Iterable[Mapping[str, Any]], *, connection: Any = None
+        ) -> builtins.list[Task]: ...
+
+        def list(
+            self,
+            *,
+            state: str | None = None,
+            kind: str | None = None,
+            queue: str | None = None,
+            tenant: str | None = None,
+            limit: int = 100,
+            before: str | None = None,
+        ) -> builtins.list[Task]: ...
+
+        def transitions(self, task_id: str | int) -> builtins.list[Transition]: ...
+
+        def explain(self, task_id: str | int, lang: str = "en") -> str: ...
+
+    # -- the async API (§16.3): the sync methods' own code, awaited ------------------------------
+    # On PostgreSQL each runs on this event loop's async connections (psycopg AsyncConnection,
+    # AsyncConnectionPool) through store/bridge.py: no thread per call, and only the Python
+    # work between round trips runs on the loop. On SQLite each runs on a thread of the
+    # driver's own (store/offloop.py). Same arguments, same errors, same transactions.
+    async def aenqueue(
+        self,
+        kind: str,
+        payload: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        tenant: str = "",
+        queue: str | None = None,
+        priority: int = 0,
+        run_at: datetime | str | None = None,
+        delay: float | None = None,
+        max_attempts: int | None = None,
+        parent: str | None = None,
+        connection: Any = None,
+    ) -> Task:
+        """``enqueue`` from a coroutine. On PostgreSQL ``connection=`` takes an open
+        ``psycopg.AsyncConnection``: the task is written in the caller's async transaction
+        and exists if and only if the caller commits. (On SQLite a caller's ``sqlite3``
+        connection is used on the calling thread, as it must be.) A SQLAlchemy
+        ``AsyncConnection`` or ``AsyncSession`` on psycopg 3 is taken as its psycopg
+        connection."""
+        connection = await adbapi_connection(connection)
+        call = functools.partial(
+            self.enqueue,
+            kind,
+            payload,
+            idempotency_key=idempotency_key,
+            tenant=tenant,
+            queue=queue,
+            priority=priority,
+            run_at=run_at,
+            delay=delay,
+            max_attempts=max_attempts,
+            parent=parent,
+            connection=connection,
+        )
+        if connection is not None and self._driver.dialect == "sqlite":
+            return call()
+        return await self._driver.run_async(call)
+
+    async def aenqueue_many(
+        self, items: Iterable[Mapping[str, Any]], *, connection: Any = None
+    ) -> builtins.list[Task]:
+        """``enqueue_many`` from a coroutine (``connection=`` as for ``aenqueue``)."""
+        connection = await adbapi_connection(connection)
+        items = items if isinstance(items, builtins.list) else builtins.list(items)
+        if connection is not None and self._driver.dialect == "sqlite":
+            return self.enqueue_many(items, connection=connection)
+        return await self._driver.run_async(self.enqueue_many, items, connection=connection)
+
+    async def aget(self, task_id: str | int) -> Task:
+        """``get`` from a coroutine."""
+        return await self._driver.run_async(self.get, task_id)
+
+    async def alist(
+        self,
+        *,
+        state: str | None = None,
+        kind: str | None = None,
+        queue: str | None = None,
+        tenant: str | None = None,
+        limit: int = 100,
+        before: str | None = None,
+    ) -> builtins.list[Task]:
+        """``list`` from a coroutine."""
+        return await self._driver.run_async(
+            self.list,
+            state=state,
+            kind=kind,
+            queue=queue,
+            tenant=tenant,
+            limit=limit,
+            before=before,
+        )
+
+    async def atransitions(self, task_id: str | int) -> builtins.list[Transition]:
+        """``transitions`` from a coroutine."""
+        return await self._driver.run_async(self.transitions, task_id)
+
+    async def aexplain(self, task_id: str | int, lang: str = "en") -> str:
+        """``explain`` from a coroutine."""
+        return await self._driver.run_async(self.explain, task_id, lang)
+
+    async def aresult(self, task_id: str | int, *, timeout: float | None = None) -> Any:
+        """``result`` from a coroutine: the same answers and errors. While it waits it reads
+        the task on the loop's own connections between ``asyncio.sleep`` pauses (20 ms at
+        first, growing to ``RESULT_POLL``), so the event loop is never blocked by a wait."""
+        if timeout is not None:
+            timeout = validate.seconds(timeout, "timeout")
+        task = await self._driver.run_async(self._terminal_or_none, task_id)
+        if task is None and timeout:
+            deadline = time.monotonic() + timeout
+            pause = 0.02
+            while task is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                await asyncio.sleep(min(pause, left))
+                pause = min(pause * 2, RESULT_POLL)
+                task = await self._driver.run_async(self._terminal_or_none, task_id)
+        if task is None:
+            raise _unfinished(task_id, (await self.aget(task_id)).state.value, timeout)
+        if task.state is State.SUCCEEDED:
+            return task.result
+        raise TaskFailed(task)
+
+    async def acancel(
+        self, task_id: str | int, *, by: str, note: str | None = None
+    ) -> CancelResult:
+        """``cancel`` from a coroutine."""
+        return await self._driver.run_async(self.cancel, task_id, by=by, note=note)
+
+    async def areplay(self, task_id: str | int, *, by: str, note: str) -> Task:
+        """``replay`` from a coroutine."""
+        return await self._driver.run_async(self.replay, task_id, by=by, note=note)
+
+    async def aclose(self) -> None:
+        """``close`` from a coroutine: PostgreSQL's async pool is closed on the running loop."""
+        await self._driver.aclose()

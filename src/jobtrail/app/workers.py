@@ -1,0 +1,139 @@
+"""The parts of ``App`` that set things moving: workers (``run_worker``, ``start_worker``, the
+``Collaborators`` a worker is given), the sweep of expired leases, and the invariant check.
+Mixed into ``App``."""
+
+from __future__ import annotations
+
+import builtins
+from typing import TYPE_CHECKING, Any
+
+from ..model.kinds import KindSpec
+from ..services.outbox import Sink
+from ..services.retention import Retention
+from ..store.base import Driver
+from ..store.open import describe_url
+from .core import _require_name
+from .cron import CronAPI  # _cron_tick: each worker runs the cron pass
+
+if TYPE_CHECKING:
+    from ..worker import Collaborators, Worker
+    from .background import WorkerHandle
+
+
+class WorkersAPI(CronAPI):
+    _driver: Driver
+    _kinds: dict[str, KindSpec]
+    _sinks: dict[str, builtins.list[Sink]]
+    url: str
+    default_queue: str
+    poll_interval: float
+    result_limit: int
+    retention: Retention
+
+    if TYPE_CHECKING:  # what it uses of ``App`` (facade.py), declared for the type checker
+
+        @property
+        def version(self) -> str | None: ...
+
+    # -- moving parts ---------------------------------------------------------------------------
+    def sweep(self) -> dict[str, int]:
+        """Move expired leases now (edges 7, 8, 18); returns counts by reason code."""
+        from ..services.sweeper import sweep
+
+        return sweep(self._driver, self._kinds, ended=self._report_ended)
+
+    def run_worker(
+        self,
+        *,
+        queues: builtins.list[str] | None = None,
+        concurrency: int = 4,
+        prefetch: int | None = None,
+        burst: bool = False,
+        poll_interval: float | None = None,
+        sweep_interval: float = 1.0,
+        grace: float = 30.0,
+    ) -> int:
+        """Run a worker in this thread until SIGTERM/SIGINT (or, with ``burst``, until nothing
+        is due and nothing it holds is running). Returns the number of attempts it finished.
+
+        ``concurrency`` handlers run at once; tasks may be claimed ahead and held (leased to
+        this worker) until a handler is free, so that the next claim's round trip overlaps the
+        running handlers. ``prefetch=None`` (the default) claims ahead what the slots run in
+        about 80 ms at the slowest recent pace (at most 60 tasks per round trip, at least
+        ``concurrency - 1``) while everything this worker has seen run lately took under
+        20 ms, and none otherwise
+        (``worker.prefetch``): fast for short tasks, and a worker running a long task claims
+        nothing ahead. ``prefetch=N`` holds up to N whatever the handlers do; 0 holds none.
+        ``poll_interval`` defaults to the App's."""
+        return self._worker(
+            queues=queues,
+            concurrency=concurrency,
+            prefetch=prefetch,
+            burst=burst,
+            poll_interval=poll_interval,
+            sweep_interval=sweep_interval,
+            grace=grace,
+        ).run()
+
+    def _worker(
+        self,
+        *,
+        queues: builtins.list[str] | None = None,
+        poll_interval: float | None = None,
+        **options: Any,
+    ) -> Worker:
+        from ..worker import Worker, WorkerOptions
+
+        chosen = queues or sorted(
+            {spec.queue for spec in self._kinds.values()} | {self.default_queue}
+        )
+        for q in chosen:
+            _require_name(q, "queue")
+        return Worker(
+            self.worker_collaborators(),
+            WorkerOptions(
+                queues=list(chosen),
+                poll_interval=self.poll_interval if poll_interval is None else poll_interval,
+                **options,
+            ),
+        )
+
+    def start_worker(self, **run_worker_options: Any) -> WorkerHandle:
+        """Run a worker on a thread of this process (an ASGI lifespan, a notebook, a test) with
+        ``run_worker``'s options; ``handle.stop(grace=None)`` stops it as SIGTERM stops
+        ``run_worker`` (no new claims, running handlers get the grace period) and waits for it.
+        Signals stay with the process: the worker installs no handlers."""
+        from .background import RUN_WORKER_OPTIONS, WorkerHandle
+
+        unknown = sorted(set(run_worker_options) - set(RUN_WORKER_OPTIONS))
+        if unknown:
+            raise TypeError(
+                f"start_worker got unknown options {unknown}; run_worker's options are: "
+                + ", ".join(RUN_WORKER_OPTIONS)
+            )
+        return WorkerHandle.start(self._worker(install_signals=False, **run_worker_options))
+
+    def worker_collaborators(self) -> Collaborators:
+        """What a worker of this app is given (``jobtrail.worker.Collaborators``): the driver,
+        the kinds, the outbox sinks, the cron pass and the code version."""
+        from ..worker import Collaborators
+
+        return Collaborators(
+            driver=self._driver,
+            kinds=self._kinds,
+            sinks=self._sinks,
+            cron_tick=self._cron_tick,
+            version=self.version,
+            result_limit=self.result_limit,
+            database=describe_url(self.url),
+            retention=self.retention,
+            ended=self._report_ended,
+        )
+
+    def check(self) -> builtins.list[dict[str, Any]]:
+        """Every invariant violation in the store (``jobtrail.services.check``; read-only).
+        Each is a dict with ``rule``, ``task_id`` and its detail; the list is empty when
+        all hold."""
+        from ..services import check
+
+        return check.run(self._driver)
