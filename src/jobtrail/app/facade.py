@@ -10,13 +10,12 @@ from __future__ import annotations
 import builtins
 import gc
 import itertools
-import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from ..core import payloads, tracing, transition
 from ..core.results import DEFAULT_RESULT_LIMIT
@@ -40,10 +39,6 @@ from .replays import ReplayAPI  # replay, replay runs, the dead letters' evidenc
 from .views import ViewsAPI  # read helpers for people (the dashboard)
 from .webhooks import WebhooksAPI  # webhooks (§12)
 from .workers import WorkersAPI  # run_worker, start_worker, sweep, check
-
-log = logging.getLogger("jobtrail")
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 #: The largest ``result_limit`` (a return value is stored in one column: 64 MiB is plenty).
 MAX_RESULT_LIMIT = 64 * 1024 * 1024
