@@ -40,6 +40,20 @@ BACKENDS = ["sqlite", "postgres"]
 POOLED = os.environ.get("JOBTRAIL_TEST_POOLED", "all").strip().lower() or "all"
 if POOLED not in ("all", "only", "skip"):
     raise pytest.UsageError(f"JOBTRAIL_TEST_POOLED={POOLED!r}: expected 'all', 'only' or 'skip'")
+#: Which part of the suite a run collects: ``all`` (the default), ``processes`` (the tests that
+#: drive real processes — the CLI, the server, Chromium, crashes and races of worker
+#: processes, the chaos soak — and mostly wait on them: ``PROCESS_PARTS``) or ``rest``
+#: (everything else). ``.ci/run`` runs the two parts side by side, so its wall time is not the
+#: sum of the waits.
+PART = os.environ.get("JOBTRAIL_TEST_PART", "all").strip().lower() or "all"
+if PART not in ("all", "processes", "rest"):
+    raise pytest.UsageError(f"JOBTRAIL_TEST_PART={PART!r}: expected 'all', 'processes' or 'rest'")
+PROCESS_PARTS = (
+    "tests/acceptance/",
+    "tests/browser/",
+    "tests/chaos/",
+    "tests/integration/",
+)
 #: Where ``pgbouncer-tx`` cases run (issue 18: the conformance and crash tests' PostgreSQL
 #: cases through the pooler): the conformance suites of the whole store and of the driver, the
 #: checker, the crash tests, the races of worker processes, and the entry points run as
@@ -117,9 +131,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Select the ``pgbouncer-tx`` cases: by ``JOBTRAIL_TEST_POOLED``, then those in
-    ``POOLED_SCOPE`` but not in ``NOT_POOLED``."""
+    ``POOLED_SCOPE`` but not in ``NOT_POOLED``; and the part of the suite
+    (``JOBTRAIL_TEST_PART``)."""
     keep, drop = [], []
     for item in items:
+        if PART != "all" and item.nodeid.startswith(PROCESS_PARTS) != (PART == "processes"):
+            drop.append(item)
+            continue
         callspec = getattr(item, "callspec", None)
         pooled = callspec is not None and callspec.params.get("backend") == "pgbouncer-tx"
         if pooled:

@@ -37,6 +37,15 @@ def test_ci_runs_the_pooled_cases_its_readme_command_leaves_out() -> None:
         assert 'wait "$POOLED"' in ci
 
 
+def test_ci_runs_the_part_its_main_run_leaves_out() -> None:
+    """CI's main run may take only ``JOBTRAIL_TEST_PART=rest`` because a second process runs
+    the process-driving part and CI waits for it (and fails with it)."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    if "JOBTRAIL_TEST_PART=rest" in ci:
+        assert "JOBTRAIL_TEST_PART=processes" in ci
+        assert 'wait "$PROCS"' in ci
+
+
 def test_readme_demo_command_installs_and_runs_the_demo() -> None:
     commands = [
         line.strip() for block in code_blocks(README.read_text()) for line in block.splitlines()
