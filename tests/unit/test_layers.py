@@ -75,8 +75,9 @@ INNER_FLOORS: list[list[tuple[str, ...]]] = [
             "jobtrail.app.webhooks",
             "jobtrail.app.cron",
             "jobtrail.app.views",
+            "jobtrail.app.reads",
         ),
-        ("jobtrail.app.effects", "jobtrail.app.ops"),
+        ("jobtrail.app.effects", "jobtrail.app.ops", "jobtrail.app.enqueue"),
         ("jobtrail.app.core",),
     ],
     [

@@ -4,8 +4,6 @@ each through the one transition path. Mixed into ``App``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..core import transition
 from ..core.decide import decide_cancel
 from ..model import validate
@@ -15,14 +13,11 @@ from ..model.models import CancelResult, Task, task_from_row
 from ..store.base import Driver, Move, Row, Tx
 from .core import _require_text
 from .effects import EffectsAPI  # children: a waiting parent's cancel reaches them
+from .reads import ReadsAPI  # get: what a force or an annotation returns
 
 
-class ActionsAPI(EffectsAPI):
+class ActionsAPI(EffectsAPI, ReadsAPI):
     _driver: Driver
-
-    if TYPE_CHECKING:  # what it uses of ``App`` (facade.py), declared for the type checker
-
-        def get(self, task_id: str | int) -> Task: ...
 
     # -- operator and caller actions ------------------------------------------------------------
     def cancel(self, task_id: str | int, *, by: str, note: str | None = None) -> CancelResult:

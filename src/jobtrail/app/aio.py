@@ -9,7 +9,7 @@ import functools
 import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..model import validate
 from ..model.errors import TaskFailed
@@ -19,48 +19,12 @@ from ..store.base import Driver
 from .actions import ActionsAPI  # cancel, behind acancel
 from .connections import adbapi_connection
 from .core import RESULT_POLL, _unfinished
+from .enqueue import EnqueueAPI  # enqueue, enqueue_many, behind aenqueue
 from .replays import ReplayAPI  # replay, behind areplay
 
 
-class AsyncAPI(ActionsAPI, ReplayAPI):
+class AsyncAPI(ActionsAPI, ReplayAPI, EnqueueAPI):
     _driver: Driver
-
-    if TYPE_CHECKING:  # what it uses of ``App`` (facade.py), declared for the type checker
-
-        def enqueue(
-            self,
-            kind: str,
-            payload: Any = None,
-            *,
-            idempotency_key: str | None = None,
-            tenant: str = "",
-            queue: str | None = None,
-            priority: int = 0,
-            run_at: datetime | str | None = None,
-            delay: float | None = None,
-            max_attempts: int | None = None,
-            parent: str | None = None,
-            connection: Any = None,
-        ) -> Task: ...
-
-        def enqueue_many(
-            self, items: Iterable[Mapping[str, Any]], *, connection: Any = None
-        ) -> builtins.list[Task]: ...
-
-        def list(
-            self,
-            *,
-            state: str | None = None,
-            kind: str | None = None,
-            queue: str | None = None,
-            tenant: str | None = None,
-            limit: int = 100,
-            before: str | None = None,
-        ) -> builtins.list[Task]: ...
-
-        def transitions(self, task_id: str | int) -> builtins.list[Transition]: ...
-
-        def explain(self, task_id: str | int, lang: str = "en") -> str: ...
 
     # -- the async API (§16.3): the sync methods' own code, awaited ------------------------------
     # On PostgreSQL each runs on this event loop's async connections (psycopg AsyncConnection,

@@ -1,8 +1,8 @@
 """What the facade and its concerns share, one floor below both: the registry of kinds
 (``App.task``), the validation that turns ``enqueue`` arguments into a ``NewTask``, the insert,
-and reading a task's row. ``App`` (``facade.py``) and its concerns (``ops``, ``views``,
-``cron``, ``effects``, ``webhooks``, ``actions``, ``aio``, ``workers``) build on ``AppCore``;
-nothing here imports them."""
+and reading a task's row. ``App`` (``facade.py``) and its concerns (``enqueue``, ``reads``,
+``ops``, ``views``, ``cron``, ``effects``, ``webhooks``, ``actions``, ``aio``, ``workers``)
+build on ``AppCore``; nothing here imports them."""
 
 from __future__ import annotations
 
@@ -120,6 +120,24 @@ class AppCore:
     @property
     def kinds(self) -> list[str]:
         return sorted(self._kinds)
+
+    @property
+    def version(self) -> str | None:
+        """The code version recorded on every claim: the App's ``version``, else
+        ``JOBTRAIL_APP_VERSION``, else the installed version of the handlers' package."""
+        import importlib.metadata
+
+        if self._version:
+            return self._version
+        for spec in self._kinds.values():
+            module = getattr(spec.handler, "__module__", "") or ""
+            top = module.split(".", 1)[0]
+            if top and top not in ("__main__", "jobtrail"):
+                try:
+                    return importlib.metadata.version(top)
+                except importlib.metadata.PackageNotFoundError:
+                    continue
+        return None
 
     def _new_task(
         self, args: dict[str, Any], *, label: bool = False, webhook_route: bool = False

@@ -30,11 +30,6 @@ class WorkersAPI(CronAPI):
     result_limit: int
     retention: Retention
 
-    if TYPE_CHECKING:  # what it uses of ``App`` (facade.py), declared for the type checker
-
-        @property
-        def version(self) -> str | None: ...
-
     # -- moving parts ---------------------------------------------------------------------------
     def sweep(self) -> dict[str, int]:
         """Move expired leases now (edges 7, 8, 18); returns counts by reason code."""
