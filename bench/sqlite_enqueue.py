@@ -4,6 +4,14 @@
     python bench/sqlite_enqueue.py                      # 3,000 enqueues, FULL
     python bench/sqlite_enqueue.py --n 5000 --sync OFF  # the cost without the fsync
     python bench/sqlite_enqueue.py --frames             # WAL frames per commit (no checkpoint)
+    python bench/sqlite_enqueue.py --floor --rounds 3   # the statements alone, against huey's
+
+``--floor`` runs, in interleaved rounds on fresh files, the statements alone in a bare
+``sqlite3`` loop (no jobtrail Python): huey's shape (one row in a four-column table with one
+index, what ``SqliteHuey.enqueue`` writes), jobtrail's task insert alone, and jobtrail's single
+enqueue (``task_insert``, ``task_inserted``, ``transition_insert_created``, read from the
+library's own SQL); then ``app.enqueue`` itself. Each is one ``BEGIN IMMEDIATE`` ... ``COMMIT``
+with the library's pragmas: what a single enqueue can cost with this schema before any Python.
 
 ``--sync OFF`` is a measuring aid only (``JOBTRAIL_SQLITE_SYNCHRONOUS`` accepts FULL, EXTRA and
 NORMAL; the script sets the pragma on the App's connection after it opens): the difference
@@ -18,6 +26,8 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import sqlite3
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -73,13 +83,81 @@ def run(n: int, sync: str, frames: bool, folder: Path) -> dict[str, Any]:
     return out
 
 
+def floor(n: int, sync: str, rounds: int, folder: Path) -> None:
+    """``--floor``: the statements alone against huey's shape, then ``app.enqueue``."""
+    from jobtrail.store import queries
+
+    sql = queries.load("sqlite")
+    now = time.time()
+    task = dict(
+        kind="noop", queue="default", tenant="", state="queued", payload="{}",
+        payload_hash="0" * 64, idempotency_key=None, priority=0, max_attempts=1,
+        lease_seconds=30.0, reentrant=1, run_at=None, delay=None, parent_id=None,
+    )  # fmt: skip
+
+    def huey(conn: sqlite3.Connection) -> None:
+        conn.execute(
+            "INSERT INTO task (queue, data, priority) VALUES (?, ?, ?)", ("huey", b"x" * 120, 0.0)
+        )
+
+    def task_only(conn: sqlite3.Connection) -> None:
+        conn.execute(sql["task_insert"], task)
+
+    def enqueue(conn: sqlite3.Connection) -> None:
+        task_id = conn.execute(sql["task_insert"], task).lastrowid
+        conn.execute(sql["task_inserted"], {"id": task_id}).fetchone()
+        conn.execute(
+            sql["transition_insert_created"],
+            {"task_id": task_id, "to_state": "queued", "actor": "caller", "at": now, "data": "{}"},
+        )
+
+    shapes: dict[str, Any] = {"huey's row": huey, "task row": task_only, "task + log": enqueue}
+    results: dict[str, list[float]] = {name: [] for name in [*shapes, "app.enqueue"]}
+    for r in range(rounds):
+        for name, statements in shapes.items():
+            path = folder / f"floor-{r}-{len(results[name])}-{name[:4]}.db"
+            if name == "huey's row":
+                conn = sqlite3.connect(path, isolation_level=None)
+                conn.execute(
+                    "CREATE TABLE task (id INTEGER NOT NULL PRIMARY KEY, queue TEXT NOT NULL, "
+                    "data BLOB NOT NULL, priority REAL NOT NULL DEFAULT 0.0)"
+                )
+                conn.execute("CREATE INDEX task_priority_id ON task (priority DESC, id ASC)")
+            else:
+                jobtrail.App(f"sqlite:///{path}").migrate()
+                conn = sqlite3.connect(path, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={sync}")
+            for i in range(n + 50):
+                if i == 50:
+                    t0 = time.perf_counter()
+                conn.execute("BEGIN IMMEDIATE")
+                statements(conn)
+                conn.execute("COMMIT")
+            results[name].append((time.perf_counter() - t0) / n * 1e6)
+            conn.close()
+        results["app.enqueue"].append(run(n, sync, False, folder)["wall_us"])
+    huey_us = statistics.median(results["huey's row"])
+    print(f"single enqueue, one commit each, synchronous={sync}, n={n}, median of {rounds}")
+    print(f"{'what':<14}{'us/enqueue':>12}{'per second':>12}{'vs huey':>9}")
+    for name, values in results.items():
+        us = statistics.median(values)
+        print(f"{name:<14}{us:>12.1f}{1e6 / us:>12,.0f}{huey_us / us:>8.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=3000)
     parser.add_argument("--sync", default="FULL", choices=["FULL", "NORMAL", "OFF"])
     parser.add_argument("--frames", action="store_true")
     parser.add_argument("--dir", default=None, help="folder for the file (default: a temp dir)")
+    parser.add_argument("--floor", action="store_true", help="the statements alone, vs huey's")
+    parser.add_argument("--rounds", type=int, default=3, help="--floor: interleaved rounds")
     args = parser.parse_args()
+    if args.floor:
+        with tempfile.TemporaryDirectory(dir=args.dir or os.environ.get("TMPDIR")) as tmp:
+            floor(args.n, args.sync, args.rounds, Path(tmp))
+        return
     if args.dir:
         folder = Path(args.dir)
         print(run(args.n, args.sync, args.frames, folder))

@@ -136,6 +136,17 @@ def out_of_range(app: jobtrail.App) -> Calls:
         ("since", lambda: app.replay_dead(since=YEAR_1, by="o", note="n")),
         ("until", lambda: app.dead_preview(until=YEAR_9999)),
         ("run_at", lambda: app.enqueue("send", run_at=YEAR_9999)),
+        # an INTEGER column's range: SQLite overflowed on 10**20 and stored 2**40, which
+        # PostgreSQL refused with its own error
+        ("max_attempts", lambda: app.enqueue("send", max_attempts=huge)),
+        ("max_attempts", lambda: app.enqueue("send", max_attempts=2**40)),
+        # a worker's options: a concurrency of 10**20 made every claim overflow, retried for ever
+        ("concurrency", lambda: app.run_worker(burst=True, concurrency=huge)),
+        ("concurrency", lambda: app.run_worker(burst=True, concurrency=0)),
+        ("prefetch", lambda: app.run_worker(burst=True, prefetch=huge)),
+        ("poll_interval", lambda: app.run_worker(burst=True, poll_interval=float("nan"))),
+        ("grace", lambda: app.run_worker(burst=True, grace=1e300)),
+        ("concurrency", lambda: app.start_worker(concurrency=huge)),
     ]
 
 
@@ -154,6 +165,9 @@ def test_the_bounds_themselves_are_accepted(app: jobtrail.App) -> None:
     assert app.stats(window=100 * 365.25 * 86400)["queues"]
     assert app.set_limit("default", total=1_000_000, by="o", note="n")["limit_total"] == 1_000_000
     assert app.replay_dead(kind="nothing", by="o", note="n", limit=1_000_000) == []
+    top = app.enqueue("send", max_attempts=2**31 - 1, priority=2**31 - 1)
+    assert (app.get(top.id).max_attempts, app.get(top.id).priority) == (2**31 - 1, 2**31 - 1)
+    assert app.enqueue("send", priority=-(2**31 - 1)).priority == -(2**31 - 1)
 
 
 @pytest.mark.parametrize("field", ["tenant", "queue", "idempotency_key"])
@@ -167,4 +181,40 @@ def test_bad_text_in_an_enqueues_names_is_refused(app: jobtrail.App, field: str,
         app.enqueue("send", {"n": 3}, **{field: BAD_TEXT[what]})
     with pytest.raises(ValueError, match=field):
         app.enqueue_many([{"kind": "send", field: BAD_TEXT[what]}])
+    assert snapshot(app) == before
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("max_attempts", 99999999999999999999),
+        ("max_attempts", 2**40),
+        ("max_attempts", 0),
+        ("lease_seconds", 1e300),
+        ("lease_seconds", float("nan")),
+        ("backoff_base", float("nan")),
+        ("backoff_cap", float("inf")),
+        ("max_elapsed", float("inf")),
+        ("timeout", 1e300),
+    ],
+)
+def test_a_kinds_numbers_out_of_range_are_refused_at_registration(
+    app: jobtrail.App, option: str, value: Any
+) -> None:
+    """Before, ``max_attempts=2**40`` registered and failed at each enqueue (PostgreSQL's
+    error; SQLite stored it), and a lease of 1e300 s at every claim: now the registration
+    names the kind and the option, and registers nothing."""
+    with pytest.raises(ValueError, match=f"^kind 'odd': {option} ") as info:
+        app.task("odd", **{option: value})(lambda ctx, payload: None)
+    assert "odd" not in app.kinds, info.value
+    assert not app.list()
+
+
+def test_an_enqueue_many_item_out_of_range_is_named(app: jobtrail.App) -> None:
+    seeded(app)
+    before = snapshot(app)
+    with pytest.raises(ValueError, match="^enqueue_many item 1: max_attempts must be between"):
+        app.enqueue_many([{"kind": "send"}, {"kind": "send", "max_attempts": 2**40}])
+    with pytest.raises(TypeError, match="^enqueue_many item 0: priority must be an integer from"):
+        app.enqueue_many([{"kind": "send", "priority": -(2**31)}])
     assert snapshot(app) == before

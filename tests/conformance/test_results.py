@@ -164,7 +164,7 @@ def test_result_of_a_dead_task_raises_task_failed(app: jobtrail.App) -> None:
     assert failed.task.id == task_id
     assert failed.state is jobtrail.State.DEAD
     assert failed.reason == "permanent_error"
-    assert failed.category == "not_found"
+    assert failed.category == failed.error_category == "not_found"
     assert failed.error == "PermanentError: no such account"
     assert f"task {task_id} ended dead" in str(failed)
 

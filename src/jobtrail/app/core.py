@@ -92,6 +92,15 @@ class AppCore:
                 )
             if queue is not None:
                 _require_name(queue, "queue")
+            _check_kind_numbers(
+                name,
+                max_attempts=max_attempts,
+                lease_seconds=lease_seconds,
+                backoff_base=backoff_base,
+                backoff_cap=backoff_cap,
+                max_elapsed=max_elapsed,
+                timeout=timeout,
+            )
             spec = KindSpec(
                 name=name,
                 handler=fn,
@@ -171,9 +180,10 @@ class AppCore:
         _refuse_nul(tenant, "tenant")
         queue = args.get("queue") or (spec.queue if spec else self.default_queue)
         _require_name(queue, "queue")
-        priority = args.get("priority", 0) or 0
-        if not isinstance(priority, int) or isinstance(priority, bool) or abs(priority) > 2**31 - 1:
-            raise TypeError("priority must be an integer (higher runs first)")
+        priority, top = args.get("priority", 0) or 0, validate.MAX_PRIORITY
+        if not isinstance(priority, int) or isinstance(priority, bool) or abs(priority) > top:
+            # a TypeError out of range too, as since the first release
+            raise TypeError(f"priority must be an integer from -{top} to {top} (higher runs first)")
         run_at = args.get("run_at")
         delay = args.get("delay")
         if run_at is not None and delay is not None:
@@ -195,8 +205,7 @@ class AppCore:
         max_attempts = args.get("max_attempts")
         if max_attempts is None:
             max_attempts = spec.max_attempts if spec else 1
-        if not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1:
-            raise ValueError("max_attempts must be a positive integer")
+        validate.integer(max_attempts, "max_attempts", 1, validate.MAX_ATTEMPTS)
         parent = args.get("parent")
         parent_id = self._parse_id(parent) if parent is not None else None
         return NewTask(
@@ -292,6 +301,22 @@ class AppCore:
         if not text.isdigit() or len(text) > 18:
             raise TaskNotFound(str(task_id))
         return int(text)
+
+
+def _check_kind_numbers(kind: str, **numbers: Any) -> None:
+    """The numbers ``App.task`` is given, in range before the kind is registered: a
+    ``ValueError`` naming the kind and the argument (an attempt count PostgreSQL's INTEGER
+    cannot hold failed only at the first enqueue, and a lease of 1e300 s at every claim)."""
+    try:
+        validate.integer(numbers["max_attempts"], "max_attempts", 1, validate.MAX_ATTEMPTS)
+        validate.seconds(numbers["lease_seconds"], "lease_seconds", positive=True)
+        validate.seconds(numbers["backoff_base"], "backoff_base")
+        validate.seconds(numbers["backoff_cap"], "backoff_cap")
+        for name in ("max_elapsed", "timeout"):
+            if numbers[name] is not None:
+                validate.seconds(numbers[name], name, positive=True)
+    except ValueError as exc:
+        raise ValueError(f"kind {kind!r}: {exc}") from None
 
 
 def _require_text(value: Any, name: str) -> None:

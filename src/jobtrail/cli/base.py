@@ -23,7 +23,7 @@ from typing import Any
 import click
 
 from ..app import App
-from ..model import i18n
+from ..model import i18n, validate
 from ..model.errors import JobtrailError, SchemaMissing, StoreUnavailable, UnknownKind
 from ..model.models import Transition
 from ..model.timeparse import looks_like_duration, parse_duration, parse_time
@@ -52,11 +52,10 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     ),
     (EXIT_INTERRUPTED, "interrupted: Ctrl-C, or a second SIGINT that stopped a worker at once"),
 )
-# the bounds of the numeric options (docs/security.md): what the store's INTEGER holds, and
-# worker settings past which a number is a typo, not a configuration
-MAX_PRIORITY = 2**31 - 1
-MAX_CONCURRENCY, MAX_PREFETCH = 1000, 10_000
-MAX_POLL, MAX_GRACE = 3600.0, 86400.0
+# the bounds of the numeric options (docs/security.md) are the library's own (model/validate.py)
+MAX_PRIORITY = validate.MAX_PRIORITY
+MAX_CONCURRENCY, MAX_PREFETCH = validate.MAX_CONCURRENCY, validate.MAX_PREFETCH
+MAX_POLL, MAX_GRACE = validate.MAX_POLL, validate.MAX_GRACE
 DEFAULT_URL = "sqlite:///jobtrail.db"
 NO_SCHEMA = "the database has no jobtrail schema; run `jobtrail migrate`"
 

@@ -82,13 +82,14 @@ class TaskFailed(JobtrailError):  # noqa: N818 - the public name is fixed by the
     """Raised by ``app.result`` for a task that ended ``dead`` or ``cancelled`` (§16.1): it
     has no result and never will. ``task`` is the snapshot read; ``state``, ``reason``,
     ``category`` and ``error`` are its state, last reason code, last error category and
-    last error."""
+    last error (``error_category`` is ``category`` under the name ``Transition`` and
+    ``Task.last_error_category`` give it)."""
 
     def __init__(self, task: Task) -> None:
         self.task = task
         self.state = task.state
         self.reason = task.last_reason
-        self.category = task.last_error_category
+        self.category = self.error_category = task.last_error_category
         self.error = task.last_error
         detail = f" ({self.category}: {self.error})" if self.error else ""
         super().__init__(f"task {task.id} ended {task.state.value} by {self.reason}{detail}")

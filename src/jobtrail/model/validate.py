@@ -26,6 +26,14 @@ MAX_CONCURRENCY_LIMIT = 1_000_000
 MAX_DURATION = 100 * 365.25 * 86400
 #: The longest operator name or note (``by``, ``note``), as the HTTP bodies document.
 MAX_NOTE = 10_000
+#: A task's priority and attempt count are PostgreSQL INTEGERs: priority from -MAX_PRIORITY to
+#: MAX_PRIORITY, max_attempts from 1 to MAX_ATTEMPTS (for a kind and for one task alike).
+MAX_PRIORITY = MAX_ATTEMPTS = 2**31 - 1
+#: A worker's options (``run_worker``, ``start_worker``, ``jobtrail worker``): numbers past
+#: these are typos, not configurations — handler slots, tasks held ahead of them, seconds
+#: between idle polls, seconds running handlers get to finish at a stop.
+MAX_CONCURRENCY, MAX_PREFETCH = 1000, 10_000
+MAX_POLL, MAX_GRACE = 3600.0, 86400.0
 #: Replays a second in a batch replay: at least one in 1000 s, at most a million a second.
 MIN_RATE, MAX_RATE = 0.001, 1_000_000.0
 

@@ -26,7 +26,7 @@ from pydantic import (
 from ..model import validate
 from ..model.timeparse import parse_time
 
-MAX_PRIORITY = 2**31 - 1
+MAX_PRIORITY = validate.MAX_PRIORITY
 MAX_DELAY = 10 * 365 * 86400  # as App.enqueue
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..core.results import DEFAULT_RESULT_LIMIT
+from ..model import validate
 from ..model.kinds import KindSpec
 from ..services.outbox import Sink
 from ..store.base import Driver
@@ -35,6 +36,18 @@ class WorkerOptions:
     sweep_interval: float = 1.0
     grace: float = 30.0
     install_signals: bool = True
+
+    def __post_init__(self) -> None:
+        """Out of range is refused before the worker starts, with a ``ValueError`` naming the
+        option (a concurrency of 10**30 made every claim overflow, retried for ever)."""
+        validate.integer(self.concurrency, "concurrency", 1, validate.MAX_CONCURRENCY)
+        if self.prefetch is not None:
+            validate.integer(self.prefetch, "prefetch", 0, validate.MAX_PREFETCH)
+        validate.seconds(self.poll_interval, "poll_interval", positive=True, high=validate.MAX_POLL)
+        validate.seconds(
+            self.sweep_interval, "sweep_interval", positive=True, high=validate.MAX_POLL
+        )
+        validate.seconds(self.grace, "grace", high=validate.MAX_GRACE)
 
 
 @dataclass(frozen=True)
