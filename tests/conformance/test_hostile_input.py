@@ -170,6 +170,16 @@ def test_the_bounds_themselves_are_accepted(app: jobtrail.App) -> None:
     assert app.enqueue("send", priority=-(2**31 - 1)).priority == -(2**31 - 1)
 
 
+@pytest.mark.parametrize("what", sorted(BAD_TEXT))
+def test_bad_text_in_a_workflows_label_is_refused(app: jobtrail.App, what: str) -> None:
+    """A workflow parent's kind is a label no handler registers: the text rule still holds."""
+    seeded(app)
+    before = snapshot(app)
+    with pytest.raises(ValueError, match="^kind "):
+        app.enqueue_workflow(f"order{BAD_TEXT[what]}", [("send", {"n": 4})])
+    assert snapshot(app) == before
+
+
 @pytest.mark.parametrize("field", ["tenant", "queue", "idempotency_key"])
 @pytest.mark.parametrize("what", sorted(BAD_TEXT))
 def test_bad_text_in_an_enqueues_names_is_refused(app: jobtrail.App, field: str, what: str) -> None:

@@ -81,8 +81,13 @@ INNER_FLOORS: list[list[tuple[str, ...]]] = [
         ("jobtrail.app.core",),
     ],
     [
-        ("jobtrail.model.i18n", "jobtrail.model.validate", "jobtrail.model.timeparse"),
-        ("jobtrail.model.errors", "jobtrail.model.models", "jobtrail.model.kinds"),
+        ("jobtrail.model.i18n", "jobtrail.model.timeparse"),
+        (
+            "jobtrail.model.validate",
+            "jobtrail.model.errors",
+            "jobtrail.model.models",
+            "jobtrail.model.kinds",
+        ),
         ("jobtrail.model.machine",),
     ],
     [

@@ -163,8 +163,12 @@ class AppCore:
         if kind.startswith(WEBHOOK_PREFIX) and not webhook_route:
             refuse_webhook_kind(kind)
         spec = self._kinds.get(kind)
-        if spec is None and not label:
-            raise UnknownKind(kind, list(self._kinds))
+        if spec is None:
+            if not label:
+                raise UnknownKind(kind, list(self._kinds))
+            # a workflow parent's kind is a label, never registered: checked as text here
+            # (PostgreSQL refused a NUL in it with its own error; SQLite stored it)
+            validate.filter_text(kind, "kind", max_length=255)
         payload = args.get("payload")
         if spec is not None and spec.payload_type is not None:
             payload = typed.dump(kind, spec.payload_type, {} if payload is None else payload)

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from ..core import payloads, transition, workflow
 from ..core.decide import decide_receipt_outcome
+from ..model import validate
 from ..model.errors import IdempotencyConflict, IllegalTransition, TaskNotFound
 from ..model.kinds import KindSpec
 from ..model.machine import Reason, State
@@ -18,7 +19,7 @@ from ..services.outbox import Sink, dispatch, http_sink
 from ..services.receipts import apply_outcome
 from ..store.base import Driver, NewTask
 from .connections import dbapi_connection
-from .core import AppCore
+from .core import AppCore, _require_text
 
 S = TypeVar("S", bound=Callable[..., Any])
 
@@ -96,6 +97,16 @@ class EffectsAPI(AppCore):
             raise TypeError("ok must be True or False")
         if tenant is not None and not isinstance(tenant, str):
             raise TypeError("tenant must be a string (or None for any tenant)")
+        # the same refusal on both backends, before anything is read (PostgreSQL answered a
+        # NUL with its own DataError; SQLite looked the NUL up, or kept it in the error)
+        given = None if receipt_id is None else str(receipt_id)
+        for name, value in (("receipt_id", given), ("kind", kind), ("tenant", tenant)):
+            validate.filter_text(value, name, max_length=255 if name == "tenant" else 1024)
+        validate.filter_text(category, "category", max_length=64)
+        validate.filter_text(error, "error", max_length=validate.MAX_NOTE)
+        _require_text(by, "by")
+        if note is not None:
+            validate.filter_text(note, "note", max_length=validate.MAX_NOTE)
         with self._driver.transaction() as tx:
             if receipt_id is not None:
                 found = self._driver.task_by_receipt(

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..model import validate
 from ..model.errors import Cancelled, LeaseLost, PermanentError, Snooze, TransientError
 from ..model.kinds import DEFAULT_MAX_PAYLOAD, KindSpec
 from ..model.machine import State
@@ -350,6 +351,9 @@ class Context:
             raise ValueError("await_receipt needs a non-empty receipt id")
         if not str(receipt_id) or not timeout > 0:
             raise ValueError("await_receipt needs a receipt id and a positive timeout")
+        validate.filter_text(str(receipt_id), "the receipt id")  # confirm_receipt's bound
+        # a deadline past what either store can hold as a time: at most 100 years
+        timeout = validate.seconds(timeout, "the receipt timeout", positive=True)
         self._ensure_held()
         self._attempt.pending_receipt = (str(receipt_id), float(timeout))
 
@@ -371,8 +375,8 @@ class Context:
     def extend(self, seconds: float) -> None:
         """Renew the lease for ``seconds`` from now (database time); later automatic renewals
         keep that length. Raises ``LeaseLost`` when the renewal is refused."""
-        if not seconds > 0:
-            raise ValueError("extend() needs a positive number of seconds")
+        if not seconds > 0 or not seconds <= validate.MAX_DURATION:
+            raise ValueError("extend() needs a number of seconds above 0, at most 100 years")
         self._ensure_held()
         with self._driver.transaction() as tx:
             row = self._driver.lease_extend(
@@ -397,6 +401,7 @@ def _check_name(name: str) -> None:
             "step, effect and topic names must be non-empty text of at most 200 "
             "characters, without '/'"
         )
+    validate.text(name, f"the step, effect or topic name {name!r}")
 
 
 def _refuse_coroutine(fn: Any, sync: str, name: str) -> None:

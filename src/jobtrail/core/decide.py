@@ -10,6 +10,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..model import validate
 from ..model.errors import Cancelled, PermanentError, Snooze, TransientError
 from ..model.kinds import KindSpec
 from ..model.machine import TERMINAL, ErrorCategory, Reason, State
@@ -94,6 +95,7 @@ def error_text(exc: BaseException) -> str:
     """A short summary of an error for the log (type and message, bounded)."""
     message = str(exc)
     text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    text = validate.kept_text(text)
     return text if len(text) <= 2000 else text[:1997] + "..."
 
 

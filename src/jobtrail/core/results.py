@@ -8,6 +8,7 @@ import math
 import traceback
 from typing import Any
 
+from ..model import validate
 from ..model.errors import PermanentError
 from ..model.machine import ErrorCategory
 
@@ -34,9 +35,13 @@ def encode_result(value: Any, limit: int) -> str | None:
         return None
     try:
         text = _ENCODER.encode(value)
+        size = len(text.encode("utf-8"))  # a lone surrogate: UnicodeEncodeError, a ValueError
+        if "\\u0000" in text:  # a NUL or the six characters \u0000: _first_unstorable knows
+            bad = _first_unstorable(value, 0)
+            if bad is not None:
+                raise ValueError(bad)
     except (TypeError, ValueError) as exc:
         raise ResultNotStorable(f"the return value cannot be stored: {_why(value, exc)}") from None
-    size = len(text.encode("utf-8"))
     if size > limit:
         raise ResultNotStorable(
             f"the return value is {size} bytes as JSON, over the result limit of {limit} bytes"
@@ -55,7 +60,9 @@ def _first_unstorable(value: Any, depth: int) -> str | None:
     """What makes ``value`` impossible to store as JSON, in words (the first offender)."""
     if depth > 100:
         return "it is nested too deeply (or refers to itself)"
-    if value is None or isinstance(value, str | bool | int):
+    if isinstance(value, str):
+        return _unstorable_text(value)
+    if value is None or isinstance(value, bool | int):
         return None
     if isinstance(value, float):
         return None if math.isfinite(value) else f"{value!r} is not a JSON number"
@@ -69,11 +76,26 @@ def _first_unstorable(value: Any, depth: int) -> str | None:
         for key, item in value.items():
             if not isinstance(key, str | int | float | bool) and key is not None:
                 return f"a key of type {_type_name(key)} is not JSON-serialisable"
+            if isinstance(key, str) and (bad := _unstorable_text(key)) is not None:
+                return f"a key: {bad}"
             bad = _first_unstorable(item, depth + 1)
             if bad is not None:
                 return bad
         return None
     return f"{_type_name(value)} is not JSON-serialisable"
+
+
+def _unstorable_text(text: str) -> str | None:
+    """Why a string of a return value cannot be stored (neither backend keeps a NUL in JSON,
+    nor a lone surrogate in UTF-8), or ``None``."""
+    if "\x00" in text:
+        return "a string holding a NUL character (\\u0000)"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return "a string that is not valid Unicode (a lone surrogate)"
+    return None
 
 
 def _type_name(value: Any) -> str:
@@ -92,7 +114,7 @@ def class_path(exc: BaseException) -> str:
 def traceback_text(exc: BaseException) -> str:
     """The formatted traceback of ``exc`` (frames and the exception line; no local variables),
     its last ``TRACEBACK_LIMIT`` bytes (the raising frame is at the end)."""
-    text = "".join(traceback.format_exception(exc))
+    text = validate.kept_text("".join(traceback.format_exception(exc)))
     raw = text.encode("utf-8")
     if len(raw) <= TRACEBACK_LIMIT:
         return text

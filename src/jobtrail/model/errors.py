@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from . import validate
 from .machine import PERMANENT_CATEGORIES, TRANSIENT_CATEGORIES, ErrorCategory, State
 
 if TYPE_CHECKING:
@@ -51,8 +52,9 @@ class TransientError(JobtrailError):
         self.category = _category(
             category, TRANSIENT_CATEGORIES | {ErrorCategory.UNCLASSIFIED}, "transient"
         )
-        if retry_after is not None and (retry_after != retry_after or retry_after < 0):
-            raise ValueError("retry_after must be a non-negative number of seconds")
+        if retry_after is not None:
+            # finite and at most 100 years: an infinite one could not be stored as a due time
+            retry_after = validate.seconds(retry_after, "retry_after")
         self.retry_after = retry_after
 
 

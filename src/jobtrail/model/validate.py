@@ -50,6 +50,18 @@ def text(value: Any, name: str) -> None:
         raise ValueError(f"{name} is not valid Unicode text (a lone surrogate or undecodable byte)")
 
 
+def kept_text(value: str) -> str:
+    """Text a handler's failure hands us (an exception's message, a traceback) as both backends
+    can keep it: a NUL written as ``\\x00`` and a lone surrogate as its ``\\udXXX`` escape
+    (PostgreSQL refused the row, so the failure itself was not recorded; SQLite kept the NUL).
+    Diagnostic text is kept, not refused."""
+    if "\x00" in value:
+        value = value.replace("\x00", "\\x00")
+    if not value.isascii():
+        value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
 def filter_text(value: Any, name: str, *, max_length: int = 1024) -> None:
     """A list filter (``kind``, ``queue``, ``tenant``, a search key): ``None`` or text."""
     if value is None:
