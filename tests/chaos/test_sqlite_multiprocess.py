@@ -37,9 +37,11 @@ def tiny(ctx, payload):
     finally:
         os.close(fd)
     # a little work of its own: with no-op handlers the first worker to get the write lock
-    # could drain all 500 tasks (up to 20 a round trip) while the others were still in the
-    # busy handler's back-off, and the four would not have run at once
-    time.sleep(0.003)
+    # could drain all 500 tasks (up to 60 a round trip) while the others were still in the
+    # busy handler's back-off (sleeps of up to 100 ms), and the four would not have run at
+    # once. 3 ms was not enough on a loaded CI machine (one worker drained the 500 in ~0.4 s);
+    # at 10 ms one worker alone needs 1.25 s
+    time.sleep(0.01)
 """
 
 RUNNER = """

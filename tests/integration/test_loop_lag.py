@@ -93,5 +93,7 @@ def test_one_aenqueue_does_not_block_the_loop_for_a_millisecond(app: jobtrail.Ap
     # the probe sees blocking: a 2 ms sleep on the loop shows as a gap of at least 2 ms. (A
     # blocking enqueue's own round trip, printed above, is too close to the noise of a loaded
     # machine to compare with: CI once measured 0.37 ms for it against 0.40 ms for aenqueue.)
-    assert min(slept) >= BLOCK * 0.99, f"the probe missed a {BLOCK * 1e3} ms block: {min(slept)}"
+    # (0.9: the subtracted run delay is read from the scheduler's own clock, which a loaded
+    # CI machine put 31 us off perf_counter's: a 2 ms block measured 1.969 ms)
+    assert min(slept) >= BLOCK * 0.9, f"the probe missed a {BLOCK * 1e3} ms block: {min(slept)}"
     assert len(app.list(limit=1000)) == 2 * CALLS + 1
