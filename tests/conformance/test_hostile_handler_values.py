@@ -15,23 +15,27 @@ import pytest
 import jobtrail
 
 
-def _async_returning(value: Any) -> Callable[[], Any]:
-    async def fn() -> Any:
-        return value
+def _raises(exc: BaseException) -> Callable[[Any, Any], Any]:
+    def handler(ctx: Any, payload: Any) -> Any:
+        raise exc
 
-    return fn
+    return handler
+
+
+def _retry_in_forever(ctx: Any, payload: Any) -> None:
+    raise jobtrail.TransientError("x", retry_after=1e300)  # the constructor refuses it
 
 
 #: kind -> (handler, the state it ends in, its last reason, what its last error says)
 HANDLERS: dict[str, tuple[Callable[[Any, Any], Any], str, str, str]] = {
     "error_nul": (
-        lambda ctx, p: (_ for _ in ()).throw(ValueError("bad\x00thing")),
+        _raises(ValueError("bad\x00thing")),
         "queued",
         "retry_scheduled",
         "ValueError: bad\\x00thing",
     ),
-    "retry_after_inf": (
-        lambda ctx, p: (_ for _ in ()).throw(jobtrail.TransientError("x", retry_after=1e300)),
+    "retry_after_1e300": (
+        _retry_in_forever,
         "queued",
         "retry_scheduled",
         "ValueError: retry_after must be at least 0 and at most 100 years",
