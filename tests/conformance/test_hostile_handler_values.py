@@ -38,7 +38,7 @@ HANDLERS: dict[str, tuple[Callable[[Any, Any], Any], str, str, str]] = {
         _retry_in_forever,
         "queued",
         "retry_scheduled",
-        "ValueError: retry_after must be at least 0 and at most 100 years",
+        "ValueError: retry_after must be a non-negative number of seconds, at most 100 years",
     ),
     "receipt_forever": (
         lambda ctx, p: ctx.await_receipt("r-1", 1e300),
@@ -56,7 +56,7 @@ HANDLERS: dict[str, tuple[Callable[[Any, Any], Any], str, str, str]] = {
         lambda ctx, p: ctx.extend(1e300),
         "queued",
         "retry_scheduled",
-        "ValueError: extend() needs a number of seconds above 0, at most 100 years",
+        "ValueError: extend() needs a positive number of seconds, at most 100 years",
     ),
     "step_nul": (
         lambda ctx, p: ctx.step("a\x00b", lambda: 1),

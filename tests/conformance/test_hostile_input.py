@@ -223,7 +223,9 @@ def test_a_kinds_numbers_out_of_range_are_refused_at_registration(
 def test_an_enqueue_many_item_out_of_range_is_named(app: jobtrail.App) -> None:
     seeded(app)
     before = snapshot(app)
-    with pytest.raises(ValueError, match="^enqueue_many item 1: max_attempts must be between"):
+    with pytest.raises(
+        ValueError, match="^enqueue_many item 1: max_attempts must be a positive integer"
+    ):
         app.enqueue_many([{"kind": "send"}, {"kind": "send", "max_attempts": 2**40}])
     with pytest.raises(TypeError, match="^enqueue_many item 0: priority must be an integer from"):
         app.enqueue_many([{"kind": "send", "priority": -(2**31)}])

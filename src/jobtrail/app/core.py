@@ -209,7 +209,14 @@ class AppCore:
         max_attempts = args.get("max_attempts")
         if max_attempts is None:
             max_attempts = spec.max_attempts if spec else 1
-        validate.integer(max_attempts, "max_attempts", 1, validate.MAX_ATTEMPTS)
+        if (
+            isinstance(max_attempts, bool)
+            or not isinstance(max_attempts, int)
+            or not 1 <= max_attempts <= validate.MAX_ATTEMPTS
+        ):
+            raise ValueError(
+                f"max_attempts must be a positive integer (at most {validate.MAX_ATTEMPTS})"
+            )
         parent = args.get("parent")
         parent_id = self._parse_id(parent) if parent is not None else None
         return NewTask(
@@ -311,16 +318,33 @@ def _check_kind_numbers(kind: str, **numbers: Any) -> None:
     """The numbers ``App.task`` is given, in range before the kind is registered: a
     ``ValueError`` naming the kind and the argument (an attempt count PostgreSQL's INTEGER
     cannot hold failed only at the first enqueue, and a lease of 1e300 s at every claim)."""
-    try:
-        validate.integer(numbers["max_attempts"], "max_attempts", 1, validate.MAX_ATTEMPTS)
-        validate.seconds(numbers["lease_seconds"], "lease_seconds", positive=True)
-        validate.seconds(numbers["backoff_base"], "backoff_base")
-        validate.seconds(numbers["backoff_cap"], "backoff_cap")
-        for name in ("max_elapsed", "timeout"):
-            if numbers[name] is not None:
-                validate.seconds(numbers[name], name, positive=True)
-    except ValueError as exc:
-        raise ValueError(f"kind {kind!r}: {exc}") from None
+    # the first release's wording ("must be at least 1", "must be positive"), with the bound
+    most = validate.MAX_ATTEMPTS
+    count = numbers["max_attempts"]
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= most:
+        raise ValueError(
+            f"kind {kind!r}: max_attempts must be at least 1 (an integer, at most {most})"
+        )
+    for name, positive in _KIND_DURATIONS:
+        if numbers[name] is None and name in ("max_elapsed", "timeout"):
+            continue
+        try:
+            validate.seconds(numbers[name], name, positive=positive)
+        except ValueError:
+            floor = "positive" if positive else ">= 0"
+            raise ValueError(
+                f"kind {kind!r}: {name} must be {floor}, at most 100 years (36525d)"
+            ) from None
+
+
+#: A kind's durations, and whether 0 is refused (``_check_kind_numbers``).
+_KIND_DURATIONS = (
+    ("lease_seconds", True),
+    ("backoff_base", False),
+    ("backoff_cap", False),
+    ("max_elapsed", True),
+    ("timeout", True),
+)
 
 
 def _require_text(value: Any, name: str) -> None:

@@ -376,7 +376,7 @@ class Context:
         """Renew the lease for ``seconds`` from now (database time); later automatic renewals
         keep that length. Raises ``LeaseLost`` when the renewal is refused."""
         if not seconds > 0 or not seconds <= validate.MAX_DURATION:
-            raise ValueError("extend() needs a number of seconds above 0, at most 100 years")
+            raise ValueError("extend() needs a positive number of seconds, at most 100 years")
         self._ensure_held()
         with self._driver.transaction() as tx:
             row = self._driver.lease_extend(

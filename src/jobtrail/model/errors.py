@@ -54,7 +54,12 @@ class TransientError(JobtrailError):
         )
         if retry_after is not None:
             # finite and at most 100 years: an infinite one could not be stored as a due time
-            retry_after = validate.seconds(retry_after, "retry_after")
+            try:
+                retry_after = validate.seconds(retry_after, "retry_after")
+            except ValueError:
+                raise ValueError(
+                    "retry_after must be a non-negative number of seconds, at most 100 years"
+                ) from None
         self.retry_after = retry_after
 
 

@@ -40,9 +40,13 @@ class WorkerOptions:
     def __post_init__(self) -> None:
         """Out of range is refused before the worker starts, with a ``ValueError`` naming the
         option (a concurrency of 10**30 made every claim overflow, retried for ever)."""
-        validate.integer(self.concurrency, "concurrency", 1, validate.MAX_CONCURRENCY)
-        if self.prefetch is not None:
-            validate.integer(self.prefetch, "prefetch", 0, validate.MAX_PREFETCH)
+        slots, ahead = self.concurrency, self.prefetch
+        if not _whole(slots) or not 1 <= slots <= validate.MAX_CONCURRENCY:
+            raise ValueError(f"concurrency must be at least 1 (at most {validate.MAX_CONCURRENCY})")
+        if ahead is not None and (not _whole(ahead) or not 0 <= ahead <= validate.MAX_PREFETCH):
+            raise ValueError(
+                f"prefetch must be 0 or more (at most {validate.MAX_PREFETCH}), or None (adaptive)"
+            )
         validate.seconds(self.poll_interval, "poll_interval", positive=True, high=validate.MAX_POLL)
         validate.seconds(
             self.sweep_interval, "sweep_interval", positive=True, high=validate.MAX_POLL
@@ -76,3 +80,7 @@ class ProvidesCollaborators(Protocol):
     """What gives a worker its collaborators (``App.worker_collaborators``)."""
 
     def worker_collaborators(self) -> Collaborators: ...
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
