@@ -92,15 +92,6 @@ class AppCore:
                 )
             if queue is not None:
                 _require_name(queue, "queue")
-            _check_kind_numbers(
-                name,
-                max_attempts=max_attempts,
-                lease_seconds=lease_seconds,
-                backoff_base=backoff_base,
-                backoff_cap=backoff_cap,
-                max_elapsed=max_elapsed,
-                timeout=timeout,
-            )
             spec = KindSpec(
                 name=name,
                 handler=fn,
@@ -312,39 +303,6 @@ class AppCore:
         if not text.isdigit() or len(text) > 18:
             raise TaskNotFound(str(task_id))
         return int(text)
-
-
-def _check_kind_numbers(kind: str, **numbers: Any) -> None:
-    """The numbers ``App.task`` is given, in range before the kind is registered: a
-    ``ValueError`` naming the kind and the argument (an attempt count PostgreSQL's INTEGER
-    cannot hold failed only at the first enqueue, and a lease of 1e300 s at every claim)."""
-    # the first release's wording ("must be at least 1", "must be positive"), with the bound
-    most = validate.MAX_ATTEMPTS
-    count = numbers["max_attempts"]
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= most:
-        raise ValueError(
-            f"kind {kind!r}: max_attempts must be at least 1 (an integer, at most {most})"
-        )
-    for name, positive in _KIND_DURATIONS:
-        if numbers[name] is None and name in ("max_elapsed", "timeout"):
-            continue
-        try:
-            validate.seconds(numbers[name], name, positive=positive)
-        except ValueError:
-            floor = "positive" if positive else ">= 0"
-            raise ValueError(
-                f"kind {kind!r}: {name} must be {floor}, at most 100 years (36525d)"
-            ) from None
-
-
-#: A kind's durations, and whether 0 is refused (``_check_kind_numbers``).
-_KIND_DURATIONS = (
-    ("lease_seconds", True),
-    ("backoff_base", False),
-    ("backoff_cap", False),
-    ("max_elapsed", True),
-    ("timeout", True),
-)
 
 
 def _require_text(value: Any, name: str) -> None:

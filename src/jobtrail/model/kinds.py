@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import validate
 from .machine import ErrorCategory
 
 Classifier = Callable[[BaseException], "ErrorCategory | str | None"]
@@ -47,13 +48,27 @@ class KindSpec:
             raise ValueError("a task kind needs a non-empty name")
         if "\x00" in self.name:  # PostgreSQL text cannot hold it: refused on every backend
             raise ValueError(f"kind {self.name!r}: the name contains a NUL character")
-        if self.max_attempts < 1:
-            raise ValueError(f"kind {self.name!r}: max_attempts must be at least 1")
-        if not self.lease_seconds > 0:
-            raise ValueError(f"kind {self.name!r}: lease_seconds must be positive")
-        if self.backoff_base < 0 or self.backoff_cap < 0:
-            raise ValueError(f"kind {self.name!r}: backoff_base and backoff_cap must be >= 0")
-        if self.max_elapsed is not None and not self.max_elapsed > 0:
-            raise ValueError(f"kind {self.name!r}: max_elapsed must be positive")
-        if self.timeout is not None and not self.timeout > 0:
-            raise ValueError(f"kind {self.name!r}: timeout must be positive")
+        # in range before the kind is registered (an attempt count PostgreSQL's INTEGER cannot
+        # hold failed only at the first enqueue, a lease of 1e300 s at every claim), in the
+        # first release's wording with the bound
+        most, count = validate.MAX_ATTEMPTS, self.max_attempts
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= most:
+            raise ValueError(
+                f"kind {self.name!r}: max_attempts must be at least 1 (an integer, at most {most})"
+            )
+        for name, value, positive in (
+            ("lease_seconds", self.lease_seconds, True),
+            ("backoff_base", self.backoff_base, False),
+            ("backoff_cap", self.backoff_cap, False),
+            ("max_elapsed", self.max_elapsed, True),
+            ("timeout", self.timeout, True),
+        ):
+            if value is None and name in ("max_elapsed", "timeout"):
+                continue
+            try:
+                validate.seconds(value, name, positive=positive)
+            except ValueError:
+                floor = "positive" if positive else ">= 0"
+                raise ValueError(
+                    f"kind {self.name!r}: {name} must be {floor}, at most 100 years (36525d)"
+                ) from None

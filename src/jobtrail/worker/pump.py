@@ -49,8 +49,6 @@ class Worker(LeaseRenewal):
     ) -> None:
         """``given``: the collaborators (``App.run_worker`` builds them), or an object that
         gives them (an ``App``: ``Worker(app, options)``)."""
-        if options.concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
         collab = given if isinstance(given, Collaborators) else given.worker_collaborators()
         self.collab = collab
         self.driver = collab.driver
