@@ -22,6 +22,10 @@ def _raises(exc: BaseException) -> Callable[[Any, Any], Any]:
     return handler
 
 
+def _charge_fails(effect_key: str) -> None:
+    raise ValueError("card\x00declined")  # the outcome is unknown: noted on the effect
+
+
 def _retry_in_forever(ctx: Any, payload: Any) -> None:
     raise jobtrail.TransientError("x", retry_after=1e300)  # the constructor refuses it
 
@@ -33,6 +37,12 @@ HANDLERS: dict[str, tuple[Callable[[Any, Any], Any], str, str, str]] = {
         "queued",
         "retry_scheduled",
         "ValueError: bad\\x00thing",
+    ),
+    "effect_error_nul": (
+        lambda ctx, p: ctx.effect("charge", _charge_fails),
+        "queued",
+        "retry_scheduled",
+        "ValueError: card\\x00declined",
     ),
     "retry_after_1e300": (
         _retry_in_forever,
@@ -109,6 +119,25 @@ def test_a_handlers_hostile_values_end_alike_and_stay_readable(app: jobtrail.App
     assert failed.traceback is not None and "bad\\x00thing" in failed.traceback
     assert "\x00" not in failed.traceback
     assert app.check() == []
+
+
+def test_a_sinks_failure_with_a_nul_is_noted_alike(app: jobtrail.App) -> None:
+    """The outbox relay notes a sink's failure on the message: a NUL in it is kept as an
+    escape (PostgreSQL refused the note, so the relay itself failed)."""
+
+    @app.sink("note")
+    def refuse(message_id: Any, topic: str, payload: Any) -> None:
+        raise ValueError("down\x00hard")
+
+    @app.task("emits")
+    def emits(ctx: Any, payload: Any) -> None:
+        ctx.emit("note", {"n": 1})
+
+    task = app.enqueue("emits")
+    app.run_worker(burst=True)
+    app.dispatch_outbox()
+    [message] = app.outbox(task.id)
+    assert message["last_error"] == "ValueError: down\\x00hard"
 
 
 def test_a_return_value_with_the_six_characters_backslash_u0000_is_stored(

@@ -20,6 +20,7 @@ from ..model.kinds import DEFAULT_MAX_PAYLOAD, KindSpec
 from ..model.machine import State
 from ..model.models import Task
 from . import payloads
+from .decide import error_text
 
 if TYPE_CHECKING:
     from ..store.base import Driver, Row, Tx
@@ -278,7 +279,7 @@ class Context:
                 tx,
                 id=self._attempt.task_id,
                 name=name,
-                error=f"{type(exc).__name__}: {exc}"[:2000],
+                error=error_text(exc),  # bounded, a NUL kept as an escape
             )
 
     def _effect_forget(self, name: str) -> None:

@@ -17,6 +17,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from ..model import validate
 from ..store.base import Driver
 
 log = logging.getLogger("jobtrail.services.outbox")
@@ -81,7 +82,7 @@ def dispatch(
                 for sink in targets:
                     sink(row["id"], row["topic"], row["payload"])
             except Exception as exc:  # retried later; the payload never goes to the log
-                error = f"{type(exc).__name__}: {exc}"[:500]
+                error = validate.kept_text(f"{type(exc).__name__}: {exc}")[:500]
         with driver.transaction() as tx:
             if error is None:
                 driver.outbox_delivered(tx, id=row["id"])
