@@ -227,7 +227,9 @@ def test_sqlite_batches_take_a_constant_number_of_statements(kapp: jobtrail.App)
             fn()
         finally:
             conn.set_trace_callback(None)
-        return len(statements)
+        # the write lock's busy-timeout switch comes once per change between reads and
+        # writes (store/sqlite/locking.py), not per task
+        return len([s for s in statements if not s.startswith("PRAGMA busy_timeout")])
 
     def complete(rows: list[Any]) -> None:
         with driver.transaction() as tx:

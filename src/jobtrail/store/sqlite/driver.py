@@ -1,7 +1,8 @@
 """The SQLite driver: the embedded default (stdlib ``sqlite3``).
 
 Several processes on one machine share one file: WAL journal, ``synchronous=FULL`` (``NORMAL``
-only by explicit opt-in), ``BEGIN IMMEDIATE`` for every write that decides, and a busy timeout.
+only by explicit opt-in), ``BEGIN IMMEDIATE`` for every write that decides (taken in short steps:
+``locking.py``), and a busy timeout.
 Each thread gets its own connection. Times are REAL epoch seconds read from SQLite's clock.
 """
 
@@ -22,6 +23,7 @@ from ...model.errors import SchemaMissing, StoreUnavailable
 from .. import queries
 from ..base import Claim, Driver, NewTask, Row, Tx, dumps
 from ..offloop import OffLoop
+from .locking import QUICK_STEP, STEP, WriteLock
 from .rows import decode_all, insert_rows
 
 #: How often an idle worker looks for commits by other processes (seconds). A commit waits
@@ -78,6 +80,7 @@ class SQLiteDriver(OffLoop, Driver):
         self.path = path_from_url(url)
         self.url = url
         self.busy_timeout = busy_timeout
+        self._write_lock = WriteLock(busy_timeout)
         sync = (synchronous or os.environ.get("JOBTRAIL_SQLITE_SYNCHRONOUS") or "FULL").upper()
         if sync not in ("FULL", "NORMAL", "EXTRA"):
             raise ValueError(
@@ -144,10 +147,11 @@ class SQLiteDriver(OffLoop, Driver):
         else:
             conn.execute("COMMIT")
 
-    def _begin(self, write: bool) -> sqlite3.Connection:
-        """This thread's connection, in a new transaction (``BEGIN IMMEDIATE`` to write)."""
+    def _begin(self, write: bool, step: float = STEP) -> sqlite3.Connection:
+        """This thread's connection, in a new transaction (``BEGIN IMMEDIATE`` to write, the
+        lock waited for in steps of ``step`` seconds)."""
         conn = self._connect()
-        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        self._write_lock.begin(conn, write, self._local, step)
         # What this thread has seen: wait_for_work compares against it to notice commits by
         # other processes (a cheap poll instead of a claim query). Only threads that wait for
         # work (workers) keep it: an enqueue saves the statement.
@@ -163,7 +167,7 @@ class SQLiteDriver(OffLoop, Driver):
         """``Driver.task_insert_alone`` (a single enqueue) with no context manager between the
         caller and its four statements: the same ``task_insert`` in the same transaction as
         ``transaction()`` makes, the wake-up after the commit."""
-        conn = self._begin(True)
+        conn = self._begin(True, QUICK_STEP)
         try:
             row, created = self.task_insert(_Tx(conn, self.sql), new)
         except BaseException as exc:
