@@ -100,8 +100,12 @@ def test_racing_schedulers_enqueue_each_window_once(store: Any) -> None:
     # them counted), then each live second's window with no gap and no repeat
     seconds = app.cron_windows("every_second", limit=10_000)[::-1]
     skipped = [r for r in seconds if r["state"] == "skipped"]
-    assert len(skipped) == 100
-    missed = skipped[0]["earlier_skipped"] + 100 + 50  # 600, plus the seconds racers took
+    # one catch-up plan records 100; racers whose passes read the database clock in different
+    # seconds (a loaded machine, the pooler) plan from different nows, and the newest plan's
+    # oldest skipped window or the oldest plan's newest run window may be recorded skipped by
+    # the other: a few more, never fewer (seen: 101 through PgBouncer under CI's load)
+    assert 100 <= len(skipped) <= 100 + 10, len(skipped)
+    missed = skipped[0]["earlier_skipped"] + len(skipped) + 50  # 600, plus the racers' start
     assert 600 <= missed <= 600 + 90  # to start
     assert len(seconds) >= 150 + int(SECONDS) - 1
     gaps = {b["window"] - a["window"] for a, b in zip(seconds, seconds[1:], strict=False)}
