@@ -98,3 +98,71 @@ def test_a_writer_gives_up_after_the_busy_timeout_and_writes_nothing(url: str) -
         holder.join()
         assert 0.2 <= waited < 0.9, waited
         assert app.list() == []
+
+
+def test_threads_of_one_process_take_turns_and_only_one_polls(url: str) -> None:
+    """Eight threads of one process wait behind another process's lock: one of them tries
+    SQLite again and again, the others queue on the process's own lock (no GIL convoy of
+    sleeping pollers), and each then begins at its first try."""
+    driver = SQLiteDriver(url)
+    tries: dict[int, list[str]] = {i: [] for i in range(8)}
+    ready = threading.Barrier(9)
+
+    def write(i: int) -> None:
+        conn = driver._connect()
+        conn.set_trace_callback(lambda sql: tries[i].append(sql))
+        ready.wait(5)
+        with driver.transaction():
+            pass
+
+    try:
+        held = threading.Event()
+        holder = _hold_lock(url, 0.3, held)
+        held.wait(5)
+        threads = [threading.Thread(target=write, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        ready.wait(5)
+        for t in threads:
+            t.join(10)
+        holder.join()
+        begins = sorted(len([s for s in t if s == "BEGIN IMMEDIATE"]) for t in tries.values())
+        assert begins[:7] == [1] * 7, begins
+        assert begins[7] >= 10, begins
+    finally:
+        driver.close()
+
+
+def test_the_process_lock_is_given_back_when_a_transaction_fails(url: str) -> None:
+    driver = SQLiteDriver(url, busy_timeout=5.0)
+    try:
+        with pytest.raises(ZeroDivisionError), driver.transaction():
+            1 / 0  # noqa: B018
+        done: list[float] = []
+
+        def other() -> None:
+            t0 = time.monotonic()
+            with driver.transaction():
+                done.append(time.monotonic() - t0)
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join(10)
+        assert done and done[0] < 1.0, done
+    finally:
+        driver.close()
+
+
+def test_a_write_inside_a_write_on_one_thread_fails_at_once(url: str) -> None:
+    driver = SQLiteDriver(url, busy_timeout=5.0)
+    try:
+        t0 = time.monotonic()
+        with driver.transaction():
+            with pytest.raises(sqlite3.OperationalError, match="within a transaction"):
+                with driver.transaction():
+                    pass  # pragma: no cover
+        assert time.monotonic() - t0 < 1.0
+        with driver.transaction():  # the lock was given back once
+            pass
+    finally:
+        driver.close()

@@ -142,26 +142,39 @@ class SQLiteDriver(OffLoop, Driver):
         try:
             yield _Tx(conn, self.sql)
         except BaseException as exc:
-            self._rollback(conn, exc)
+            self._end(conn, write, exc)
             raise
         else:
-            conn.execute("COMMIT")
+            self._end(conn, write)
 
     def _begin(self, write: bool, step: float = STEP) -> sqlite3.Connection:
-        """This thread's connection, in a new transaction (``BEGIN IMMEDIATE`` to write, the
-        lock waited for in steps of ``step`` seconds)."""
+        """This thread's connection, in a new transaction (``BEGIN IMMEDIATE`` to write, under
+        the process's write lock, SQLite's waited for in steps of ``step`` seconds: ``_end``
+        gives it back)."""
         conn = self._connect()
         self._write_lock.begin(conn, write, self._local, step)
         # What this thread has seen: wait_for_work compares against it to notice commits by
         # other processes (a cheap poll instead of a claim query). Only threads that wait for
         # work (workers) keep it: an enqueue saves the statement.
         if getattr(self._local, "watching", False):
-            self._local.seen = conn.execute("PRAGMA data_version").fetchone()[0]
+            try:
+                self._local.seen = conn.execute("PRAGMA data_version").fetchone()[0]
+            except BaseException as exc:
+                self._end(conn, write, exc)
+                raise
         return conn
 
-    def _rollback(self, conn: sqlite3.Connection, exc: BaseException) -> None:
-        conn.execute("ROLLBACK")
-        self._raise_schema_missing(exc)
+    def _end(self, conn: sqlite3.Connection, write: bool, exc: BaseException | None = None) -> None:
+        """COMMIT, or ROLLBACK after ``exc``; then a write gives the process's lock back."""
+        try:
+            if exc is None:
+                conn.execute("COMMIT")
+            else:
+                conn.execute("ROLLBACK")
+                self._raise_schema_missing(exc)
+        finally:
+            if write:
+                self._write_lock.release()
 
     def task_insert_alone(self, new: NewTask) -> tuple[Row, bool]:
         """``Driver.task_insert_alone`` (a single enqueue) with no context manager between the
@@ -171,9 +184,9 @@ class SQLiteDriver(OffLoop, Driver):
         try:
             row, created = self.task_insert(_Tx(conn, self.sql), new)
         except BaseException as exc:
-            self._rollback(conn, exc)
+            self._end(conn, True, exc)
             raise
-        conn.execute("COMMIT")
+        self._end(conn, True)
         if created:
             self._wakeup.set()
         return row, created
