@@ -5,6 +5,7 @@
     python bench/sqlite_enqueue.py --n 5000 --sync OFF  # the cost without the fsync
     python bench/sqlite_enqueue.py --frames             # WAL frames per commit (no checkpoint)
     python bench/sqlite_enqueue.py --floor --rounds 3   # the statements alone, against huey's
+    python bench/sqlite_enqueue.py --variants --rounds 5  # the same on schema variants
 
 ``--floor`` runs, in interleaved rounds on fresh files, the statements alone in a bare
 ``sqlite3`` loop (no jobtrail Python): huey's shape (one row in a four-column table with one
@@ -12,6 +13,9 @@ index, what ``SqliteHuey.enqueue`` writes), jobtrail's task insert alone, and jo
 enqueue (``task_insert``, ``task_inserted``, ``transition_insert_created``, read from the
 library's own SQL); then ``app.enqueue`` itself. Each is one ``BEGIN IMMEDIATE`` ... ``COMMIT``
 with the library's pragmas: what a single enqueue can cost with this schema before any Python.
+``--variants`` runs ``task + log`` also on scratch copies of the schema changed step by step
+(``VARIANTS``: the transitions ``WITHOUT ROWID`` keyed by (task_id, seq), then no
+AUTOINCREMENT on the tasks, then no index on the transitions' ``at``): what each would buy.
 
 ``--sync OFF`` is a measuring aid only (``JOBTRAIL_SQLITE_SYNCHRONOUS`` accepts FULL, EXTRA and
 NORMAL; the script sets the pragma on the App's connection after it opens): the difference
@@ -83,8 +87,51 @@ def run(n: int, sync: str, frames: bool, folder: Path) -> dict[str, Any]:
     return out
 
 
-def floor(n: int, sync: str, rounds: int, folder: Path) -> None:
-    """``--floor``: the statements alone against huey's shape, then ``app.enqueue``."""
+#: ``--variants``: the schema changes tried on top of each other for ``task + log``, as text
+#: substitutions of the migrated schema (never applied to a real store)
+VARIANTS: dict[str, list[tuple[str, str, str | None]]] = {
+    "log WITHOUT ROWID": [
+        ("TABLE jobtrail_transitions", "id             INTEGER PRIMARY KEY AUTOINCREMENT,\n", ""),
+        ("TABLE jobtrail_transitions", "UNIQUE (task_id, seq)\n)",
+         "PRIMARY KEY (task_id, seq)\n) WITHOUT ROWID"),
+    ],
+    "+ no AUTOINCREMENT": [
+        ("TABLE jobtrail_tasks", "INTEGER PRIMARY KEY AUTOINCREMENT", "INTEGER PRIMARY KEY"),
+    ],
+    "+ no at index": [("INDEX jobtrail_transitions_at", "", None)],  # None: leave it out
+}  # fmt: skip
+
+
+def variant_schema(template: Path, upto: str) -> list[str]:
+    """The migrated schema of ``template`` with the ``VARIANTS`` up to ``upto`` applied."""
+    conn = sqlite3.connect(template)
+    try:
+        statements = [
+            r[0]
+            for r in conn.execute(
+                "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE "
+                "'sqlite_%' ORDER BY rowid"
+            )
+        ]
+    finally:
+        conn.close()
+    names = list(VARIANTS)
+    for name in names[: names.index(upto) + 1]:
+        for target, old, new in VARIANTS[name]:
+            hit = [s for s in statements if f"CREATE {target}" in s]
+            if not hit or (new is not None and old not in hit[0]):
+                raise SystemExit(f"variant {name!r}: {target} is not as expected")
+            i = statements.index(hit[0])
+            if new is None:
+                del statements[i]
+            else:
+                statements[i] = hit[0].replace(old, new)
+    return statements
+
+
+def floor(n: int, sync: str, rounds: int, folder: Path, variants: bool = False) -> None:
+    """``--floor``: the statements alone against huey's shape, then ``app.enqueue``;
+    ``--variants``: ``task + log`` on the schema variants too, instead of ``app.enqueue``."""
     from jobtrail.store import queries
 
     sql = queries.load("sqlite")
@@ -112,11 +159,20 @@ def floor(n: int, sync: str, rounds: int, folder: Path) -> None:
         )
 
     shapes: dict[str, Any] = {"huey's row": huey, "task row": task_only, "task + log": enqueue}
-    results: dict[str, list[float]] = {name: [] for name in [*shapes, "app.enqueue"]}
+    if variants:
+        template = folder / "template.db"
+        jobtrail.App(f"sqlite:///{template}").migrate()
+        shapes.update({name: enqueue for name in VARIANTS})
+    last = [] if variants else ["app.enqueue"]
+    results: dict[str, list[float]] = {name: [] for name in [*shapes, *last]}
     for r in range(rounds):
-        for name, statements in shapes.items():
-            path = folder / f"floor-{r}-{len(results[name])}-{name[:4]}.db"
-            if name == "huey's row":
+        for k, (name, statements) in enumerate(shapes.items()):
+            path = folder / f"floor-{r}-{k}.db"
+            if name in VARIANTS:
+                conn = sqlite3.connect(path, isolation_level=None)
+                for statement in variant_schema(template, name):
+                    conn.execute(statement)
+            elif name == "huey's row":
                 conn = sqlite3.connect(path, isolation_level=None)
                 conn.execute(
                     "CREATE TABLE task (id INTEGER NOT NULL PRIMARY KEY, queue TEXT NOT NULL, "
@@ -136,13 +192,14 @@ def floor(n: int, sync: str, rounds: int, folder: Path) -> None:
                 conn.execute("COMMIT")
             results[name].append((time.perf_counter() - t0) / n * 1e6)
             conn.close()
-        results["app.enqueue"].append(run(n, sync, False, folder)["wall_us"])
+        if not variants:
+            results["app.enqueue"].append(run(n, sync, False, folder)["wall_us"])
     huey_us = statistics.median(results["huey's row"])
     print(f"single enqueue, one commit each, synchronous={sync}, n={n}, median of {rounds}")
-    print(f"{'what':<14}{'us/enqueue':>12}{'per second':>12}{'vs huey':>9}")
+    print(f"{'what':<20}{'us/enqueue':>12}{'per second':>12}{'vs huey':>9}")
     for name, values in results.items():
         us = statistics.median(values)
-        print(f"{name:<14}{us:>12.1f}{1e6 / us:>12,.0f}{huey_us / us:>8.2f}x")
+        print(f"{name:<20}{us:>12.1f}{1e6 / us:>12,.0f}{huey_us / us:>8.2f}x")
 
 
 def main() -> None:
@@ -153,10 +210,11 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="folder for the file (default: a temp dir)")
     parser.add_argument("--floor", action="store_true", help="the statements alone, vs huey's")
     parser.add_argument("--rounds", type=int, default=3, help="--floor: interleaved rounds")
+    parser.add_argument("--variants", action="store_true", help="--floor on schema variants")
     args = parser.parse_args()
-    if args.floor:
+    if args.floor or args.variants:
         with tempfile.TemporaryDirectory(dir=args.dir or os.environ.get("TMPDIR")) as tmp:
-            floor(args.n, args.sync, args.rounds, Path(tmp))
+            floor(args.n, args.sync, args.rounds, Path(tmp), args.variants)
         return
     if args.dir:
         folder = Path(args.dir)
