@@ -103,7 +103,10 @@ HANDLERS: dict[str, tuple[Callable[[Any, Any], Any], str, str, str]] = {
 
 def test_a_handlers_hostile_values_end_alike_and_stay_readable(app: jobtrail.App) -> None:
     for kind, (handler, *_) in HANDLERS.items():
-        app.task(kind, max_attempts=2, backoff_base=60)(handler)
+        # full jitter draws the first retry's wait from 0 up to the base: a base of a day
+        # keeps a retried task from coming due again within this burst run (60 s did not:
+        # through PgBouncer under CI's load one ran its second attempt and died)
+        app.task(kind, max_attempts=2, backoff_base=86_400, backoff_cap=86_400)(handler)
     ids = {kind: app.enqueue(kind).id for kind in HANDLERS}
     app.run_worker(burst=True, concurrency=2, poll_interval=0.05)
     for kind, (_, state, reason, says) in HANDLERS.items():
