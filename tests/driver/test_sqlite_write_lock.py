@@ -7,7 +7,9 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +23,20 @@ def url(tmp_path: Path) -> str:
     with jobtrail.App(url) as app:
         app.migrate()
     return url
+
+
+@pytest.fixture
+def make_driver(url: str) -> Iterator[Callable[..., SQLiteDriver]]:
+    """SQLite drivers on ``url`` (options as ``SQLiteDriver`` takes them), closed at the end."""
+    made: list[SQLiteDriver] = []
+
+    def make(**options: Any) -> SQLiteDriver:
+        made.append(SQLiteDriver(url, **options))
+        return made[-1]
+
+    yield make
+    for driver in made:
+        driver.close()
 
 
 def _hold_lock(url: str, seconds: float, held: threading.Event) -> threading.Thread:
@@ -41,48 +57,46 @@ def _hold_lock(url: str, seconds: float, held: threading.Event) -> threading.Thr
     return thread
 
 
-def test_a_waiting_writer_tries_again_in_short_steps(url: str) -> None:
-    driver = SQLiteDriver(url)
-    try:
-        conn = driver._connect()
-        tries: list[str] = []
-        conn.set_trace_callback(lambda sql: tries.append(sql))
-        held = threading.Event()
-        holder = _hold_lock(url, 0.3, held)
-        held.wait(5)
-        t0 = time.monotonic()
-        with driver.transaction() as tx:
-            waited = time.monotonic() - t0
-            assert tx.conn.in_transaction
-        holder.join()
-        begins = [s for s in tries if s == "BEGIN IMMEDIATE"]
-        # SQLite's own busy handler retries inside one statement (one BEGIN in the trace,
-        # then sleeps of up to 100 ms); here each try is a statement of its own, about 1 ms
-        # apart: ~300 in 0.3 s, and at least 10 even on a machine whose sleeps take 20 ms
-        assert waited >= 0.25, waited
-        assert len(begins) >= 10, (len(begins), waited)
-    finally:
-        driver.close()
+def test_a_waiting_writer_tries_again_in_short_steps(
+    url: str, make_driver: Callable[..., SQLiteDriver]
+) -> None:
+    driver = make_driver()
+    conn = driver._connect()
+    tries: list[str] = []
+    conn.set_trace_callback(lambda sql: tries.append(sql))
+    held = threading.Event()
+    holder = _hold_lock(url, 0.3, held)
+    held.wait(5)
+    t0 = time.monotonic()
+    with driver.transaction() as tx:
+        waited = time.monotonic() - t0
+        assert tx.conn.in_transaction
+    holder.join()
+    begins = [s for s in tries if s == "BEGIN IMMEDIATE"]
+    # SQLite's own busy handler retries inside one statement (one BEGIN in the trace,
+    # then sleeps of up to 100 ms); here each try is a statement of its own, about 1 ms
+    # apart: ~300 in 0.3 s, and at least 10 even on a machine whose sleeps take 20 ms
+    assert waited >= 0.25, waited
+    assert len(begins) >= 10, (len(begins), waited)
 
 
-def test_reads_keep_the_busy_timeout_and_writes_step(url: str) -> None:
-    driver = SQLiteDriver(url, busy_timeout=7.0)
-    try:
-        conn = driver._connect()
+def test_reads_keep_the_busy_timeout_and_writes_step(
+    make_driver: Callable[..., SQLiteDriver],
+) -> None:
+    driver = make_driver(busy_timeout=7.0)
+    conn = driver._connect()
 
-        def timeout() -> int:
-            return int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+    def timeout() -> int:
+        return int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
 
-        with driver.transaction(write=False):
-            assert timeout() == 7000
-        with driver.transaction():
-            assert timeout() == 0
-        with driver.transaction():
-            assert timeout() == 0
-        with driver.transaction(write=False):
-            assert timeout() == 7000
-    finally:
-        driver.close()
+    with driver.transaction(write=False):
+        assert timeout() == 7000
+    with driver.transaction():
+        assert timeout() == 0
+    with driver.transaction():
+        assert timeout() == 0
+    with driver.transaction(write=False):
+        assert timeout() == 7000
 
 
 def test_a_writer_gives_up_after_the_busy_timeout_and_writes_nothing(url: str) -> None:
@@ -100,11 +114,13 @@ def test_a_writer_gives_up_after_the_busy_timeout_and_writes_nothing(url: str) -
         assert app.list() == []
 
 
-def test_threads_of_one_process_take_turns_and_only_one_polls(url: str) -> None:
+def test_threads_of_one_process_take_turns_and_only_one_polls(
+    url: str, make_driver: Callable[..., SQLiteDriver]
+) -> None:
     """Eight threads of one process wait behind another process's lock: one of them tries
     SQLite again and again, the others queue on the process's own lock (no GIL convoy of
     sleeping pollers), and each then begins at its first try."""
-    driver = SQLiteDriver(url)
+    driver = make_driver()
     tries: dict[int, list[str]] = {i: [] for i in range(8)}
     ready = threading.Barrier(9)
 
@@ -115,54 +131,49 @@ def test_threads_of_one_process_take_turns_and_only_one_polls(url: str) -> None:
         with driver.transaction():
             pass
 
-    try:
-        held = threading.Event()
-        holder = _hold_lock(url, 0.3, held)
-        held.wait(5)
-        threads = [threading.Thread(target=write, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        ready.wait(5)
-        for t in threads:
-            t.join(10)
-        holder.join()
-        begins = sorted(len([s for s in t if s == "BEGIN IMMEDIATE"]) for t in tries.values())
-        assert begins[:7] == [1] * 7, begins
-        assert begins[7] >= 10, begins
-    finally:
-        driver.close()
+    held = threading.Event()
+    holder = _hold_lock(url, 0.3, held)
+    held.wait(5)
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    ready.wait(5)
+    for t in threads:
+        t.join(10)
+    holder.join()
+    begins = sorted(len([s for s in t if s == "BEGIN IMMEDIATE"]) for t in tries.values())
+    assert begins[:7] == [1] * 7, begins
+    assert begins[7] >= 10, begins
 
 
-def test_the_process_lock_is_given_back_when_a_transaction_fails(url: str) -> None:
-    driver = SQLiteDriver(url, busy_timeout=5.0)
-    try:
-        with pytest.raises(ZeroDivisionError), driver.transaction():
-            1 / 0  # noqa: B018
-        done: list[float] = []
+def test_the_process_lock_is_given_back_when_a_transaction_fails(
+    make_driver: Callable[..., SQLiteDriver],
+) -> None:
+    driver = make_driver(busy_timeout=5.0)
+    with pytest.raises(ZeroDivisionError), driver.transaction():
+        1 / 0  # noqa: B018
+    done: list[float] = []
 
-        def other() -> None:
-            t0 = time.monotonic()
-            with driver.transaction():
-                done.append(time.monotonic() - t0)
-
-        thread = threading.Thread(target=other)
-        thread.start()
-        thread.join(10)
-        assert done and done[0] < 1.0, done
-    finally:
-        driver.close()
-
-
-def test_a_write_inside_a_write_on_one_thread_fails_at_once(url: str) -> None:
-    driver = SQLiteDriver(url, busy_timeout=5.0)
-    try:
+    def other() -> None:
         t0 = time.monotonic()
         with driver.transaction():
-            with pytest.raises(sqlite3.OperationalError, match="within a transaction"):
-                with driver.transaction():
-                    pass  # pragma: no cover
-        assert time.monotonic() - t0 < 1.0
-        with driver.transaction():  # the lock was given back once
-            pass
-    finally:
-        driver.close()
+            done.append(time.monotonic() - t0)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    thread.join(10)
+    assert done and done[0] < 1.0, done
+
+
+def test_a_write_inside_a_write_on_one_thread_fails_at_once(
+    make_driver: Callable[..., SQLiteDriver],
+) -> None:
+    driver = make_driver(busy_timeout=5.0)
+    t0 = time.monotonic()
+    with driver.transaction():
+        with pytest.raises(sqlite3.OperationalError, match="within a transaction"):
+            with driver.transaction():
+                pass  # pragma: no cover
+    assert time.monotonic() - t0 < 1.0
+    with driver.transaction():  # the lock was given back once
+        pass
