@@ -10,6 +10,7 @@ committing, so a test leaves the store as it found it."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -151,6 +152,43 @@ def test_wake_ups(world: dict[str, Any]) -> None:
     with d.transaction() as tx:
         d.notify_queued(tx, "default")
     assert d.is_outage(ValueError("no")) is False
+
+
+@covers("idle_register", "idle_unregister", "take_handed")
+def test_idle_registry_and_handed_tasks(world: dict[str, Any]) -> None:
+    """A registered idle owner is handed the next single enqueue it could claim (PostgreSQL
+    with a LISTEN connection); elsewhere the registry does nothing."""
+    app: jobtrail.App = world["app"]
+    d: Driver = world["d"]
+    assert d.take_handed(OWNER) == []
+    with d.transaction() as tx:  # the world's queued task would stop a hand-off: run it off
+        transition.claim(d, tx, claim())
+    if not d.hands_off:
+        d.idle_register(OWNER, ["default"], ["k"], None)
+        assert d.idle_unregister(OWNER) is None
+        assert app.get(app.enqueue("k", {"n": 3}).id).state == "queued"
+        return
+    assert d.check_wakeups() is True  # the listener is up and holds the driver's lock
+    d.idle_register(OWNER, ["default"], ["k"], "v1")
+    task = app.enqueue("k", {"n": 3})
+    row = app.get(task.id)
+    assert (row.state, row.attempts) == ("leased", 1)
+    deadline = time.monotonic() + 5
+    handed: list[dict[str, Any]] = []
+    while not handed and time.monotonic() < deadline:
+        handed = d.take_handed(OWNER)
+        time.sleep(0.005)
+    assert [(str(r["id"]), r["lease_owner"], r["attempts"]) for r in handed] == [
+        (task.id, OWNER, 1)
+    ]
+    assert handed[0]["payload"] == {"n": 3}
+    assert isinstance(handed[0]["lease_expires_at"], datetime)
+    assert d.take_handed(OWNER) == []  # taken once
+    assert d.take_handed("someone-else") == []
+    assert d.idle_unregister(OWNER) == int(task.id)
+    assert d.idle_unregister(OWNER) is None  # gone
+    # not registered: the next one is queued as before
+    assert app.get(app.enqueue("k", {"n": 4}).id).state == "queued"
 
 
 # -- tasks: the state writers (called through transition.py elsewhere) ---------------------------

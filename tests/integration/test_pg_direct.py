@@ -35,9 +35,10 @@ def test_single_enqueue_runs_the_prepared_statement_on_the_express_connection(
     task = app.enqueue("k", {"a": 1})
     express = _driver(app)._express
     assert express.conn is not None
-    assert "jobtrail_task_insert" in _prepared_on(express.conn)
-    assert b"jobtrail_task_insert" in express.prepared
-    # still the same connection and statement for the next ones
+    # the first looks at the idle registry (none registered): the hand-off's statement
+    assert "jobtrail_task_insert_handoff" in _prepared_on(express.conn)
+    assert b"jobtrail_task_insert_handoff" in express.prepared
+    # still the same connection for the next ones
     conn = express.conn
     more = [app.enqueue("k", {"i": i}) for i in range(3)]
     assert express.conn is conn
@@ -98,5 +99,8 @@ def test_a_connection_killed_under_the_express_insert_is_replaced(pg: Store) -> 
     assert driver._express.conn is None and dead.closed
     again = app.enqueue("k", {"n": 2})
     assert driver._express.conn is not None and driver._express.conn is not dead
-    assert "jobtrail_task_insert" in _prepared_on(driver._express.conn)
+    assert _prepared_on(driver._express.conn) & {
+        "jobtrail_task_insert",
+        "jobtrail_task_insert_handoff",
+    }
     assert [t.id for t in app.list(kind="k", limit=10)][::-1] == [first.id, again.id]

@@ -153,6 +153,32 @@ class Driver(Statements, Reads, abc.ABC):
     #: by polling (PostgreSQL behind a transaction pooler without a ``listen_url``).
     polls_only = False
 
+    # -- the hand-off to idle workers (PostgreSQL with a LISTEN connection; 0018) -----------
+    #: True when a single enqueue may hand its task straight to an idle worker of this store
+    #: that registered itself (``idle_register``): it is inserted leased to that worker, which
+    #: gets it from ``take_handed`` without a claim (docs/design_idle_handoff.md).
+    hands_off = False
+    #: How many times this driver's LISTEN connection has (re)connected: a notification sent
+    #: while it was away is lost, so a worker registered before a change must look for itself.
+    listen_epoch = 0
+
+    def idle_register(
+        self, owner: str, queues: Sequence[str], kinds: Sequence[str], version: str | None
+    ) -> None:
+        """Register worker ``owner`` as idle (or again, after its handed task), serving
+        ``queues`` and ``kinds``: the next task a single enqueue could hand over may be
+        leased to it. A no-op where nothing is handed over."""
+
+    def idle_unregister(self, owner: str) -> int | None:
+        """Remove ``owner``'s registration; the id of the task handed to it since it registered
+        (leased to it, whether or not its notification arrived), or ``None``."""
+        return None
+
+    def take_handed(self, owner: str) -> list[Row]:
+        """The tasks handed to ``owner`` whose notifications arrived since the last call, as
+        a claim returns them (the rows are leased to ``owner``, attempt 1)."""
+        return []
+
     def check_wakeups(self, timeout: float = 3.0) -> bool | None:
         """Whether a wake-up sent through the store reaches this driver's listener (``None``
         when it has none to check)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import logging
 import threading
 import time
@@ -38,6 +39,33 @@ class Handlers(Outcomes):
         with self._running_lock:
             self.running[attempt.task_id] = attempt
         return attempt
+
+    def _start_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Start the attempts of claimed (or handed) task rows."""
+        traces = self._traces(rows) if rows and tracing.recording() else None
+        for row in rows:
+            attempt = self._attempt(row)
+            if traces is not None:
+                attempt.traced = True
+                attempt.trace = traces.get(row["id"])
+            self._start(attempt)
+
+    def _traces(self, rows: list[dict[str, Any]]) -> dict[int, dict[str, str]]:
+        """The trace contexts stored with the claimed tasks (one read, only when tracing)."""
+        try:
+            with self.driver.transaction(write=False) as tx:
+                found = self.driver.trace_contexts(
+                    tx, ids=self.driver._list([r["id"] for r in rows])
+                )
+        except Exception as exc:  # the attempts run all the same, in traces of their own
+            log.warning("reading trace contexts failed: %s", type(exc).__name__)
+            return {}
+        out = {}
+        for r in found:
+            trace = json.loads(r["trace"]) if isinstance(r["trace"], str) else r["trace"]
+            if isinstance(trace, dict):
+                out[r["task_id"]] = {str(k): str(v) for k, v in trace.items()}
+        return out
 
     def _start(self, attempt: Attempt) -> None:
         if attempt.spec.is_async:

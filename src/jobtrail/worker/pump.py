@@ -17,7 +17,6 @@ PostgreSQL, one transaction — one fsync — on SQLite) and only then frees the
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import signal
@@ -27,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ..core import tracing, transition
+from ..core import transition
 from ..core.context import Attempt
 from ..model.machine import State
 from ..services.outbox import dispatch
@@ -35,7 +34,7 @@ from ..services.retention import prune_retained
 from ..services.sweeper import sweep
 from ..store.base import Claim
 from . import logs
-from .lease import LeaseRenewal
+from .handoff import IdleHandOff
 from .options import Collaborators, ProvidesCollaborators, WorkerOptions, make_owner_id
 from .pool import _Completions, _HandlerPool
 from .prefetch import Prefetch
@@ -43,7 +42,7 @@ from .prefetch import Prefetch
 log = logging.getLogger("jobtrail.worker")
 
 
-class Worker(LeaseRenewal):
+class Worker(IdleHandOff):
     def __init__(
         self, given: Collaborators | ProvidesCollaborators, options: WorkerOptions
     ) -> None:
@@ -75,6 +74,7 @@ class Worker(LeaseRenewal):
         #: seconds until the next slot of a rate-limited queue the last claim found due work in
         self._slot: float | None = None
         self._kinds = [name for name, spec in collab.kinds.items() if spec.handler is not None]
+        self._init_handoff()
 
     # -- control -----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -106,6 +106,7 @@ class Worker(LeaseRenewal):
         pruner = self._start_retention()
         try:
             self._claim_loop()
+            self._leave_registry()  # what was handed to us meanwhile runs in the grace
             self._drain(self.options.grace)
         finally:
             # Successes handed over from now on are written one by one by their own threads.
@@ -194,6 +195,7 @@ class Worker(LeaseRenewal):
             # starts before the sweep's round trips.
             if burst and time.monotonic() >= next_sweep:
                 next_sweep = self._sweep()
+            self._take_handed()  # tasks handed to us at their enqueue hold slots from now
             done = self._completions.take()
             with self._running_lock:
                 # Read before claiming: a handler that finishes during the claim may release
@@ -201,7 +203,7 @@ class Worker(LeaseRenewal):
                 busy_before = len(self.running) - len(done)
                 ahead = self._prefetch.room(self.running.values(), time.monotonic())
             room = self.options.concurrency + ahead
-            free = room - busy_before if self._kinds else 0
+            free = self._kept_slot(room - busy_before) if self._kinds else 0
             claimed = 0
             if done or free > 0:
                 try:
@@ -220,8 +222,12 @@ class Worker(LeaseRenewal):
             slot = self._slot  # a rate-limited queue's next slot, seconds (None: no such wait)
             if burst and claimed == 0 and busy_before == 0 and slot is None:
                 return
+            if claimed and self._armed:
+                self._leave_registry()  # busy now: no slot kept for a hand-off
             if (claimed and claimed == free) or self._completions.waiting():
                 continue  # there may be more due work, or successes to write: go again at once
+            if not claimed and not burst:
+                self._register_if_idle()
             wait = min(self.options.poll_interval, max(0.01, next_sweep - time.monotonic()))
             self.driver.wait_for_work(wait if slot is None else min(wait, max(0.005, slot)))
 
@@ -282,31 +288,8 @@ class Worker(LeaseRenewal):
             self._release(completed)
             # The guard failed (a cancel was requested, or the lease was lost): decide alone.
             self._settle_alone([a for a in done if a.task_id not in moved])
-        traces = self._traces(rows) if rows and tracing.recording() else None
-        for row in rows:
-            attempt = self._attempt(row)
-            if traces is not None:
-                attempt.traced = True
-                attempt.trace = traces.get(row["id"])
-            self._start(attempt)
+        self._start_rows(rows)
         return len(rows)
-
-    def _traces(self, rows: list[dict[str, Any]]) -> dict[int, dict[str, str]]:
-        """The trace contexts stored with the claimed tasks (one read, only when tracing)."""
-        try:
-            with self.driver.transaction(write=False) as tx:
-                found = self.driver.trace_contexts(
-                    tx, ids=self.driver._list([r["id"] for r in rows])
-                )
-        except Exception as exc:  # the attempts run all the same, in traces of their own
-            log.warning("reading trace contexts failed: %s", type(exc).__name__)
-            return {}
-        out = {}
-        for r in found:
-            trace = json.loads(r["trace"]) if isinstance(r["trace"], str) else r["trace"]
-            if isinstance(trace, dict):
-                out[r["task_id"]] = {str(k): str(v) for k, v in trace.items()}
-        return out
 
     def _complete_and_claim(
         self, pairs: list[tuple[int, int]], free: int, results: dict[int, str]

@@ -149,6 +149,8 @@ class _Tx:
         # on a connection kept outside the pool: its holder (the single insert runs there
         # through direct.py)
         self.own = own
+        # a single enqueue on its own: its insert may hand the task to an idle worker
+        self.handoff = False
         # Our own connections run with TimeZone UTC (``_configure``): their times arrive in
         # UTC already. A caller's connection may have any time zone: convert.
         self.decode = _identity if utc else _decode

@@ -28,6 +28,7 @@ _PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 _DECODERS: dict[int, Callable[[bytes], Any]] = {
     20: lambda b: int.from_bytes(b, "big", signed=True),  # int8
     23: lambda b: int.from_bytes(b, "big", signed=True),  # int4
+    16: lambda b: b == b"\x01",  # bool
     25: lambda b: b.decode("utf-8"),  # text
     1184: lambda b: _PG_EPOCH + timedelta(microseconds=int.from_bytes(b, "big", signed=True)),
 }

@@ -54,13 +54,14 @@ from .connection import (
     schema_missing,
 )
 from .direct import DirectStatement
+from .handoff import HandOff
 from .insert import insert_statement, int_array, text_array
 from .listen import Listening, listen_url_for
 
 log = logging.getLogger("jobtrail.store")
 
 
-class PostgresDriver(Checkout, Listening, Driver):
+class PostgresDriver(Checkout, Listening, HandOff, Driver):
     dialect = "postgres"
     logs_in_statement = True
     claims_in_one_statement = True
@@ -111,6 +112,9 @@ class PostgresDriver(Checkout, Listening, Driver):
         self._pinned = threading.local()
         self._express = _Holder()
         self._direct_insert = DirectStatement("jobtrail_task_insert", self.sql["task_insert"])
+        self._direct_handoff = DirectStatement(
+            "jobtrail_task_insert_handoff", self.sql["task_insert_handoff"]
+        )
         self._express_lock = threading.Lock()
         self._own_all: list[psycopg.Connection[Any]] = []
         # when a connection of this pool was last found broken: the idle ones are suspect
@@ -149,6 +153,7 @@ class PostgresDriver(Checkout, Listening, Driver):
         self._listening = threading.Event()
         self._heard = threading.Event()
         self._probe: str | None = None
+        self._init_handoff()
 
     # -- transactions --------------------------------------------------------------------------
     @contextmanager
@@ -318,24 +323,34 @@ class PostgresDriver(Checkout, Listening, Driver):
     def _inserted(self, tx: Any, params: dict[str, Any]) -> tuple[int, datetime, datetime] | None:
         # the insert returns only what the database generated (RETURNING * and its decoding
         # cost more than the insert itself); on a connection of our own, through libpq
-        # directly (postgres/direct.py: a fifth of psycopg's client CPU)
+        # directly (postgres/direct.py: a fifth of psycopg's client CPU). A single enqueue on
+        # its own may hand the task to an idle worker (task_insert_handoff, handoff.py).
+        name, direct = "task_insert", self._direct_insert
+        if tx.handoff:
+            name, direct = "task_insert_handoff", self._direct_handoff
         values = None
         if tx.own is not None:
             try:
-                values = self._direct_insert.values(params)
+                values = direct.values(params)
             except ValueError:  # text libpq cannot carry: psycopg's path names the problem
                 pass
         if values is None:
-            got = tx.first("task_insert", params)
+            got = tx.first(name, params)
         else:
             # behind a transaction pooler: an unnamed statement (PQexecParams), one round trip
             prepared = None if self._pooled else tx.own.prepared
-            got = self._direct_insert.first(tx.conn, prepared, values)
-        return None if got is None else (got[0], got[1], got[2])
+            got = direct.first(tx.conn, prepared, values)
+        if got is None:
+            return None
+        if tx.handoff:
+            self._saw_idle(bool(got[3]))
+        return got[0], got[1], got[2]
 
     def task_insert_alone(self, new: NewTask) -> tuple[Row, bool]:
-        # one round trip: insert, transition and NOTIFY in one autocommit statement
+        # one round trip: insert, transition and NOTIFY in one autocommit statement (or the
+        # hand-off to an idle worker: handoff.py)
         with self.single_statement() as tx:
+            tx.handoff = self._may_hand_off()
             return self.task_insert(tx, new)
 
     # pipelined: the server inserts one batch while the client validates the next

@@ -62,6 +62,10 @@ class Listening:
     _heard: threading.Event  # set once the listener heard check_wakeups' NOTIFY
     _probe: str | None  # the payload of that NOTIFY
     sql: dict[str, str]  # the named queries (``Driver.__init__``)
+    handoff_channel: str  # the hand-off's (handoff.py)
+    _listen_handoff: Callable[[psycopg.Connection[Any]], None]
+    _hold_handoff_lock: Callable[[psycopg.Connection[Any]], None]
+    _note_handed: Callable[[str], None]
 
     def wake(self) -> None:
         if not self._wakeup.is_set():  # set() takes the event's lock even when set already
@@ -157,6 +161,7 @@ class Listening:
                 with psycopg.connect(
                     self._listen_url, autocommit=True, **self._connect_kwargs
                 ) as conn:
+                    self._listen_handoff(conn)
                     conn.execute(f"LISTEN {CHANNEL}")
                     delay = 0.2
                     self._listening.set()
@@ -164,9 +169,12 @@ class Listening:
                     pinged = time.monotonic()
                     while not self._closed.is_set():
                         for note in conn.notifies(timeout=0.5, stop_after=1):
-                            if note.payload == self._probe:
+                            if note.channel == self.handoff_channel:
+                                self._note_handed(note.payload)
+                            elif note.payload == self._probe:
                                 self._heard.set()
                             self._wakeup.set()
+                        self._hold_handoff_lock(conn)
                         if self._watchdog is not None and time.monotonic() - pinged >= LISTEN_PING:
                             # a stalled stream brings no notification and no error: ask
                             self._watchdog.enter(conn)

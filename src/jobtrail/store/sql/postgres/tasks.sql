@@ -214,6 +214,101 @@ WITH ins AS (
 )
 SELECT id, created_at, run_at, pg_notify('jobtrail_queued', queue)::text AS notified FROM ins;
 
+-- name: task_insert_handoff
+-- task_insert for a single enqueue on its own (task_insert_alone), with the hand-off (0018,
+-- docs/design_idle_handoff.md): when the task would be claimed at once (queued and due now,
+-- no parent or idempotency key, its queue neither paused nor limited nor rated and with
+-- nothing else queued, so no order, priority or tenant turn is passed over) and a live idle
+-- worker serves its queue and kind (pick: the longest idle; live = its LISTEN session holds
+-- its advisory lock, which this transaction then cannot take), the task is inserted leased to
+-- that worker as a claim leases it, both edges are logged (enqueued, then claimed by the
+-- worker, at the same time), the worker's row is marked handed and its own channel is sent
+-- what the database generated and the payload (only the id and owner when that would not fit
+-- in NOTIFY's 8,000 bytes: the worker then reads the row; the rest of a handed row the worker
+-- knows from its kind: handoff.py). Otherwise it is task_insert. Returns what task_insert
+-- returns, and whether any worker is registered.
+WITH pick AS (
+    SELECT w.owner, w.channel, w.version
+    FROM jobtrail_idle_workers w
+    WHERE w.handed IS NULL
+      AND %(state)s::text = 'queued' AND %(parent_id)s::bigint IS NULL
+      AND %(idempotency_key)s::text IS NULL AND %(run_at)s::timestamptz IS NULL
+      AND COALESCE(%(delay)s::float8, 0) <= 0
+      AND %(queue)s::text = ANY(w.queues) AND %(kind)s::text = ANY(w.kinds)
+      AND NOT EXISTS (
+          SELECT 1 FROM jobtrail_queues q
+          WHERE q.name = %(queue)s::text
+            AND (q.paused OR q.limit_total IS NOT NULL OR q.limit_per_tenant IS NOT NULL
+                 OR q.rate_per_second IS NOT NULL OR q.rate_per_tenant IS NOT NULL))
+      AND NOT EXISTS (
+          SELECT 1 FROM jobtrail_tasks x WHERE x.state = 'queued' AND x.queue = %(queue)s::text)
+      AND NOT pg_try_advisory_xact_lock_shared(w.lock_key)
+    ORDER BY w.since
+    LIMIT 1
+    FOR UPDATE OF w SKIP LOCKED
+), ins AS (
+    INSERT INTO jobtrail_tasks (
+        kind, queue, tenant, state, payload, payload_hash, idempotency_key, priority,
+        max_attempts, lease_seconds, reentrant, run_at, parent_id, last_reason, seq,
+        budget_started_at, created_at, updated_at, lease_owner, lease_expires_at, attempts,
+        claimed_version)
+    SELECT
+        %(kind)s, %(queue)s, %(tenant)s,
+        CASE WHEN p.owner IS NULL THEN %(state)s::text ELSE 'leased' END,
+        %(payload)s::jsonb, %(payload_hash)s, %(idempotency_key)s::text, %(priority)s,
+        %(max_attempts)s, %(lease_seconds)s, %(reentrant)s,
+        COALESCE(%(run_at)s::timestamptz,
+                 now() + make_interval(secs => COALESCE(%(delay)s::float8, 0))),
+        %(parent_id)s::bigint,
+        CASE WHEN p.owner IS NULL THEN 'enqueued' ELSE 'claimed' END,
+        CASE WHEN p.owner IS NULL THEN 1 ELSE 2 END,
+        now(), now(), now(),
+        p.owner,
+        CASE WHEN p.owner IS NULL THEN NULL
+             ELSE now() + make_interval(secs => %(lease_seconds)s::float8) END,
+        CASE WHEN p.owner IS NULL THEN 0 ELSE 1 END,
+        p.version
+    FROM (SELECT 1) one LEFT JOIN pick p ON true
+    ON CONFLICT (tenant, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING id, queue, created_at, run_at, lease_owner, lease_expires_at, claimed_version
+), log AS (
+    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
+                                      attempt, at, data)
+    SELECT id, 1, NULL, %(state)s::text, 'enqueued', %(actor)s::text, 0, created_at,
+           %(data)s::jsonb
+    FROM ins
+    UNION ALL
+    SELECT id, 2, 'queued', 'leased', 'claimed', lease_owner, 1, created_at,
+           CASE WHEN claimed_version IS NULL THEN '{}'::jsonb
+                ELSE jsonb_build_object('version', claimed_version) END
+           || jsonb_build_object('waited', 0, 'handed', true)
+    FROM ins WHERE lease_owner IS NOT NULL
+), mark AS (
+    UPDATE jobtrail_idle_workers w SET handed = ins.id
+    FROM ins, pick WHERE w.owner = pick.owner
+)
+SELECT ins.id, ins.created_at, ins.run_at,
+       CASE WHEN p.owner IS NULL THEN pg_notify('jobtrail_queued', ins.queue)
+            -- the longest the JSON of the rest can be (each character escaped as \u0000)
+            WHEN octet_length(%(payload)s::text) + 6 * (octet_length(%(kind)s::text)
+                 + octet_length(%(queue)s::text) + octet_length(%(tenant)s::text)) <= 7000
+            THEN pg_notify(p.channel,
+                json_build_object('id', ins.id, 'lease_owner', ins.lease_owner,
+                                  'created_at', ins.created_at, 'run_at', ins.run_at,
+                                  'lease_expires_at', ins.lease_expires_at,
+                                  'kind', %(kind)s::text, 'queue', %(queue)s::text,
+                                  'tenant', %(tenant)s::text, 'priority', %(priority)s::int,
+                                  'max_attempts', %(max_attempts)s::int,
+                                  'lease_seconds', %(lease_seconds)s::float8,
+                                  'payload', %(payload)s::json)::text)
+            ELSE pg_notify(p.channel, json_build_object('id', ins.id,
+                                                        'lease_owner', ins.lease_owner)::text)
+       END::text AS notified,
+       -- whether any worker is registered (the driver skips this statement for a while when
+       -- none is: handoff.py _may_hand_off)
+       p.owner IS NOT NULL OR EXISTS (SELECT 1 FROM jobtrail_idle_workers) AS idle_seen
+FROM ins LEFT JOIN pick p ON true;
+
 -- name: task_insert_many
 -- Several tasks without idempotency keys or parents, with one actor and one transition data,
 -- in one statement, each with its creating transition (enqueue_many's common case). :rows is
@@ -552,3 +647,26 @@ WHERE t.state IS DISTINCT FROM last.to_state
 
 -- name: notify_queued
 SELECT pg_notify('jobtrail_queued', %(queue)s);
+
+-- name: idle_register
+-- A worker registers as idle (0018), or again after the task handed to it: the next task a
+-- single enqueue can hand over may be leased to it (task_insert_handoff). On the way it
+-- clears the registrations of workers whose LISTEN session has been gone (its advisory lock
+-- free) for a minute: workers killed while idle (what was handed to one is recovered when its
+-- lease expires, as any claim of a dead worker).
+WITH dead AS (
+    DELETE FROM jobtrail_idle_workers
+    WHERE owner <> %(owner)s AND since < now() - interval '1 minute'
+      AND pg_try_advisory_xact_lock_shared(lock_key)
+)
+INSERT INTO jobtrail_idle_workers (owner, queues, kinds, channel, lock_key, version)
+VALUES (%(owner)s, %(queues)s::text[], %(kinds)s::text[], %(channel)s, %(lock_key)s,
+        %(version)s::text)
+ON CONFLICT (owner) DO UPDATE
+SET queues = EXCLUDED.queues, kinds = EXCLUDED.kinds, channel = EXCLUDED.channel,
+    lock_key = EXCLUDED.lock_key, version = EXCLUDED.version, handed = NULL, since = now();
+
+-- name: idle_unregister
+-- A worker leaves the idle registry before it claims (or stops); the task handed to it
+-- meanwhile, if any.
+DELETE FROM jobtrail_idle_workers WHERE owner = %(owner)s RETURNING handed;

@@ -1,0 +1,121 @@
+"""The worker's side of the hand-off (docs/design_idle_handoff.md): an idle worker registers
+itself, and a single enqueue that would be claimed at once leases its task to it in the
+enqueue's own commit; the task's row comes with the notification, so it starts without a claim
+(one commit for an idle job instead of two).
+
+A registration keeps one of the worker's slots for the task that may be handed to it at any
+moment (``_armed``): its claims take one task fewer, or, with a single slot free, it leaves
+the registry first. Whatever was handed to it is started exactly once: from the notification,
+or, when it leaves the registry and learns of a task whose notification has not arrived (or
+was lost with its LISTEN connection), from the row itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .lease import LeaseRenewal
+
+log = logging.getLogger("jobtrail.worker")
+
+#: How many handed task ids a worker remembers (to start each once, whichever way it came).
+SEEN = 1024
+
+
+class IdleHandOff(LeaseRenewal):
+    _registered: bool  # our row is in the registry (armed, or marked with a task we started)
+    _armed: bool  # registered and nothing handed yet: a task may be handed to us any moment
+    _armed_epoch: int  # the LISTEN connection's epoch when we registered
+    _handed_seen: dict[int, None]  # handed task ids already started (insertion-ordered)
+
+    def _init_handoff(self) -> None:
+        self._registered = False
+        self._armed = False
+        self._armed_epoch = 0
+        self._handed_seen = {}
+
+    def _take_handed(self) -> int:
+        """Start the tasks whose hand-off notifications arrived; how many. A notification
+        too long for the whole row carries only the id: the row is read."""
+        started = 0
+        for row in self.driver.take_handed(self.owner):
+            if "kind" in row:
+                started += self._adopt(row)
+            elif int(row["id"]) not in self._handed_seen:
+                started += self._recover_handed(int(row["id"]))
+        if started:
+            self._armed = False  # our row is marked: nothing more is handed until we re-register
+        return started
+
+    def _adopt(self, row: dict[str, Any]) -> bool:
+        task_id = int(row["id"])
+        if task_id in self._handed_seen:
+            return False
+        self._handed_seen[task_id] = None
+        if len(self._handed_seen) > SEEN:
+            del self._handed_seen[next(iter(self._handed_seen))]
+        self._start_rows([row])
+        return True
+
+    def _kept_slot(self, free: int) -> int:
+        """How many tasks the coming claim may take of ``free`` slots: one fewer while a task
+        may be handed to us; with one free (or the LISTEN connection reconnected since we
+        registered: a hand-off's notification may be lost), leave the registry first."""
+        if not self._armed or free <= 0:
+            return free
+        if free > 1 and self.driver.listen_epoch == self._armed_epoch:
+            return free - 1
+        started = self._leave_registry()
+        return free - 1 if started is None else free - started
+
+    def _register_if_idle(self) -> None:
+        """Register when nothing runs (the last claim found nothing)."""
+        if (
+            self._armed
+            or not self.driver.hands_off
+            or self.options.burst
+            or not self._kinds
+            or self._stop.is_set()
+        ):
+            return
+        with self._running_lock:
+            if self.running:
+                return
+        epoch = self.driver.listen_epoch
+        try:
+            self.driver.idle_register(self.owner, self.options.queues, self._kinds, self.version)
+        except Exception as exc:  # the store is away: we are found by claims as before
+            log.warning("idle registration failed: %s", type(exc).__name__)
+            return
+        self._registered = self._armed = True
+        self._armed_epoch = epoch
+
+    def _leave_registry(self) -> int | None:
+        """Delete our registration and start what was handed to us meanwhile (how many);
+        ``None`` when the store could not be reached (still registered)."""
+        if not self._registered:
+            return 0
+        try:
+            handed = self.driver.idle_unregister(self.owner)
+        except Exception as exc:
+            log.warning("leaving the idle registry failed: %s", type(exc).__name__)
+            return None
+        self._registered = self._armed = False
+        started = self._take_handed()
+        if handed is not None and handed not in self._handed_seen:
+            started += self._recover_handed(handed)
+        return started
+
+    def _recover_handed(self, task_id: int) -> int:
+        """A task handed to us whose notification has not come: start it from its row (its
+        notification, if it comes, is then ignored); 1 when it was started."""
+        try:
+            with self.driver.transaction(write=False) as tx:
+                row = self.driver.task_get(tx, task_id)
+        except Exception as exc:  # its lease expires and the sweep decides, as after a crash
+            log.warning("reading handed task %d failed: %s", task_id, type(exc).__name__)
+            return 0
+        if row is None or row["state"] != "leased" or row["lease_owner"] != self.owner:
+            return 0
+        return int(self._adopt(row))
