@@ -81,6 +81,26 @@ def test_an_idle_worker_gets_a_due_task_in_the_enqueues_own_commit(app: jobtrail
         assert "handed" not in claimed.data
 
 
+def test_an_enqueuer_of_another_app_hands_each_idle_job_over(store: Any) -> None:
+    """One job at a time from another App (another process's driver, as a web process's):
+    the worker registers again after each, and each is handed over (where there is a
+    hand-off); the enqueuer keeps looking at the registry while it finds workers in it."""
+    worker_app, enqueuer = store.app(), store.app()
+    for app in (worker_app, enqueuer):
+        app.task("k", max_attempts=1)(lambda ctx, payload: None)
+    with idle_worker(worker_app):
+        for n in range(4):
+            if worker_app._driver.hands_off:
+                wait_for(lambda: armed(worker_app), what=f"the worker to register again ({n})")
+            task_id = enqueuer.enqueue("k", {"n": n}).id
+            wait_for(
+                lambda: enqueuer.get(task_id).state == "succeeded" or None,  # noqa: B023
+                what="the run",
+            )
+            claimed = claimed_entry(enqueuer, task_id)
+            assert claimed.data.get("handed") is (True if enqueuer._driver.hands_off else None)
+
+
 def test_a_task_too_long_for_a_notification_is_handed_over_and_read(app: jobtrail.App) -> None:
     """A NOTIFY payload is at most 8,000 bytes: a bigger row is handed over by its id alone,
     and the worker reads it."""

@@ -343,7 +343,7 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
         if got is None:
             return None
         if tx.handoff:
-            self._saw_idle(bool(got[3]))
+            self._saw_idle(bool(got[4]))
         return got[0], got[1], got[2]
 
     def task_insert_alone(self, new: NewTask) -> tuple[Row, bool]:
