@@ -145,6 +145,36 @@ def test_transaction_mode_with_a_listen_url_wakes_workers_through_listen(pooled:
     assert not thread.is_alive()
 
 
+def test_transaction_mode_with_a_listen_url_hands_idle_jobs_over(pooled: Store) -> None:
+    """The hand-off through PgBouncer in transaction mode: the enqueue (an unnamed statement
+    through the pooler) finds the worker registered, its advisory lock held on the direct
+    LISTEN connection, and leases the task to it in its own commit."""
+    app = _app(pooled, listen_url=pooled.direct_url, poll_interval=30.0)
+    assert app._driver.hands_off
+    worker, thread = _worker(app, poll_interval=30.0, concurrency=2)
+    other = _app(pooled)  # another process's App: no listen_url, enqueues only
+    try:
+
+        def registered() -> bool:
+            with app._driver.transaction(write=False) as tx:
+                row = tx.conn.execute(
+                    "SELECT count(*) FROM jobtrail_idle_workers WHERE handed IS NULL"
+                ).fetchone()
+            return bool(row and row[0])
+
+        for n in range(3):
+            wait_until(registered, timeout=10, what=f"the worker to register as idle ({n})")
+            task_id = other.enqueue("k", {"n": n}).id
+            wait_until(lambda: _succeeded(app, [task_id]), timeout=10, what="the handed task")  # noqa: B023
+            claimed = app.transitions(task_id)[1]
+            assert (claimed.reason, claimed.actor) == ("claimed", worker.owner)
+            assert claimed.data.get("handed") is True
+    finally:
+        worker.stop()
+        thread.join(15)
+    assert not thread.is_alive()
+
+
 def test_the_worker_warns_when_its_own_notify_does_not_arrive(
     pooled: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
