@@ -101,6 +101,30 @@ def test_an_enqueuer_of_another_app_hands_each_idle_job_over(store: Any) -> None
             assert claimed.data.get("handed") is (True if enqueuer._driver.hands_off else None)
 
 
+def test_a_worker_woken_by_a_hand_off_alone_sends_no_claim(store: Any) -> None:
+    """A task is handed over only from an otherwise empty queue, so the worker it wakes does
+    not claim (where there is no hand-off, its claim is what starts the task); its next round
+    trip is the task's completion."""
+    worker_app, enqueuer = store.app(), store.app()
+    started, release = threading.Event(), threading.Event()
+
+    def handler(ctx: jobtrail.Context, payload: Any) -> None:
+        started.set()
+        assert release.wait(10)
+
+    worker_app.task("k", max_attempts=1)(handler)
+    enqueuer.task("k", max_attempts=1)(lambda ctx, payload: None)
+    with idle_worker(worker_app, poll_interval=30.0) as handle:
+        before = handle.worker.round_trips
+        task = enqueuer.enqueue("k", {})
+        assert started.wait(10)
+        time.sleep(0.3)  # time for a claim the worker should not send
+        claims = handle.worker.round_trips - before
+        release.set()
+        wait_for(lambda: enqueuer.get(task.id).state == "succeeded" or None, what="the run")
+    assert claims == (0 if worker_app._driver.hands_off else 1)
+
+
 def test_a_task_too_long_for_a_notification_is_handed_over_and_read(app: jobtrail.App) -> None:
     """A NOTIFY payload is at most 8,000 bytes: a bigger row is handed over by its id alone,
     and the worker reads it."""

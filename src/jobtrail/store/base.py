@@ -158,6 +158,10 @@ class Driver(Statements, Reads, abc.ABC):
     #: that registered itself (``idle_register``): it is inserted leased to that worker, which
     #: gets it from ``take_handed`` without a claim (docs/design_idle_handoff.md).
     hands_off = False
+    #: How many wake-ups of new work this driver has heard (PostgreSQL's listener counts the
+    #: ``jobtrail_queued`` notifications and its reconnections): a worker woken by a hand-off
+    #: alone need not claim, for a task is handed over only from an otherwise empty queue.
+    queued_heard = 0
     #: How many times this driver's LISTEN connection has (re)connected: a notification sent
     #: while it was away is lost, so a worker registered before a change must look for itself.
     listen_epoch = 0

@@ -189,13 +189,15 @@ class Worker(IdleHandOff):
         next_sweep = 0.0
         failures = 0
         burst = self.options.burst
+        heard = -1  # the driver's wake-ups of new work counted when the last claim was sent
+        timed_out = True  # whether the last wait ended without a wake-up (a poll)
         while not self._stop.is_set():
             # A burst worker sweeps before it claims (what the sweep requeues is claimed before
             # it decides it is done); a running worker after, so that a task that woke it
             # starts before the sweep's round trips.
             if burst and time.monotonic() >= next_sweep:
                 next_sweep = self._sweep()
-            self._take_handed()  # tasks handed to us at their enqueue hold slots from now
+            handed = self._take_handed()  # tasks handed to us at their enqueue hold slots
             done = self._completions.take()
             with self._running_lock:
                 # Read before claiming: a handler that finishes during the claim may release
@@ -204,8 +206,12 @@ class Worker(IdleHandOff):
                 ahead = self._prefetch.room(self.running.values(), time.monotonic())
             room = self.options.concurrency + ahead
             free = self._kept_slot(room - busy_before) if self._kinds else 0
+            if handed and not timed_out and self.driver.queued_heard == heard:
+                free = 0  # woken by a hand-off alone: it came from an empty queue
             claimed = 0
             if done or free > 0:
+                if free > 0:  # a wake-up counted after this may bring work the claim missed
+                    heard = self.driver.queued_heard
                 try:
                     claimed = self._round(done, free)
                     failures = 0
@@ -229,7 +235,8 @@ class Worker(IdleHandOff):
             if not claimed and not burst:
                 self._register_if_idle()
             wait = min(self.options.poll_interval, max(0.01, next_sweep - time.monotonic()))
-            self.driver.wait_for_work(wait if slot is None else min(wait, max(0.005, slot)))
+            woke = self.driver.wait_for_work(wait if slot is None else min(wait, max(0.005, slot)))
+            timed_out = not woke
 
     # -- retention: pruning finished tasks on a thread of its own ----------------------------
     def _start_retention(self) -> threading.Thread | None:

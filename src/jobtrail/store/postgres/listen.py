@@ -63,11 +63,13 @@ class Listening:
     _probe: str | None  # the payload of that NOTIFY
     sql: dict[str, str]  # the named queries (``Driver.__init__``)
     handoff_channel: str  # the hand-off's (handoff.py)
+    queued_heard: int  # wake-ups of new work heard (Driver.queued_heard)
     _listen_handoff: Callable[[psycopg.Connection[Any]], None]
     _hold_handoff_lock: Callable[[psycopg.Connection[Any]], None]
     _note_handed: Callable[[str], None]
 
     def wake(self) -> None:
+        self.queued_heard += 1
         if not self._wakeup.is_set():  # set() takes the event's lock even when set already
             self._wakeup.set()
 
@@ -165,14 +167,17 @@ class Listening:
                     conn.execute(f"LISTEN {CHANNEL}")
                     delay = 0.2
                     self._listening.set()
+                    self.queued_heard += 1
                     self._wakeup.set()  # we may have missed notifications while away
                     pinged = time.monotonic()
                     while not self._closed.is_set():
                         for note in conn.notifies(timeout=0.5, stop_after=1):
                             if note.channel == self.handoff_channel:
                                 self._note_handed(note.payload)
-                            elif note.payload == self._probe:
-                                self._heard.set()
+                            else:
+                                self.queued_heard += 1
+                                if note.payload == self._probe:
+                                    self._heard.set()
                             self._wakeup.set()
                         self._hold_handoff_lock(conn)
                         if self._watchdog is not None and time.monotonic() - pinged >= LISTEN_PING:
