@@ -114,15 +114,23 @@ def test_a_worker_woken_by_a_hand_off_alone_sends_no_claim(store: Any) -> None:
 
     worker_app.task("k", max_attempts=1)(handler)
     enqueuer.task("k", max_attempts=1)(lambda ctx, payload: None)
-    with idle_worker(worker_app, poll_interval=30.0) as handle:
-        before = handle.worker.round_trips
+    # no poll and no sweep while it runs: an idle worker claims at each (every second)
+    driver = worker_app._driver
+    with idle_worker(worker_app, poll_interval=30.0, sweep_interval=30.0) as handle:
+        before, heard = handle.worker.round_trips, driver.queued_heard
         task = enqueuer.enqueue("k", {})
         assert started.wait(10)
         time.sleep(0.3)  # time for a claim the worker should not send
         claims = handle.worker.round_trips - before
+        # NOTIFY channels are the database's, not the schema's: other tests' enqueues wake
+        # this worker too, and each such wake-up may make it claim
+        others = driver.queued_heard - heard
         release.set()
         wait_for(lambda: enqueuer.get(task.id).state == "succeeded" or None, what="the run")
-    assert claims == (0 if worker_app._driver.hands_off else 1)
+    if driver.hands_off:
+        assert claims <= others, (claims, others)
+    else:
+        assert claims == 1
 
 
 def test_a_task_too_long_for_a_notification_is_handed_over_and_read(app: jobtrail.App) -> None:
