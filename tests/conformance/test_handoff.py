@@ -114,9 +114,11 @@ def test_a_worker_woken_by_a_hand_off_alone_sends_no_claim(store: Any) -> None:
 
     worker_app.task("k", max_attempts=1)(handler)
     enqueuer.task("k", max_attempts=1)(lambda ctx, payload: None)
-    # no poll and no sweep while it runs: an idle worker claims at each (every second)
     driver = worker_app._driver
-    with idle_worker(worker_app, poll_interval=30.0, sweep_interval=30.0) as handle:
+    # with the hand-off, no poll and no sweep while it runs (an idle worker claims at each);
+    # without it, the poll is how the worker finds the task (behind a transaction pooler)
+    quiet = {"poll_interval": 30.0, "sweep_interval": 30.0} if driver.hands_off else {}
+    with idle_worker(worker_app, **quiet) as handle:
         before, heard = handle.worker.round_trips, driver.queued_heard
         task = enqueuer.enqueue("k", {})
         assert started.wait(10)
@@ -129,8 +131,8 @@ def test_a_worker_woken_by_a_hand_off_alone_sends_no_claim(store: Any) -> None:
         wait_for(lambda: enqueuer.get(task.id).state == "succeeded" or None, what="the run")
     if driver.hands_off:
         assert claims <= others, (claims, others)
-    else:
-        assert claims == 1
+    else:  # the claim that started it (and whatever polls came meanwhile)
+        assert claims >= 1
 
 
 def test_a_task_too_long_for_a_notification_is_handed_over_and_read(app: jobtrail.App) -> None:
