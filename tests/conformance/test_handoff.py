@@ -18,6 +18,7 @@ import pytest
 
 import jobtrail
 from jobtrail.app.background import WorkerHandle
+from jobtrail.store.postgres import handoff as postgres_handoff
 
 from .support import wait_for
 
@@ -182,11 +183,16 @@ def test_no_handoff_where_a_claim_would_not_take_the_task_at_once(
 
 
 def test_idle_workers_each_run_what_is_handed_to_them_once_and_never_more_than_concurrency(
-    store: Any,
+    store: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Three workers (each its own App: its own LISTEN connection and channel) go idle between
     bursts of enqueues from four threads: every task runs once, no worker runs more than its
-    concurrency at a time, and (with the hand-off) some tasks were handed over."""
+    concurrency at a time, and (with the hand-off) some tasks were handed over.
+
+    Every enqueue looks for an idle worker (no ``RECHECK`` pause after a look that found none)
+    and each burst starts once a worker is registered: otherwise whether any task is handed
+    over depends on how fast a loaded machine lets the workers register between bursts."""
+    monkeypatch.setattr(postgres_handoff, "RECHECK", 0.0)
     apps = [store.app() for _ in range(4)]
     lock = threading.Lock()
     runs: dict[str, int] = {}
@@ -220,6 +226,8 @@ def test_idle_workers_each_run_what_is_handed_to_them_once_and_never_more_than_c
                 time.sleep(0.004 * (j % 4))
 
         for _round in range(4):
+            if enqueuer._driver.hands_off:
+                wait_for(lambda: armed(enqueuer), what="a worker to register as idle")
             threads = [threading.Thread(target=send, args=(15,)) for _ in range(4)]
             for t in threads:
                 t.start()
