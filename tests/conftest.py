@@ -42,18 +42,41 @@ if POOLED not in ("all", "only", "skip"):
     raise pytest.UsageError(f"JOBTRAIL_TEST_POOLED={POOLED!r}: expected 'all', 'only' or 'skip'")
 #: Which part of the suite a run collects: ``all`` (the default), ``processes`` (the tests that
 #: drive real processes — the CLI, the server, Chromium, crashes and races of worker
-#: processes, the chaos soak — and mostly wait on them: ``PROCESS_PARTS``) or ``rest``
-#: (everything else). ``.ci/run`` runs the two parts side by side, so its wall time is not the
-#: sum of the waits.
+#: processes, the chaos soak — and mostly wait on them: ``PROCESS_PARTS``), one of its two
+#: halves ``processes-1`` (``FIRST_HALF``: the CLI, the benchmarks' smoke runs and the real
+#: server's HTTP tests, about half of its time in CI) and
+#: ``processes-2`` (the rest of it), or ``rest`` (everything else). ``.ci/run`` runs the halves
+#: and the rest side by side, so its wall time is not the sum of the waits.
+PARTS = ("all", "processes", "processes-1", "processes-2", "rest")
 PART = os.environ.get("JOBTRAIL_TEST_PART", "all").strip().lower() or "all"
-if PART not in ("all", "processes", "rest"):
-    raise pytest.UsageError(f"JOBTRAIL_TEST_PART={PART!r}: expected 'all', 'processes' or 'rest'")
+if PART not in PARTS:
+    raise pytest.UsageError(f"JOBTRAIL_TEST_PART={PART!r}: expected one of {', '.join(PARTS)}")
 PROCESS_PARTS = (
     "tests/acceptance/",
     "tests/browser/",
     "tests/chaos/",
     "tests/integration/",
 )
+FIRST_HALF = (
+    "tests/acceptance/test_cli",
+    "tests/acceptance/test_bench",
+    "tests/acceptance/test_http",
+)
+
+
+def part_of(nodeid: str) -> str:
+    """``processes-1``, ``processes-2`` or ``rest``: where a test runs in a split run."""
+    if not nodeid.startswith(PROCESS_PARTS):
+        return "rest"
+    return "processes-1" if nodeid.startswith(FIRST_HALF) else "processes-2"
+
+
+def in_part(nodeid: str) -> bool:
+    """Whether ``JOBTRAIL_TEST_PART`` takes this test."""
+    part = part_of(nodeid)
+    return PART in ("all", part) or (PART == "processes" and part != "rest")
+
+
 #: Where ``pgbouncer-tx`` cases run (issue 18: the conformance and crash tests' PostgreSQL
 #: cases through the pooler): the conformance suites of the whole store and of the driver, the
 #: checker, the crash tests, the races of worker processes, and the entry points run as
@@ -135,7 +158,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     (``JOBTRAIL_TEST_PART``)."""
     keep, drop = [], []
     for item in items:
-        if PART != "all" and item.nodeid.startswith(PROCESS_PARTS) != (PART == "processes"):
+        if not in_part(item.nodeid):
             drop.append(item)
             continue
         callspec = getattr(item, "callspec", None)

@@ -184,7 +184,8 @@ sys.exit(0)
 
 
 class WorkerDir:
-    """``crashapp.py`` + ``runner.py`` in a directory, and a way to start runners there."""
+    """``crashapp.py`` + ``runner.py`` in a directory, and a way to start runners there; as a
+    context manager, the runners still alive are killed when the block ends."""
 
     def __init__(self, root: Path, url: str, extra_env: dict[str, str] | None = None) -> None:
         self.root = root
@@ -230,7 +231,14 @@ class WorkerDir:
     def mark(self, name: str) -> Path:
         return self.marks / name
 
+    def __enter__(self) -> WorkerDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
     def cleanup(self) -> None:
+        """Kill the runners still alive (their logs stay for ``output``)."""
         for proc, _ in self.procs:
             if proc.poll() is None:
                 proc.kill()

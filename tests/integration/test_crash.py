@@ -27,11 +27,8 @@ from jobtrail.model.machine import State
 
 @pytest.fixture
 def workers(store: Any, tmp_path: Path) -> Iterator[WorkerDir]:
-    wd = WorkerDir(tmp_path / "workerdir", store.url, store.env())
-    try:
+    with WorkerDir(tmp_path / "workerdir", store.url, store.env()) as wd:
         yield wd
-    finally:
-        wd.cleanup()
 
 
 def _register(app: jobtrail.App) -> None:

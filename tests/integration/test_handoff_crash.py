@@ -22,11 +22,8 @@ import jobtrail
 
 @pytest.fixture
 def workers(pg: Any, tmp_path: Path) -> Iterator[WorkerDir]:
-    wd = WorkerDir(tmp_path / "workerdir", pg.url, pg.env())
-    try:
+    with WorkerDir(tmp_path / "workerdir", pg.url, pg.env()) as wd:
         yield wd
-    finally:
-        wd.cleanup()
 
 
 def registrations(app: jobtrail.App) -> list[tuple[str, int, int | None]]:
@@ -86,10 +83,9 @@ def test_worker_processes_going_idle_between_enqueues_run_each_task_once(
     workers go idle and register between tasks: every task runs once, at attempt 1, the store's
     invariants hold (state = the last transition's to_state), and with the hand-off some tasks
     were handed over (on SQLite none: each was claimed)."""
-    wd = WorkerDir(tmp_path / "workerdir", store.url, store.env())
     app = store.app()
     app.task("tick", lease_seconds=2)(lambda ctx, payload: None)
-    try:
+    with WorkerDir(tmp_path / "workerdir", store.url, store.env()) as wd:
         procs = [wd.start("--concurrency", "2") for _ in range(3)]
         if app._driver.hands_off:
             wait_until(
@@ -121,8 +117,6 @@ def test_worker_processes_going_idle_between_enqueues_run_each_task_once(
             what="every task to run",
         )
         assert all(p.poll() is None for p in procs), [wd.output(p) for p in procs]
-    finally:
-        wd.cleanup()
     runs = wd.mark("runs").read_text().split("\n")[:-1]
     ran = [line.split()[0] for line in runs]
     assert sorted(ran) == sorted(ids), "a task ran twice or not at all"
