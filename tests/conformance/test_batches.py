@@ -19,7 +19,9 @@ from jobtrail.store.base import Claim
 
 @pytest.fixture
 def kapp(app: jobtrail.App) -> jobtrail.App:
-    app.task("k", lease_seconds=0.1 + 0.2, max_attempts=3)(lambda ctx, p: None)
+    # long enough to outlast a test on a loaded machine (0.3 s once ran out in CI before
+    # complete_many came: it moved nothing); only "short" is meant to expire
+    app.task("k", lease_seconds=60, max_attempts=3)(lambda ctx, p: None)
     app.task("q", queue="other", lease_seconds=45)(lambda ctx, p: None)
     app.task("short", lease_seconds=0.05)(lambda ctx, p: None)
     return app
