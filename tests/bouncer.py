@@ -58,7 +58,6 @@ class Bouncer:
         self.dir.chmod(0o777)  # PgBouncer runs as the postgres OS user: its log goes here
         self.port = _free_port()
         self.databases: dict[str, str] = {}
-        self.killed: set[str] = set()  # entries a KILL paused: a new client waits for RESUME
         self.proc: subprocess.Popen[bytes] | None = None
         self.started = False  # once up, the port is the clients': a restart keeps it
         self._write()
@@ -106,10 +105,6 @@ class Bouncer:
         self.databases[f"se_{schema}"] = self._spec(schema, "session")
         self._write()
         self.admin("RELOAD")
-        for name in (f"tx_{schema}", f"se_{schema}"):
-            if name in self.killed:  # the schema is used again (tests/schemas.py)
-                self.killed.discard(name)
-                self.admin(f"RESUME {name}")
         return {
             "transaction": self.url(f"tx_{schema}"),
             "session": self.url(f"se_{schema}"),
@@ -121,7 +116,6 @@ class Bouncer:
             if self.databases.pop(name, None) is not None and self.running:
                 try:
                     self.admin(f"KILL {name}")
-                    self.killed.add(name)
                 except psycopg.Error:
                     pass
         self._write()
@@ -145,7 +139,6 @@ class Bouncer:
         it was picked, but another run on this machine (CI runs two test processes at once)
         may take it first: the first start then moves to another free port; a restart keeps
         its port, which the clients' URLs name."""
-        self.killed.clear()  # a new process: no entry is paused
         for tries_left in (2, 1, 0):
             seen = len(self.log())
             if self._launch(seen):

@@ -1,9 +1,7 @@
 """Shared fixtures: a fresh store per test on each backend, and the invariant check after it.
 
-SQLite: a new file per test. PostgreSQL: a schema per test in the database named by
-``JOBTRAIL_TEST_PG_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``): new and
-empty, or, when the test's first act is ``store.app()``, migrated and emptied by an earlier test
-of the process (``tests/schemas.py``). Under
+SQLite: a new file per test. PostgreSQL: a new schema per test in the database named by
+``JOBTRAIL_TEST_PG_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``). Under
 ``CI=true`` a PostgreSQL test that cannot connect fails; elsewhere it is skipped.
 ``pgbouncer-tx``: the same PostgreSQL through a real PgBouncer in ``pool_mode=transaction``
 (``tests/bouncer.py``) with ``App(pooler="transaction")``, for the tests in ``POOLED_SCOPE``
@@ -19,7 +17,8 @@ which fails there and skips elsewhere, and any other skip is turned into a failu
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import secrets
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 from urllib.parse import quote
@@ -28,7 +27,6 @@ import psycopg
 import pytest
 from bouncer import Bouncer
 from bouncer import available as pgbouncer_available
-from schemas import Schemas
 
 import jobtrail
 
@@ -196,10 +194,6 @@ def bouncer() -> Bouncer:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if _bouncer is not None:
         _bouncer.close()
-    try:
-        SCHEMAS.close()
-    except psycopg.Error:
-        pass  # PostgreSQL went away: its spare schemas stay, as a killed run's schemas do
 
 
 def schema_url(schema: str) -> str:
@@ -210,21 +204,22 @@ def schema_url(schema: str) -> str:
 class Store:
     """A fresh, empty store for one test; ``url`` works in subprocesses too."""
 
-    def __init__(self, backend: str, url: str = "", options: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        backend: str,
+        url: str,
+        cleanup: Callable[[], None],
+        options: dict[str, str] | None = None,
+        direct_url: str | None = None,
+    ) -> None:
         self.backend = backend
-        self._url = url
+        self.url = url
+        self._cleanup = cleanup
         #: what every App on this store is given (``pooler`` behind PgBouncer)
         self.options: dict[str, str] = options or {}
+        #: the store without any pooler in between (the same as ``url`` unless pooled)
+        self.direct_url = direct_url or url
         self.apps: list[jobtrail.App] = []
-
-    @property
-    def url(self) -> str:
-        return self._url
-
-    @property
-    def direct_url(self) -> str:
-        """The store without any pooler in between (the same as ``url`` unless pooled)."""
-        return self._url
 
     @property
     def postgres(self) -> bool:
@@ -243,57 +238,35 @@ class Store:
     def close(self) -> None:
         for app in self.apps:
             app.close()
-
-
-class PgStore(Store):
-    """A store in a PostgreSQL schema of its own (``tests/schemas.py``), made when first
-    needed: an emptied, migrated one of an earlier test when the first thing the test does is
-    ``app()``, a new, empty one when it reads ``url`` first."""
-
-    def __init__(self, backend: str) -> None:
-        pooled = backend == "pgbouncer-tx"
-        super().__init__(backend, options={"pooler": "transaction"} if pooled else None)
-        self.schema: str | None = None
-        self._direct = ""
-
-    def _use(self, schema: str) -> None:
-        self.schema = schema
-        self._direct = schema_url(schema)
-        self._url = bouncer().add(schema)["transaction"] if self.options else self._direct
-
-    @property
-    def url(self) -> str:
-        if self.schema is None:
-            self._use(SCHEMAS.new())
-        return self._url
-
-    @property
-    def direct_url(self) -> str:
-        self.url  # noqa: B018 - makes the schema
-        return self._direct
-
-    def app(self, **options: object) -> jobtrail.App:
-        if self.schema is None:
-            self._use(SCHEMAS.take_migrated())
-        return super().app(**options)
-
-    def close(self) -> None:
-        super().close()
-        if self.schema is None:
-            return
-        if self.options and _bouncer is not None:
-            _bouncer.remove(self.schema)
-        SCHEMAS.release(self.schema)
-
-
-SCHEMAS = Schemas(PG_URL, schema_url)
+        self._cleanup()
 
 
 def make_store(backend: str, tmp_path: Path) -> Store:
     if backend == "sqlite":
-        return Store(backend, f"sqlite:///{tmp_path / 'jobtrail.db'}")
+        path = tmp_path / "jobtrail.db"
+        return Store(backend, f"sqlite:///{path}", lambda: None)
     require_pg()
-    return PgStore(backend)
+    schema = "t_" + secrets.token_hex(6)
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+
+    pooled = bouncer().add(schema) if backend == "pgbouncer-tx" else None
+
+    def drop() -> None:
+        if pooled is not None and _bouncer is not None:
+            _bouncer.remove(schema)
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+    if pooled is not None:
+        return Store(
+            backend,
+            pooled["transaction"],
+            drop,
+            {"pooler": "transaction"},
+            direct_url=schema_url(schema),
+        )
+    return Store(backend, schema_url(schema), drop)
 
 
 @pytest.fixture(params=[*BACKENDS, "pgbouncer-tx"])

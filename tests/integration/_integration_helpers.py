@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from psycopg import sql as psql
+
 import jobtrail
 from jobtrail.core import transition
 from jobtrail.store.base import Claim
@@ -58,6 +60,22 @@ def claim_one(
     request = Claim(owner=owner, queues=queues or ["default"], kinds=kinds, limit=1, version=None)
     with app._driver.transaction() as tx:
         return transition.claim(app._driver, tx, request)
+
+
+def analyze(conn: Any, postgres: bool) -> None:
+    """Fresh planner statistics for the store's tables only. On PostgreSQL a bare ``ANALYZE``
+    walks every table of the database, other tests' schemas too, and its locks deadlocked with
+    another test process dropping its schema (CI, session 19)."""
+    if not postgres:
+        conn.execute("ANALYZE")
+        return
+    names = [
+        row[0]
+        for row in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+        ).fetchall()
+    ]
+    conn.execute(psql.SQL("ANALYZE {}").format(psql.SQL(", ").join(map(psql.Identifier, names))))
 
 
 def reasons(app: jobtrail.App, task_id: str) -> list[str]:

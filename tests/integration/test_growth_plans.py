@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from _integration_helpers import analyze
 from test_claim_plan import _generic_plan
 
 import jobtrail
@@ -74,7 +75,7 @@ def test_a_page_of_one_state_and_the_bounded_health_read_their_indexes(store: An
     health = driver.sql["stats_open_bounded"]
     with driver.transaction() as tx:
         conn = tx.conn  # type: ignore[attr-defined]
-        conn.execute("ANALYZE")
+        analyze(conn, store.backend != "sqlite")
         if store.backend == "postgres":
             for params in (PAGE, {**PAGE, "queue": "default"}, {**PAGE, "before_id": 10_000}):
                 args = {**params, "limit": 51}
