@@ -147,14 +147,15 @@ def worker(
             "JOBTRAIL_APP"
         )
     fmt.log_to_stderr(getattr(logging, log_level.upper()), log_format)
-    app = rt.app(must_exist=False)
+    # a store that refuses us: the one-line error says why. Quiet from before the pool opens
+    # (its background attempts log as soon as it does) until the store has answered; a store
+    # that never does ends the command with the pool still quiet.
     pool_log = logging.getLogger("psycopg")
     level = pool_log.level
-    pool_log.setLevel(logging.ERROR)  # a store that refuses us: the one-line error says why
-    try:
-        app.migrate()
-    finally:
-        pool_log.setLevel(level)
+    pool_log.setLevel(logging.ERROR)
+    app = rt.app(must_exist=False)
+    app.migrate()
+    pool_log.setLevel(level)  # from here on the pool's warnings are the operator's
     processed = app.run_worker(
         queues=list(queues) or None,
         concurrency=concurrency,

@@ -66,10 +66,6 @@ def log_to_stderr(level: int = logging.INFO, style: str = "text") -> None:
     # DEBUG is jobtrail's own (a line per attempt); libraries stay at INFO and up
     logging.basicConfig(level=max(level, logging.INFO), handlers=[handler], force=True)
     logging.getLogger("jobtrail").setLevel(level)
-    # psycopg's pool logs each failed background connection attempt; jobtrail reports the
-    # store being unreachable itself, once and in its own words (a worker that cannot connect
-    # at start exits 3 with one ``jobtrail: error:`` line, which CI saw preceded by the pool's)
-    logging.getLogger("psycopg.pool").setLevel(max(level, logging.ERROR))
 
 
 def _jsonable(value: Any) -> Any:
