@@ -75,7 +75,7 @@ def test_a_page_of_one_state_and_the_bounded_health_read_their_indexes(store: An
     health = driver.sql["stats_open_bounded"]
     with driver.transaction() as tx:
         conn = tx.conn  # type: ignore[attr-defined]
-        analyze(conn, store.backend != "sqlite")
+        analyze(conn, store.postgres)
         if store.backend == "postgres":
             for params in (PAGE, {**PAGE, "queue": "default"}, {**PAGE, "before_id": 10_000}):
                 args = {**params, "limit": 51}
