@@ -26,23 +26,23 @@ def _app(pg: Store) -> tuple[jobtrail.App, PostgresDriver]:
     return app, driver
 
 
-def _listener(pg: Store) -> psycopg.Connection[Any]:
+def _listener(pg: Store, driver: PostgresDriver) -> psycopg.Connection[Any]:
     conn = psycopg.connect(pg.url, autocommit=True)
-    conn.execute("LISTEN jobtrail_queued")
+    conn.execute(f"LISTEN {driver.channels()[0]}")  # the store's own (migration 19)
     return conn
 
 
 def test_a_bulk_enqueue_is_one_transaction_notified_once_per_queue(pg: Store) -> None:
     app, driver = _app(pg)
     n = 3 * driver.insert_batch + 7
-    # queues of this test's own: the channel is shared by every schema of the database, and
-    # other test runs in the same database enqueue to "default" meanwhile
+    # queues of this test's own (the channel is this schema's since migration 19; before, it
+    # was the database's, and other test runs' enqueues to "default" were heard here)
     q1, q2 = (f"q{os.getpid()}x{id(app)}{c}" for c in "ab")
     items: list[dict[str, Any]] = [
         {"kind": "k", "queue": q1, "payload": {"n": i}} for i in range(n)
     ]
     items.append({"kind": "k", "queue": q2})
-    with _listener(pg) as listener:
+    with _listener(pg, driver) as listener:
         tasks = app.enqueue_many(items)
         # listen a while after both arrived: a second notification of a queue would show
         heard = [x.payload for x in listener.notifies(timeout=2) if x.payload in (q1, q2)]
@@ -66,14 +66,13 @@ def test_a_row_the_server_refuses_in_a_later_batch_undoes_all(pg: Store) -> None
             " FOR EACH ROW EXECUTE FUNCTION refuse_boom()"
         )
     size = driver.insert_batch
-    # a queue of this test's own: the channel is shared by every schema of the database, so
-    # another test run in the same database must not be counted as our notification
+    # a queue of this test's own, whatever else is notified on the channel
     q = f"q{os.getpid()}x{id(app)}"
     items: list[dict[str, Any]] = [
         {"kind": "k", "queue": q, "payload": {"n": i}} for i in range(2 * size + 9)
     ]
     items[2 * size + 3] = {"kind": "k", "queue": q, "payload": {"boom": 1}}  # refused there
-    with _listener(pg) as listener:
+    with _listener(pg, driver) as listener:
         with pytest.raises(psycopg.errors.RaiseException, match="boom refused"):
             app.enqueue_many(items)
         assert app.list() == []

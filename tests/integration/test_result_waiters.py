@@ -9,11 +9,12 @@ import psycopg
 from conftest import Store
 
 from jobtrail.model.machine import State
+from jobtrail.store.postgres import PostgresDriver
 
 
-def _notifications(url: str) -> psycopg.Connection[object]:
+def _notifications(url: str, driver: PostgresDriver) -> psycopg.Connection[object]:
     conn = psycopg.connect(url, autocommit=True)
-    conn.execute("LISTEN jobtrail_finished")
+    conn.execute(f"LISTEN {driver.channels()[1]}")  # the store's own (migration 19)
     return conn
 
 
@@ -29,7 +30,8 @@ def _waiters(url: str) -> list[int]:
 def test_completions_notify_only_while_someone_waits(pg: Store) -> None:
     app = pg.app()
     app.task("k")(lambda ctx, p: 7)
-    listener = _notifications(pg.url)  # listens, but is not a registered waiter
+    assert isinstance(app._driver, PostgresDriver)
+    listener = _notifications(pg.url, app._driver)  # listens, but is not a registered waiter
     try:
         first = app.enqueue("k").id
         app.run_worker(burst=True)

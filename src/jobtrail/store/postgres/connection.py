@@ -28,9 +28,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jobtrail.store")
 
-CHANNEL = "jobtrail_queued"
-#: Notified by every move to a terminal state (tasks.sql), heard by ``watch_finished``.
-FINISHED_CHANNEL = "jobtrail_finished"
 #: Seconds a pooled connection may sit idle and still be handed out unchecked.
 CHECK_AFTER_IDLE = 1.0
 #: Default bound (seconds) on one use of a pooled connection (a transaction, a check): past it

@@ -41,7 +41,6 @@ from ..bridge import in_bridge, run_bridged
 from .aio import AsyncSide
 from .checkout import Checkout, RecentFirstPool, _unavailable
 from .connection import (
-    CHANNEL,
     READ_TIMEOUT,
     TCP_SETTINGS,
     ConnectAttempts,
@@ -153,6 +152,7 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
         self._listening = threading.Event()
         self._heard = threading.Event()
         self._probe: str | None = None
+        self._channels: tuple[str, str] | None = None
         self._init_handoff()
 
     # -- transactions --------------------------------------------------------------------------
@@ -291,7 +291,7 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
         if self._listener is not None and self._listener.is_alive():
             try:  # wake the listener out of its wait so it sees the close at once
                 with self.pool.connection(timeout=1.0) as conn:
-                    conn.execute("SELECT pg_notify(%s, '')", (CHANNEL,))
+                    conn.execute("SELECT pg_notify(jobtrail_channel('queued'), '')")
             except (psycopg.Error, PoolTimeout):
                 pass
         self.pool.close()

@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from .connection import CHANNEL, FINISHED_CHANNEL, LISTEN_PING, _Watchdog
+from .connection import LISTEN_PING, _Watchdog
 
 log = logging.getLogger("jobtrail.store")
 
@@ -61,6 +61,7 @@ class Listening:
     _listening: threading.Event  # set while the LISTEN connection is up
     _heard: threading.Event  # set once the listener heard check_wakeups' NOTIFY
     _probe: str | None  # the payload of that NOTIFY
+    _channels: tuple[str, str] | None  # this store's (queued, finished) channels, once asked
     sql: dict[str, str]  # the named queries (``Driver.__init__``)
     handoff_channel: str  # the hand-off's (handoff.py)
     queued_heard: int  # wake-ups of new work heard (Driver.queued_heard)
@@ -79,6 +80,20 @@ class Listening:
         self._wakeup.clear()
         return woke
 
+    def channels(self) -> tuple[str, str]:
+        """This store's NOTIFY channels (new work, finished tasks): ``jobtrail_channel()``
+        (migration 19), asked once through the pool, where the statements that notify run (a
+        ``listen_url``'s own search_path may differ). Raises ``psycopg.Error`` when the store
+        does not answer."""
+        if self._channels is None:
+            with self.pool.connection() as conn:
+                row = conn.execute(
+                    "SELECT jobtrail_channel('queued'), jobtrail_channel('finished')"
+                ).fetchone()
+            assert row is not None
+            self._channels = (str(row[0]), str(row[1]))
+        return self._channels
+
     def check_wakeups(self, timeout: float = CHECK_TIMEOUT) -> bool | None:
         """Whether a NOTIFY sent through the pool reaches the LISTEN connection within
         ``timeout`` seconds (``None`` when there is none: ``polls_only``). Checked once per
@@ -95,23 +110,24 @@ class Listening:
         self._probe = token
         try:
             with self.pool.connection(timeout=max(0.1, deadline - time.monotonic())) as conn:
-                conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, token))
+                conn.execute("SELECT pg_notify(jobtrail_channel('queued'), %s)", (token,))
         except (psycopg.Error, PoolTimeout):
             return False
         return self._heard.wait(max(0.0, deadline - time.monotonic()))
 
     @contextmanager
     def watch_finished(self) -> Iterator[Callable[[float], bool]]:
-        # A LISTEN connection of the watch's own on the channel terminal moves notify
-        # (FINISHED_CHANNEL): the worker's listener and its wake-ups stay untouched. It goes
-        # where the workers' LISTEN goes (``_listen_url``: none behind a transaction pooler
+        # A LISTEN connection of the watch's own on the channel terminal moves notify (this
+        # store's ``finished`` channel): the worker's listener and its wake-ups stay untouched.
+        # It goes where the workers' LISTEN goes (``_listen_url``: none behind a transaction pooler
         # without listen_url). Without one (or the store is away, or the stream broke), the
         # wait is a plain sleep: polling.
         conn: psycopg.Connection[Any] | None = None
         try:
             if self._listen_url is not None:
+                finished = self.channels()[1]
                 conn = psycopg.connect(self._listen_url, autocommit=True, **self._connect_kwargs)
-                conn.execute(f"LISTEN {FINISHED_CHANNEL}")
+                conn.execute(f"LISTEN {finished}")
                 # completions notify only while a waiter is registered (0014); registered
                 # after LISTEN and before the caller's first read of its task
                 conn.execute(self.sql["result_waiter_add"])
@@ -160,11 +176,12 @@ class Listening:
         assert self._listen_url is not None
         while not self._closed.is_set():
             try:
+                queued = self.channels()[0]
                 with psycopg.connect(
                     self._listen_url, autocommit=True, **self._connect_kwargs
                 ) as conn:
                     self._listen_handoff(conn)
-                    conn.execute(f"LISTEN {CHANNEL}")
+                    conn.execute(f"LISTEN {queued}")
                     delay = 0.2
                     self._listening.set()
                     self.queued_heard += 1

@@ -212,7 +212,8 @@ WITH ins AS (
 ), log AS (
     -- include: enqueue_log
 )
-SELECT id, created_at, run_at, pg_notify('jobtrail_queued', queue)::text AS notified FROM ins;
+SELECT id, created_at, run_at, pg_notify(jobtrail_channel('queued'), queue)::text AS notified
+FROM ins;
 
 -- name: task_insert_handoff
 -- task_insert for a single enqueue on its own (task_insert_alone), with the hand-off (0018,
@@ -288,7 +289,7 @@ WITH pick AS (
     FROM ins, pick WHERE w.owner = pick.owner
 )
 SELECT ins.id, ins.created_at, ins.run_at,
-       CASE WHEN p.owner IS NULL THEN pg_notify('jobtrail_queued', ins.queue)
+       CASE WHEN p.owner IS NULL THEN pg_notify(jobtrail_channel('queued'), ins.queue)
             -- the longest the JSON of the rest can be (each character escaped as \u0000)
             WHEN octet_length(%(payload)s::text) + 6 * (octet_length(%(kind)s::text)
                  + octet_length(%(queue)s::text) + octet_length(%(tenant)s::text)) <= 7000
@@ -477,7 +478,7 @@ WITH upd AS (
 -- when someone does (jobtrail_result_waiters, 0014: a NOTIFY serializes commits)
 SELECT upd.*,
        CASE WHEN %(terminal)s AND EXISTS (SELECT 1 FROM jobtrail_result_waiters)
-            THEN pg_notify('jobtrail_finished', '')::text END AS notified
+            THEN pg_notify(jobtrail_channel('finished'), '')::text END AS notified
 FROM upd;
 
 -- name: task_complete_many
@@ -491,7 +492,7 @@ WITH done AS (
 )
 -- the completions wake whoever waits for a result (one notification per transaction), when
 -- someone does (jobtrail_result_waiters)
-SELECT id, (SELECT pg_notify('jobtrail_finished', '')::text
+SELECT id, (SELECT pg_notify(jobtrail_channel('finished'), '')::text
             WHERE EXISTS (SELECT 1 FROM jobtrail_result_waiters)) AS notified
 FROM done;
 
@@ -518,7 +519,7 @@ WITH gate AS (
 SELECT upd.*,
        CASE WHEN row_number() OVER () = 1 THEN (SELECT array_agg(id) FROM done) END
        AS completed_ids,
-       (SELECT pg_notify('jobtrail_finished', '')::text
+       (SELECT pg_notify(jobtrail_channel('finished'), '')::text
         WHERE EXISTS (SELECT 1 FROM done) AND EXISTS (SELECT 1 FROM jobtrail_result_waiters))
        AS notified,
        (SELECT open AND many FROM gate) AS fair
@@ -543,7 +544,7 @@ WITH gate AS (
 SELECT upd.*,
        CASE WHEN row_number() OVER () = 1 THEN (SELECT array_agg(id) FROM done) END
        AS completed_ids,
-       (SELECT pg_notify('jobtrail_finished', '')::text
+       (SELECT pg_notify(jobtrail_channel('finished'), '')::text
         WHERE EXISTS (SELECT 1 FROM done) AND EXISTS (SELECT 1 FROM jobtrail_result_waiters))
        AS notified,
        (SELECT open AND many FROM gate) AS fair
@@ -646,7 +647,7 @@ WHERE t.state IS DISTINCT FROM last.to_state
    OR t.seq IS DISTINCT FROM agg.n;
 
 -- name: notify_queued
-SELECT pg_notify('jobtrail_queued', %(queue)s);
+SELECT pg_notify(jobtrail_channel('queued'), %(queue)s);
 
 -- name: idle_register
 -- A worker registers as idle (0018), or again after the task handed to it: the next task a
