@@ -40,6 +40,7 @@ def _run_and_check(prefix: str) -> None:
             "--samples",
             "5",
             "--no-install",
+            "--no-checkpoint",  # the tests beside it need the disk more than a fair round
             "--pg",
             PG_URL,
         ],
