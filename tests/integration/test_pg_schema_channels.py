@@ -9,13 +9,14 @@ schema's channel, anything the event sent there would have arrived before it."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from conftest import PG_URL, Store, make_store
+from conftest import PG_URL, Store, make_store, schema_url
 
 import jobtrail
 from jobtrail.store.postgres import PostgresDriver
@@ -100,19 +101,59 @@ def test_a_completion_wakes_only_its_own_schemas_result_waiters(
         assert wait_b(0.2) is False  # and heard nothing else
 
 
-def test_a_store_in_public_keeps_the_plain_names(pg: Store) -> None:
-    pg.app()
-    with psycopg.connect(pg.url, autocommit=True) as conn:
+def test_a_store_in_public_keeps_the_plain_names() -> None:
+    """A database of its own (the shared test database's ``public`` is not ours to migrate)."""
+    name = "jt_public_" + secrets.token_hex(4)
+    base = PG_URL.rsplit("/", 1)[0]
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        app = jobtrail.App(f"{base}/{name}")
+        try:
+            app.migrate()
+            driver = app._driver
+            assert isinstance(driver, PostgresDriver)
+            assert driver.channels() == ("jobtrail_queued", "jobtrail_finished")
+            assert driver.check_wakeups() is True
+        finally:
+            app.close()
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_a_process_whose_search_path_starts_elsewhere_wakes_the_same_workers(
+    pg: Store,
+) -> None:
+    """The channel is fixed by the schema the tables are in (at migration), not by the
+    caller's ``current_schema()``: an App whose search_path starts with another schema (one
+    without jobtrail tables, say a web process's own) still reaches the workers' channel."""
+    app, driver = _app(pg)
+    with psycopg.connect(pg.direct_url, autocommit=True) as conn:
         row = conn.execute("SELECT current_schema()").fetchone()
         assert row is not None
         schema = row[0]
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute("SET search_path = public")
-        row = conn.execute(
-            f'SELECT "{schema}".jobtrail_channel(%s), "{schema}".jobtrail_channel(%s)',
-            ("queued", "finished"),
-        ).fetchone()
-    assert row == ("jobtrail_queued", "jobtrail_finished")
+        other = "o_" + secrets.token_hex(5)
+        conn.execute(f'CREATE SCHEMA "{other}"')
+    try:
+        url = schema_url(f"{other},{schema}")
+        web = jobtrail.App(url)
+        try:
+            web.task("k")(lambda ctx, p: 7)
+            with psycopg.connect(url, autocommit=True) as conn:
+                row = conn.execute("SELECT current_schema()").fetchone()
+            assert row is not None and row[0] == other  # its current_schema() is not the store's
+            assert isinstance(web._driver, PostgresDriver)
+            assert web._driver.channels() == driver.channels()
+            with _listen(pg.direct_url, driver.channels()[0]) as hear:
+                web.enqueue("k", queue="from-web")
+                _mark(driver, driver.channels()[0])
+                assert _until_marker(hear) == ["from-web"]
+        finally:
+            web.close()
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{other}" CASCADE')
 
 
 def test_a_listen_url_without_the_schema_still_hears_its_store(pg: Store) -> None:
