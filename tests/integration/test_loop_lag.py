@@ -104,10 +104,13 @@ def test_one_aenqueue_does_not_block_the_loop_for_a_millisecond(app: jobtrail.Ap
         f"{statistics.median(blocking) * 1e3:.3f} ms"
     )
     assert median < 0.001, f"aenqueue blocked the loop {median * 1e3:.2f} ms (median)"
-    # the probe sees blocking: a 2 ms sleep on the loop shows as a gap of at least 2 ms. (A
-    # blocking enqueue's own round trip, printed above, is too close to the noise of a loaded
-    # machine to compare with: CI once measured 0.37 ms for it against 0.40 ms for aenqueue.)
-    # (0.9: the subtracted run delay is read from the scheduler's own clock, which a loaded
-    # CI machine put 31 us off perf_counter's: a 2 ms block measured 1.969 ms)
-    assert min(slept) >= BLOCK * 0.9, f"the probe missed a {BLOCK * 1e3} ms block: {min(slept)}"
+    # the probe sees blocking: a 2 ms sleep on the loop shows as a gap of 2 ms in the statistic
+    # asserted above (the median of the calls). (A blocking enqueue's own round trip, printed
+    # above, is too close to the noise of a loaded machine to compare with: CI once measured
+    # 0.37 ms for it against 0.40 ms for aenqueue.) (0.9: the subtracted run delay is read
+    # from the scheduler's own clock, which a loaded CI machine put 31 us off perf_counter's:
+    # a 2 ms block measured 1.969 ms. The median, not the lowest of the 40: CI once read one
+    # of them as 1.76 ms while the others read 2.13-2.17.)
+    control = statistics.median(slept)
+    assert control >= BLOCK * 0.9, f"the probe missed a {BLOCK * 1e3} ms block: {control}"
     assert len(app.list(limit=1000)) == (rounds + 1) * CALLS + 1  # every call stored its task
