@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import psycopg
 from psycopg import sql as psql
 
 import jobtrail
@@ -60,6 +61,13 @@ def claim_one(
     request = Claim(owner=owner, queues=queues or ["default"], kinds=kinds, limit=1, version=None)
     with app._driver.transaction() as tx:
         return transition.claim(app._driver, tx, request)
+
+
+def listening(url: str, channel: str) -> psycopg.Connection[Any]:
+    """A connection of its own that LISTENs on ``channel`` (a store's: ``driver.channels``)."""
+    conn: psycopg.Connection[Any] = psycopg.connect(url, autocommit=True)
+    conn.execute(f"LISTEN {channel}")
+    return conn
 
 
 def analyze(conn: Any, postgres: bool) -> None:

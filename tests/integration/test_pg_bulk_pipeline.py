@@ -11,6 +11,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from _integration_helpers import listening
 from conftest import Store
 
 import jobtrail
@@ -26,12 +27,6 @@ def _app(pg: Store) -> tuple[jobtrail.App, PostgresDriver]:
     return app, driver
 
 
-def _listener(pg: Store, driver: PostgresDriver) -> psycopg.Connection[Any]:
-    conn = psycopg.connect(pg.url, autocommit=True)
-    conn.execute(f"LISTEN {driver.channels()[0]}")  # the store's own (migration 19)
-    return conn
-
-
 def test_a_bulk_enqueue_is_one_transaction_notified_once_per_queue(pg: Store) -> None:
     app, driver = _app(pg)
     n = 3 * driver.insert_batch + 7
@@ -42,7 +37,7 @@ def test_a_bulk_enqueue_is_one_transaction_notified_once_per_queue(pg: Store) ->
         {"kind": "k", "queue": q1, "payload": {"n": i}} for i in range(n)
     ]
     items.append({"kind": "k", "queue": q2})
-    with _listener(pg, driver) as listener:
+    with listening(pg.url, driver.channels().queued) as listener:
         tasks = app.enqueue_many(items)
         # listen a while after both arrived: a second notification of a queue would show
         heard = [x.payload for x in listener.notifies(timeout=2) if x.payload in (q1, q2)]
@@ -72,7 +67,7 @@ def test_a_row_the_server_refuses_in_a_later_batch_undoes_all(pg: Store) -> None
         {"kind": "k", "queue": q, "payload": {"n": i}} for i in range(2 * size + 9)
     ]
     items[2 * size + 3] = {"kind": "k", "queue": q, "payload": {"boom": 1}}  # refused there
-    with _listener(pg, driver) as listener:
+    with listening(pg.url, driver.channels().queued) as listener:
         with pytest.raises(psycopg.errors.RaiseException, match="boom refused"):
             app.enqueue_many(items)
         assert app.list() == []

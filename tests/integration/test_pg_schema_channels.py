@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from _integration_helpers import listening
 from conftest import PG_URL, Store, make_store, schema_url
 
 import jobtrail
@@ -42,12 +43,6 @@ def _app(store: Store) -> tuple[jobtrail.App, PostgresDriver]:
     return app, driver
 
 
-def _listen(url: str, channel: str) -> psycopg.Connection[Any]:
-    conn = psycopg.connect(url, autocommit=True)
-    conn.execute(f"LISTEN {channel}")
-    return conn
-
-
 def _until_marker(conn: psycopg.Connection[Any]) -> list[str]:
     """What the connection heard up to and without the marker (5 s at most for it)."""
     heard: list[str] = []
@@ -67,12 +62,12 @@ def test_an_enqueue_wakes_only_its_own_schema(two: tuple[Store, Store]) -> None:
     (a, b) = two
     app_a, da = _app(a)
     _, db = _app(b)
-    queued_a, queued_b = da.channels()[0], db.channels()[0]
+    queued_a, queued_b = da.channels().queued, db.channels().queued
     assert queued_a != queued_b
     assert queued_a.startswith("jobtrail_queued_") and queued_b.startswith("jobtrail_queued_")
     # each driver's listener listens where its own statements notify
     assert da.check_wakeups() is True and db.check_wakeups() is True
-    with _listen(a.url, queued_a) as hear_a, _listen(b.url, queued_b) as hear_b:
+    with listening(a.url, queued_a) as hear_a, listening(b.url, queued_b) as hear_b:
         app_a.enqueue("k", queue="qa")
         app_a.enqueue_many([{"kind": "k", "queue": "qb"}])
         _mark(da, queued_a)
@@ -87,9 +82,9 @@ def test_a_completion_wakes_only_its_own_schemas_result_waiters(
     (a, b) = two
     app_a, da = _app(a)
     _, db = _app(b)
-    finished_a, finished_b = da.channels()[1], db.channels()[1]
+    finished_a, finished_b = da.channels().finished, db.channels().finished
     assert finished_a != finished_b
-    with _listen(b.url, finished_b) as hear_b, db.watch_finished() as wait_b:
+    with listening(b.url, finished_b) as hear_b, db.watch_finished() as wait_b:
         with da.watch_finished() as wait_a:
             task = app_a.enqueue("k")
             app_a.run_worker(burst=True)
@@ -145,9 +140,9 @@ def test_a_process_whose_search_path_starts_elsewhere_wakes_the_same_workers(
             assert row is not None and row[0] == other  # its current_schema() is not the store's
             assert isinstance(web._driver, PostgresDriver)
             assert web._driver.channels() == driver.channels()
-            with _listen(pg.direct_url, driver.channels()[0]) as hear:
+            with listening(pg.direct_url, driver.channels().queued) as hear:
                 web.enqueue("k", queue="from-web")
-                _mark(driver, driver.channels()[0])
+                _mark(driver, driver.channels().queued)
                 assert _until_marker(hear) == ["from-web"]
         finally:
             web.close()

@@ -6,16 +6,11 @@ spent a quarter to half of their time on that lock with 16 processes."""
 from __future__ import annotations
 
 import psycopg
+from _integration_helpers import listening
 from conftest import Store
 
 from jobtrail.model.machine import State
 from jobtrail.store.postgres import PostgresDriver
-
-
-def _notifications(url: str, driver: PostgresDriver) -> psycopg.Connection[object]:
-    conn = psycopg.connect(url, autocommit=True)
-    conn.execute(f"LISTEN {driver.channels()[1]}")  # the store's own (migration 19)
-    return conn
 
 
 def _heard(conn: psycopg.Connection[object], timeout: float) -> bool:
@@ -31,7 +26,8 @@ def test_completions_notify_only_while_someone_waits(pg: Store) -> None:
     app = pg.app()
     app.task("k")(lambda ctx, p: 7)
     assert isinstance(app._driver, PostgresDriver)
-    listener = _notifications(pg.url, app._driver)  # listens, but is not a registered waiter
+    # listens, but is not a registered waiter
+    listener = listening(pg.url, app._driver.channels().finished)
     try:
         first = app.enqueue("k").id
         app.run_worker(burst=True)

@@ -55,7 +55,7 @@ from .connection import (
 from .direct import DirectStatement
 from .handoff import HandOff
 from .insert import insert_statement, int_array, text_array
-from .listen import Listening, listen_url_for
+from .listen import Channels, Listening, listen_url_for
 
 log = logging.getLogger("jobtrail.store")
 
@@ -152,7 +152,7 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
         self._listening = threading.Event()
         self._heard = threading.Event()
         self._probe: str | None = None
-        self._channels: tuple[str, str] | None = None
+        self._channels: Channels | None = None
         self._init_handoff()
 
     # -- transactions --------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -27,6 +27,13 @@ log = logging.getLogger("jobtrail.store")
 
 #: Seconds ``check_wakeups`` waits for the listener to connect and for its own NOTIFY.
 CHECK_TIMEOUT = 3.0
+
+
+class Channels(NamedTuple):
+    """A store's NOTIFY channels (``jobtrail_channel()``, migration 19)."""
+
+    queued: str  # new work: the workers' wake-ups
+    finished: str  # moves to a terminal state: result waiters
 
 
 def listen_url_for(url: str, pooler: str | None, listen_url: str | None) -> str | None:
@@ -61,7 +68,7 @@ class Listening:
     _listening: threading.Event  # set while the LISTEN connection is up
     _heard: threading.Event  # set once the listener heard check_wakeups' NOTIFY
     _probe: str | None  # the payload of that NOTIFY
-    _channels: tuple[str, str] | None  # this store's (queued, finished) channels, once asked
+    _channels: Channels | None  # this store's channels, once asked
     sql: dict[str, str]  # the named queries (``Driver.__init__``)
     handoff_channel: str  # the hand-off's (handoff.py)
     queued_heard: int  # wake-ups of new work heard (Driver.queued_heard)
@@ -80,18 +87,17 @@ class Listening:
         self._wakeup.clear()
         return woke
 
-    def channels(self) -> tuple[str, str]:
-        """This store's NOTIFY channels (new work, finished tasks): ``jobtrail_channel()``
-        (migration 19), asked once through the pool, where the statements that notify run (a
-        ``listen_url``'s own search_path may differ). Raises ``psycopg.Error`` when the store
-        does not answer."""
+    def channels(self) -> Channels:
+        """This store's NOTIFY channels: ``jobtrail_channel()`` (migration 19), asked once
+        through the pool, where the statements that notify run (a ``listen_url``'s own
+        search_path may differ). Raises ``psycopg.Error`` when the store does not answer."""
         if self._channels is None:
             with self.pool.connection() as conn:
                 row = conn.execute(
                     "SELECT jobtrail_channel('queued'), jobtrail_channel('finished')"
                 ).fetchone()
             assert row is not None
-            self._channels = (str(row[0]), str(row[1]))
+            self._channels = Channels(str(row[0]), str(row[1]))
         return self._channels
 
     def check_wakeups(self, timeout: float = CHECK_TIMEOUT) -> bool | None:
@@ -125,7 +131,7 @@ class Listening:
         conn: psycopg.Connection[Any] | None = None
         try:
             if self._listen_url is not None:
-                finished = self.channels()[1]
+                finished = self.channels().finished
                 conn = psycopg.connect(self._listen_url, autocommit=True, **self._connect_kwargs)
                 conn.execute(f"LISTEN {finished}")
                 # completions notify only while a waiter is registered (0014); registered
@@ -176,7 +182,7 @@ class Listening:
         assert self._listen_url is not None
         while not self._closed.is_set():
             try:
-                queued = self.channels()[0]
+                queued = self.channels().queued
                 with psycopg.connect(
                     self._listen_url, autocommit=True, **self._connect_kwargs
                 ) as conn:

@@ -13,7 +13,7 @@ BEGIN
     EXECUTE format(
         'CREATE FUNCTION jobtrail_channel(name text) RETURNS text'
         ' LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
-        format('SELECT %L || name || %L', 'jobtrail_',
+        format('SELECT ''jobtrail_'' || name || %L',
                CASE WHEN current_schema() = 'public' THEN ''
                     ELSE '_' || to_hex(hashtext(current_schema())) END));
 END
