@@ -153,15 +153,6 @@ class SQLiteDriver(OffLoop, Driver):
         gives it back)."""
         conn = self._connect()
         self._write_lock.begin(conn, write, self._local, step)
-        # What this thread has seen: wait_for_work compares against it to notice commits by
-        # other processes (a cheap poll instead of a claim query). Only threads that wait for
-        # work (workers) keep it: an enqueue saves the statement.
-        if getattr(self._local, "watching", False):
-            try:
-                self._local.seen = conn.execute("PRAGMA data_version").fetchone()[0]
-            except BaseException as exc:
-                self._end(conn, write, exc)
-                raise
         return conn
 
     def _end(self, conn: sqlite3.Connection, write: bool, exc: BaseException | None = None) -> None:
@@ -299,6 +290,16 @@ class SQLiteDriver(OffLoop, Driver):
 
     def wake(self) -> None:
         self._wakeup.set()
+
+    def task_claim(self, tx: Any, claim: Claim) -> list[Row]:
+        # The version wait_for_work compares against is the one this claim looks at: read in
+        # its write transaction, where no commit can come between it and the claim's reads.
+        # Noting it at every transaction of the thread instead let a later one (the limits
+        # re-read after an empty claim, a sweep) note a commit no claim had seen, and the
+        # task waited for the worker's poll.
+        if getattr(self._local, "watching", False):
+            self._local.seen = tx.conn.execute("PRAGMA data_version").fetchone()[0]
+        return super().task_claim(tx, claim)
 
     @contextmanager
     def watch_finished(self) -> Iterator[Callable[[float], bool]]:

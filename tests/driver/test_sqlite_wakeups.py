@@ -1,0 +1,75 @@
+"""SQLite's cross-process wake-up (``SQLiteDriver.wait_for_work``): a worker notices another
+connection's commit by ``PRAGMA data_version`` changing from the version it noted when it last
+looked for work. The version must be the one its last claim saw: a later transaction of the
+same thread (the pump re-reads which queues are limited after an empty claim, and sweeps)
+that noted the version again would swallow a commit no claim had seen, and the task would
+wait for the worker's poll (a 1 s idle-latency tail, seen once in ~100 samples of
+``bench/run.py``'s idle latency)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import jobtrail
+from jobtrail.store.sqlite.driver import SQLiteDriver
+from jobtrail.store.types import Claim
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'wake.db'}"
+    with jobtrail.App(url) as app:
+        app.migrate()
+    return url
+
+
+@pytest.fixture
+def worker(url: str) -> Iterator[SQLiteDriver]:
+    """A driver used as a worker's pump uses it: this thread waits for work on it."""
+    driver = SQLiteDriver(url)
+    driver.wait_for_work(0.001)  # from here on this thread is a waiting one
+    yield driver
+    driver.close()
+
+
+def _enqueue_elsewhere(url: str) -> None:
+    """A commit by another connection, as another process's enqueue is."""
+    with jobtrail.App(url) as other:
+        other.task("k")(lambda ctx, payload: None)
+        other.enqueue("k")
+
+
+def _claim(driver: SQLiteDriver) -> int:
+    with driver.transaction() as tx:
+        rows = driver.task_claim(tx, Claim("w", ["default"], ["k"], 10, None))
+    return len(rows)
+
+
+@pytest.mark.parametrize("write", [False, True], ids=["a read", "a write"])
+def test_a_commit_after_the_last_claim_wakes_the_worker_whatever_it_did_since(
+    url: str, worker: SQLiteDriver, write: bool
+) -> None:
+    assert _claim(worker) == 0  # nothing yet: the worker will wait
+    _enqueue_elsewhere(url)
+    # what the pump does between an empty claim and its wait: a read (which queues are
+    # limited) or a write of its own (a sweep); neither looked for work
+    with worker.transaction(write=write) as tx:
+        worker.queues_limited(tx, ["default"])
+    started = time.monotonic()
+    assert worker.wait_for_work(3.0) is True, "the enqueue did not wake the worker"
+    assert time.monotonic() - started < 1.0
+    assert _claim(worker) == 1
+
+
+def test_a_commit_the_last_claim_saw_does_not_wake_the_worker_again(
+    url: str, worker: SQLiteDriver
+) -> None:
+    _enqueue_elsewhere(url)
+    assert _claim(worker) == 1  # the claim saw the commit
+    assert worker.wait_for_work(0.2) is False  # so it is not news: no spin on it
+    _enqueue_elsewhere(url)
+    assert worker.wait_for_work(3.0) is True
