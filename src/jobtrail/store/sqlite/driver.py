@@ -263,7 +263,7 @@ class SQLiteDriver(OffLoop, Driver):
         if not self._closed:
             conn = self._connect()
             if not getattr(self._local, "watching", False):
-                # first wait of this thread: from now on its transactions note the version
+                # first wait of this thread: from now on its claims note the version
                 self._local.watching = True
                 self._local.seen = conn.execute("PRAGMA data_version").fetchone()[0]
         seen = getattr(self._local, "seen", None)
