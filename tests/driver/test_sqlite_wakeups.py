@@ -29,9 +29,8 @@ def url(tmp_path: Path) -> str:
 
 @pytest.fixture
 def worker(url: str) -> Iterator[SQLiteDriver]:
-    """A driver used as a worker's pump uses it: this thread waits for work on it."""
+    """A driver used as a worker's pump uses it: this thread claims and waits on it."""
     driver = SQLiteDriver(url)
-    driver.wait_for_work(0.001)  # from here on this thread is a waiting one
     yield driver
     driver.close()
 
@@ -53,6 +52,7 @@ def _claim(driver: SQLiteDriver) -> int:
 def test_a_commit_after_the_last_claim_wakes_the_worker_whatever_it_did_since(
     url: str, worker: SQLiteDriver, write: bool
 ) -> None:
+    worker.wait_for_work(0.001)  # a worker that has waited before
     assert _claim(worker) == 0  # nothing yet: the worker will wait
     _enqueue_elsewhere(url)
     # what the pump does between an empty claim and its wait: a read (which queues are
@@ -62,6 +62,15 @@ def test_a_commit_after_the_last_claim_wakes_the_worker_whatever_it_did_since(
     started = time.monotonic()
     assert worker.wait_for_work(3.0) is True, "the enqueue did not wake the worker"
     assert time.monotonic() - started < 1.0
+    assert _claim(worker) == 1
+
+
+def test_a_commit_between_the_first_claim_and_the_first_wait_wakes_the_worker(
+    url: str, worker: SQLiteDriver
+) -> None:
+    assert _claim(worker) == 0  # a worker's first round finds nothing
+    _enqueue_elsewhere(url)
+    assert worker.wait_for_work(3.0) is True, "the first wait took the commit as seen"
     assert _claim(worker) == 1
 
 

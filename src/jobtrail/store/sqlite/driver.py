@@ -262,9 +262,7 @@ class SQLiteDriver(OffLoop, Driver):
         conn: sqlite3.Connection | None = None
         if not self._closed:
             conn = self._connect()
-            if not getattr(self._local, "watching", False):
-                # first wait of this thread: from now on its claims note the version
-                self._local.watching = True
+            if getattr(self._local, "seen", None) is None:  # this thread never claimed
                 self._local.seen = conn.execute("PRAGMA data_version").fetchone()[0]
         seen = getattr(self._local, "seen", None)
         woke = False
@@ -296,9 +294,9 @@ class SQLiteDriver(OffLoop, Driver):
         # its write transaction, where no commit can come between it and the claim's reads.
         # Noting it at every transaction of the thread instead let a later one (the limits
         # re-read after an empty claim, a sweep) note a commit no claim had seen, and the
-        # task waited for the worker's poll.
-        if getattr(self._local, "watching", False):
-            self._local.seen = tx.conn.execute("PRAGMA data_version").fetchone()[0]
+        # task waited for the worker's poll (or, before its first wait, the first wait noted
+        # a commit that came after the worker's first claim).
+        self._local.seen = tx.conn.execute("PRAGMA data_version").fetchone()[0]
         return super().task_claim(tx, claim)
 
     @contextmanager
