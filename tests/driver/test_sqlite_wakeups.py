@@ -1,10 +1,11 @@
 """SQLite's cross-process wake-up (``SQLiteDriver.wait_for_work``): a worker notices another
 connection's commit by ``PRAGMA data_version`` changing from the version it noted when it last
-looked for work. The version must be the one its last claim saw: a later transaction of the
-same thread (the pump re-reads which queues are limited after an empty claim, and sweeps)
-that noted the version again would swallow a commit no claim had seen, and the task would
-wait for the worker's poll (a 1 s idle-latency tail, seen once in ~100 samples of
-``bench/run.py``'s idle latency)."""
+looked for work. The version must be the one the first claim since its last wait saw: a later
+transaction of the same thread (the pump re-reads which queues are limited after an empty
+claim, and sweeps), a later claim of some queues only, or the first wait itself, noting the
+version again, would swallow a commit no claim had seen, and the task would wait for the
+worker's poll (a 1 s idle-latency tail, seen once in ~100 samples of ``bench/run.py``'s idle
+latency)."""
 
 from __future__ import annotations
 
@@ -35,16 +36,16 @@ def worker(url: str) -> Iterator[SQLiteDriver]:
     driver.close()
 
 
-def _enqueue_elsewhere(url: str) -> None:
+def _enqueue_elsewhere(url: str, queue: str = "default") -> None:
     """A commit by another connection, as another process's enqueue is."""
     with jobtrail.App(url) as other:
         other.task("k")(lambda ctx, payload: None)
-        other.enqueue("k")
+        other.enqueue("k", queue=queue)
 
 
-def _claim(driver: SQLiteDriver) -> int:
+def _claim(driver: SQLiteDriver, queues: tuple[str, ...] = ("default",)) -> int:
     with driver.transaction() as tx:
-        rows = driver.task_claim(tx, Claim("w", ["default"], ["k"], 10, None))
+        rows = driver.task_claim(tx, Claim("w", list(queues), ["k"], 10, None))
     return len(rows)
 
 
@@ -72,6 +73,18 @@ def test_a_commit_between_the_first_claim_and_the_first_wait_wakes_the_worker(
     _enqueue_elsewhere(url)
     assert worker.wait_for_work(3.0) is True, "the first wait took the commit as seen"
     assert _claim(worker) == 1
+
+
+def test_a_commit_between_two_claims_of_a_round_wakes_the_worker(
+    url: str, worker: SQLiteDriver
+) -> None:
+    # a worker of two queues claims the unlimited ones, then the limited ones on their own
+    worker.wait_for_work(0.001)
+    assert _claim(worker, ("default",)) == 0
+    _enqueue_elsewhere(url, "default")
+    assert _claim(worker, ("limited",)) == 0  # looks at the other queue only
+    assert worker.wait_for_work(3.0) is True, "the second claim took the commit as seen"
+    assert _claim(worker, ("default", "limited")) == 1
 
 
 def test_a_commit_the_last_claim_saw_does_not_wake_the_worker_again(

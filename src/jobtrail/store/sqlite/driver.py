@@ -284,19 +284,24 @@ class SQLiteDriver(OffLoop, Driver):
                 except sqlite3.Error:  # pragma: no cover - closed under us: poll as before
                     conn = None
         self._wakeup.clear()
+        self._local.noted = False  # the next claim notes what it sees
         return woke
 
     def wake(self) -> None:
         self._wakeup.set()
 
     def task_claim(self, tx: Any, claim: Claim) -> list[Row]:
-        # The version wait_for_work compares against is the one this claim looks at: read in
-        # its write transaction, where no commit can come between it and the claim's reads.
-        # Noting it at every transaction of the thread instead let a later one (the limits
-        # re-read after an empty claim, a sweep) note a commit no claim had seen, and the
-        # task waited for the worker's poll (or, before its first wait, the first wait noted
-        # a commit that came after the worker's first claim).
-        self._local.seen = tx.conn.execute("PRAGMA data_version").fetchone()[0]
+        # The version wait_for_work compares against is the one the first claim since the
+        # thread's last wait looked at: read in its write transaction, where no commit can
+        # come between it and the claim's reads. A later claim of the same round may look at
+        # some queues only (the limited ones), and no other transaction looks for work:
+        # noting the version at every transaction let the limits re-read after an empty
+        # claim, or a sweep, note a commit no claim had seen, and the task waited for the
+        # worker's poll. (Commits after the first claim wake the worker once more at worst.)
+        local = self._local
+        if not getattr(local, "noted", False):
+            local.seen = tx.conn.execute("PRAGMA data_version").fetchone()[0]
+            local.noted = True
         return super().task_claim(tx, claim)
 
     @contextmanager
