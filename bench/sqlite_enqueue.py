@@ -6,6 +6,7 @@
     python bench/sqlite_enqueue.py --frames             # WAL frames per commit (no checkpoint)
     python bench/sqlite_enqueue.py --floor --rounds 3   # the statements alone, against huey's
     python bench/sqlite_enqueue.py --variants --rounds 5  # the same on schema variants
+    python bench/sqlite_enqueue.py --floor --page-size 1024  # files with smaller pages
 
 ``--floor`` runs, in interleaved rounds on fresh files, the statements alone in a bare
 ``sqlite3`` loop (no jobtrail Python): huey's shape (one row in a four-column table with one
@@ -16,6 +17,8 @@ with the library's pragmas: what a single enqueue can cost with this schema befo
 ``--variants`` runs ``task + log`` also on scratch copies of the schema changed step by step
 (``VARIANTS``: the transitions ``WITHOUT ROWID`` keyed by (task_id, seq), then no
 AUTOINCREMENT on the tasks, then no index on the transitions' ``at``): what each would buy.
+``--page-size N`` makes every file of ``--floor`` with pages of N bytes (fewer bytes written per
+commit, deeper trees), without the ``app.enqueue`` row (the App makes its own file).
 
 ``--sync OFF`` is a measuring aid only (``JOBTRAIL_SQLITE_SYNCHRONOUS`` accepts FULL, EXTRA and
 NORMAL; the script sets the pragma on the App's connection after it opens): the difference
@@ -129,9 +132,12 @@ def variant_schema(template: Path, upto: str) -> list[str]:
     return statements
 
 
-def floor(n: int, sync: str, rounds: int, folder: Path, variants: bool = False) -> None:
+def floor(
+    n: int, sync: str, rounds: int, folder: Path, variants: bool = False, page_size: int = 0
+) -> None:
     """``--floor``: the statements alone against huey's shape, then ``app.enqueue``;
-    ``--variants``: ``task + log`` on the schema variants too, instead of ``app.enqueue``."""
+    ``--variants``: ``task + log`` on the schema variants too, instead of ``app.enqueue``;
+    ``page_size``: every file made with that page size (0: SQLite's default)."""
     from jobtrail.store import queries
 
     sql = queries.load("sqlite")
@@ -163,11 +169,16 @@ def floor(n: int, sync: str, rounds: int, folder: Path, variants: bool = False) 
         template = folder / "template.db"
         jobtrail.App(f"sqlite:///{template}").migrate()
         shapes.update({name: enqueue for name in VARIANTS})
-    last = [] if variants else ["app.enqueue"]
+    last = [] if variants or page_size else ["app.enqueue"]  # the App makes its own file
     results: dict[str, list[float]] = {name: [] for name in [*shapes, *last]}
     for r in range(rounds):
         for k, (name, statements) in enumerate(shapes.items()):
             path = folder / f"floor-{r}-{k}.db"
+            if page_size:  # fixed when the file is first written
+                made = sqlite3.connect(path)
+                made.execute(f"PRAGMA page_size={int(page_size)}")
+                made.execute("VACUUM")
+                made.close()
             if name in VARIANTS:
                 conn = sqlite3.connect(path, isolation_level=None)
                 for statement in variant_schema(template, name):
@@ -192,7 +203,7 @@ def floor(n: int, sync: str, rounds: int, folder: Path, variants: bool = False) 
                 conn.execute("COMMIT")
             results[name].append((time.perf_counter() - t0) / n * 1e6)
             conn.close()
-        if not variants:
+        if last:
             results["app.enqueue"].append(run(n, sync, False, folder)["wall_us"])
     huey_us = statistics.median(results["huey's row"])
     print(f"single enqueue, one commit each, synchronous={sync}, n={n}, median of {rounds}")
@@ -211,10 +222,11 @@ def main() -> None:
     parser.add_argument("--floor", action="store_true", help="the statements alone, vs huey's")
     parser.add_argument("--rounds", type=int, default=3, help="--floor: interleaved rounds")
     parser.add_argument("--variants", action="store_true", help="--floor on schema variants")
+    parser.add_argument("--page-size", type=int, default=0, help="--floor: files' page size")
     args = parser.parse_args()
     if args.floor or args.variants:
         with tempfile.TemporaryDirectory(dir=args.dir or os.environ.get("TMPDIR")) as tmp:
-            floor(args.n, args.sync, args.rounds, Path(tmp), args.variants)
+            floor(args.n, args.sync, args.rounds, Path(tmp), args.variants, args.page_size)
         return
     if args.dir:
         folder = Path(args.dir)
