@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import quote
 
 import psycopg
+from run import TICK, cpu_ticks
 
 import jobtrail
 
@@ -44,18 +45,22 @@ def database_url(server: str) -> str:
     return server.rsplit("/", 1)[0] + "/" + DATABASE
 
 
-def checks(conn: psycopg.Connection[Any], schema: str) -> list[tuple[str, str, str, str | None]]:
-    """(table, name, definition, its one column or None) of the CHECK constraints of
-    ``TABLES`` in ``schema``."""
+#: (table, name, definition, its one column or None, size of its stored tree)
+Check = tuple[str, str, str, str | None, int]
+
+
+def checks(conn: psycopg.Connection[Any], schema: str) -> list[Check]:
+    """The CHECK constraints of ``TABLES`` in ``schema``."""
     rows = conn.execute(
         "SELECT c.relname, k.conname, pg_get_constraintdef(k.oid), "
         "CASE WHEN cardinality(k.conkey) = 1 THEN (SELECT attname FROM pg_attribute "
-        "WHERE attrelid = c.oid AND attnum = k.conkey[1]) END FROM pg_constraint k "
-        "JOIN pg_class c ON c.oid = k.conrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE attrelid = c.oid AND attnum = k.conkey[1]) END, length(k.conbin::text) "
+        "FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace "
         "WHERE k.contype = 'c' AND n.nspname = %s AND c.relname = ANY(%s) ORDER BY 1, 2",
         (schema, list(TABLES)),
     ).fetchall()
-    return [(r[0], r[1], r[2], r[3]) for r in rows]
+    return [(r[0], r[1], r[2], r[3], int(r[4])) for r in rows]
 
 
 def as_regex(definition: str) -> str:
@@ -77,7 +82,7 @@ def make_schema(conn: psycopg.Connection[Any], url: str, schema: str, variant: s
     store = f"{url}?options={quote(f'-csearch_path={schema}')}"
     jobtrail.App(store).migrate()
     changed = 0
-    for table, name, definition, column in checks(conn, schema):
+    for table, name, definition, column, _ in checks(conn, schema):
         if variant == "state CHECKs as domains":
             if column is not None and column.endswith("state"):
                 as_domain(conn, schema, table, name, definition, column)
@@ -112,16 +117,6 @@ def as_domain(
     conn.execute(f"ALTER TABLE {schema}.{table} ALTER COLUMN {column} TYPE {schema}.{name}")
 
 
-def check_bytes(conn: psycopg.Connection[Any], schema: str) -> int:
-    row = conn.execute(
-        "SELECT COALESCE(sum(length(k.conbin::text)), 0) FROM pg_constraint k "
-        "JOIN pg_class c ON c.oid = k.conrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE k.contype = 'c' AND n.nspname = %s AND c.relname = ANY(%s)",
-        (schema, list(TABLES)),
-    ).fetchone()
-    return int(row[0]) if row else 0
-
-
 def backend_seconds(conn: psycopg.Connection[Any]) -> float:
     """utime + stime of every client backend of the database but ``conn``'s own."""
     pids = conn.execute(
@@ -129,15 +124,7 @@ def backend_seconds(conn: psycopg.Connection[Any]) -> float:
         "AND backend_type = 'client backend'",
         (DATABASE,),
     ).fetchall()
-    ticks = 0
-    for (pid,) in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except FileNotFoundError:  # ended meanwhile
-            continue
-        ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
+    return cpu_ticks([int(pid) for (pid,) in pids]) / TICK
 
 
 def measure(app: jobtrail.App, monitor: psycopg.Connection[Any], n: int) -> dict[str, float]:
@@ -177,7 +164,8 @@ def main() -> None:
                 app.task("noop", max_attempts=1)(lambda ctx, payload: None)
                 for _ in range(200):  # connections open, statements prepared
                     app.enqueue("noop", {})
-                apps[variant], sizes[variant] = app, check_bytes(monitor, schema)
+                apps[variant] = app
+                sizes[variant] = sum(c[4] for c in checks(monitor, schema))
             got: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
             for _ in range(args.rounds):
                 for variant, app in apps.items():
