@@ -10,8 +10,7 @@ latency)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -21,19 +20,9 @@ from jobtrail.store.types import Claim
 
 
 @pytest.fixture
-def url(tmp_path: Path) -> str:
-    url = f"sqlite:///{tmp_path / 'wake.db'}"
-    with jobtrail.App(url) as app:
-        app.migrate()
-    return url
-
-
-@pytest.fixture
-def worker(url: str) -> Iterator[SQLiteDriver]:
+def worker(make_driver: Callable[..., SQLiteDriver]) -> SQLiteDriver:
     """A driver used as a worker's pump uses it: this thread claims and waits on it."""
-    driver = SQLiteDriver(url)
-    yield driver
-    driver.close()
+    return make_driver()
 
 
 def _enqueue_elsewhere(url: str, queue: str = "default") -> None:

@@ -7,36 +7,12 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 
 import jobtrail
 from jobtrail.store.sqlite.driver import SQLiteDriver
-
-
-@pytest.fixture
-def url(tmp_path: Path) -> str:
-    url = f"sqlite:///{tmp_path / 'lock.db'}"
-    with jobtrail.App(url) as app:
-        app.migrate()
-    return url
-
-
-@pytest.fixture
-def make_driver(url: str) -> Iterator[Callable[..., SQLiteDriver]]:
-    """SQLite drivers on ``url`` (options as ``SQLiteDriver`` takes them), closed at the end."""
-    made: list[SQLiteDriver] = []
-
-    def make(**options: Any) -> SQLiteDriver:
-        made.append(SQLiteDriver(url, **options))
-        return made[-1]
-
-    yield make
-    for driver in made:
-        driver.close()
 
 
 def _hold_lock(url: str, seconds: float, held: threading.Event) -> threading.Thread:
