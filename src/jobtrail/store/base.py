@@ -149,6 +149,11 @@ class Driver(Statements, Reads, abc.ABC):
     def wake(self) -> None:
         """Wake this process's waiting workers (a local hint)."""
 
+    def _looking_for_work(self, tx: Tx) -> None:
+        """Called in ``task_claim``'s transaction before it reads a queue (not for a claim
+        that looks at none): a driver whose ``wait_for_work`` compares against what the
+        claims saw notes it here (SQLite)."""
+
     #: True when no other process's enqueue wakes this one's idle workers: they find new work
     #: by polling (PostgreSQL behind a transaction pooler without a ``listen_url``).
     polls_only = False
@@ -311,6 +316,8 @@ class Driver(Statements, Reads, abc.ABC):
         limited = tx.all("queue_limits_lock", {"queues": self._list(claim.queues)})
         names = {q["name"] for q in limited}
         free = [q for q in claim.queues if q not in names]
+        if free or (limited and not claim.skip_limited):
+            self._looking_for_work(tx)
         rows: list[Row] = []
         for queue_name in free:
             room = claim.limit - len(rows)

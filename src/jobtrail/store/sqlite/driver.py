@@ -290,19 +290,20 @@ class SQLiteDriver(OffLoop, Driver):
     def wake(self) -> None:
         self._wakeup.set()
 
-    def task_claim(self, tx: Any, claim: Claim) -> list[Row]:
+    def _looking_for_work(self, tx: Any) -> None:
         # The version wait_for_work compares against is the one the first claim since the
         # thread's last wait looked at: read in its write transaction, where no commit can
         # come between it and the claim's reads. A later claim of the same round may look at
         # some queues only (the limited ones), and no other transaction looks for work:
         # noting the version at every transaction let the limits re-read after an empty
         # claim, or a sweep, note a commit no claim had seen, and the task waited for the
-        # worker's poll. (Commits after the first claim wake the worker once more at worst.)
+        # worker's poll. (Commits after the first claim wake the worker once more at worst;
+        # a claim that looks at no queue, such as the unlimited pass of a worker whose
+        # queues all have limits, notes nothing.)
         local = self._local
         if not getattr(local, "noted", False):
             local.seen = tx.conn.execute("PRAGMA data_version").fetchone()[0]
             local.noted = True
-        return super().task_claim(tx, claim)
 
     @contextmanager
     def watch_finished(self) -> Iterator[Callable[[float], bool]]:
