@@ -84,3 +84,16 @@ def test_a_commit_the_last_claim_saw_does_not_wake_the_worker_again(
     assert worker.wait_for_work(0.2) is False  # so it is not news: no spin on it
     _enqueue_elsewhere(url)
     assert worker.wait_for_work(3.0) is True
+
+
+def test_a_claim_that_reads_no_queue_leaves_the_note_to_the_one_that_does(
+    url: str, worker: SQLiteDriver
+) -> None:
+    with jobtrail.App(url) as app:
+        app.set_limit("default", total=100, by="test", note="limited")  # its only queue
+    worker.wait_for_work(0.001)
+    with worker.transaction() as tx:  # the unlimited pass of a round: it reads no queue
+        worker.task_claim(tx, Claim("w", ["default"], ["k"], 10, None, skip_limited=True))
+    _enqueue_elsewhere(url)
+    assert _claim(worker) == 1  # the round's claim of its limited queue saw the commit
+    assert worker.wait_for_work(0.2) is False, "woken by a commit the round's claim had seen"
