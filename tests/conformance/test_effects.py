@@ -168,16 +168,19 @@ def test_not_started_effect_is_called_on_the_retry_without_reconcile(app: jobtra
     assert app.get(task.id).steps == {"charge": {"ok": True}}
 
 
-def test_a_provider_refusal_forgets_the_intent(app: jobtrail.App) -> None:
-    """``fn`` raising a jobtrail error means the provider refused: nothing happened, the retry
-    calls again without asking ``reconcile``."""
+def test_a_provider_refusal_records_the_intent_as_refused(app: jobtrail.App) -> None:
+    """``fn`` raising a jobtrail error means the provider refused: nothing happened, the intent
+    is kept as ``refused``, the retry calls again without asking ``reconcile``."""
     calls: list[str] = []
     reconciled: list[str] = []
+    seen: list[list[dict[str, Any]]] = []
+    task_ids: list[str] = []
 
     def charge(key: str) -> dict[str, Any]:
         calls.append(key)
         if len(calls) == 1:
             raise TransientError("429 from provider", category="rate_limited")
+        seen.append(app.steps(task_ids[0]))
         return {"ok": len(calls)}
 
     @app.task("refused", backoff_base=0, reconcile=lambda key: reconciled.append(key))
@@ -185,11 +188,96 @@ def test_a_provider_refusal_forgets_the_intent(app: jobtrail.App) -> None:
         ctx.effect("charge", charge)
 
     task = app.enqueue("refused")
+    task_ids.append(task.id)
     burst(app)
     assert app.get(task.id).state == "succeeded"
     assert calls == [f"{task.id}/charge"] * 2
     assert reconciled == []
     assert app.get(task.id).steps == {"charge": {"ok": 2}}
+    # the second attempt re-recorded the intent over the refusal before calling again
+    assert [(s["status"], s["attempt"], s["error"]) for s in seen[0]] == [("intent", 2, None)]
+
+
+class ProviderError(Exception):
+    """An HTTP client's error as requests/httpx raise it: the status on ``response``."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"provider answered HTTP {status}")
+        self.response = type("Response", (), {"status_code": status})()
+
+
+@pytest.mark.parametrize("status", [418, 429, 503])
+def test_an_http_refusal_is_retried_by_a_non_reentrant_kind(app: jobtrail.App, status: int) -> None:
+    """SPEC §17.1: an exception carrying HTTP 400-499 or 503 proves the provider refused, so a
+    ``reentrant=False`` kind retries it like any failure (it went dead as EffectUncertain)."""
+    calls: list[str] = []
+    during: list[str] = []
+    task_ids: list[str] = []
+
+    def charge(key: str) -> dict[str, Any]:
+        calls.append(key)
+        if len(calls) == 1:
+            raise ProviderError(status)
+        during.append(app.explain(task_ids[0]))
+        return {"charge": "ch_2"}
+
+    @app.task("strict_pay", reentrant=False, backoff_base=0, retry_unclassified=True)
+    def strict_pay(ctx: jobtrail.Context, payload: Any) -> None:
+        ctx.effect("charge", charge)
+
+    task = app.enqueue("strict_pay")
+    task_ids.append(task.id)
+    burst(app)
+    done = app.get(task.id)
+    assert (done.state, done.last_reason, done.attempts) == ("succeeded", "completed", 2)
+    assert calls == [f"{task.id}/charge"] * 2
+    assert done.steps == {"charge": {"charge": "ch_2"}}
+    # during the second call the intent is the second attempt's own (the refusal was no doubt)
+    assert f"effect charge [key {task.id}/charge]: started by attempt 2" in during[0]
+
+
+@pytest.mark.parametrize("status", [400, 503])
+def test_explain_says_an_effect_was_refused(app: jobtrail.App, status: int) -> None:
+    @app.task("refused_once", reentrant=False, max_attempts=1)
+    def refused_once(ctx: jobtrail.Context, payload: Any) -> None:
+        ctx.effect("charge", lambda key: (_ for _ in ()).throw(ProviderError(status)))
+
+    task = app.enqueue("refused_once")
+    burst(app)
+    key = f"{task.id}/charge"
+    assert app.get(task.id).state == "dead"
+    text = app.explain(task.id)
+    assert (
+        f"effect charge [key {key}]: refused by the provider in attempt 1 (nothing happened; "
+        f"the next attempt calls again) (ProviderError: provider answered HTTP {status})"
+    ) in text
+    assert "outcome uncertain" not in text
+    assert "被服务方拒绝" in app.explain(task.id, lang="zh")
+    assert [s["status"] for s in app.steps(task.id)] == ["refused"]
+
+
+@pytest.mark.parametrize("status", [500, 502, 504, None])
+def test_a_failure_without_evidence_leaves_the_effect_uncertain(
+    app: jobtrail.App, status: int | None
+) -> None:
+    """500/502/504 and an exception with no status prove nothing: a non-reentrant kind stops."""
+    calls: list[str] = []
+
+    def charge(key: str) -> dict[str, Any]:
+        calls.append(key)
+        raise ProviderError(status) if status else TimeoutError("read timed out")
+
+    @app.task("unsure_pay", reentrant=False, backoff_base=0, retry_unclassified=True)
+    def unsure_pay(ctx: jobtrail.Context, payload: Any) -> None:
+        ctx.effect("charge", charge)
+
+    task = app.enqueue("unsure_pay")
+    burst(app)
+    done = app.get(task.id)
+    assert (done.state, done.last_reason) == ("dead", "permanent_error")
+    assert "outcome is unknown" in (done.last_error or "")
+    assert calls == [f"{task.id}/charge"]
+    assert "outcome uncertain" in app.explain(task.id)
 
 
 def test_a_confirmed_effect_is_never_repeated(app: jobtrail.App) -> None:

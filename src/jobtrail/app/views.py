@@ -28,7 +28,8 @@ class ViewsAPI(OpsAPI):
 
     def steps(self, task_id: str | int) -> builtins.list[dict[str, Any]]:
         """The task's steps and effects in the order they started: ``name``, ``effect``
-        (bool), ``status`` (``confirmed`` or ``intent`` — started, outcome unknown),
+        (bool), ``status`` (``confirmed``; ``intent`` — started, outcome unknown; ``refused``
+        — the provider refused it, nothing happened),
         ``effect_key``, ``result`` (the step's result or the effect's receipt), ``attempt``,
         ``error``, ``created_at``, ``confirmed_at``."""
         with self._driver.transaction(write=False) as tx:

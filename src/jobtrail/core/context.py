@@ -20,7 +20,7 @@ from ..model.kinds import DEFAULT_MAX_PAYLOAD, KindSpec
 from ..model.machine import State
 from ..model.models import Task
 from . import payloads
-from .decide import error_text
+from .decide import error_text, http_status
 
 if TYPE_CHECKING:
     from ..store.base import Driver, Row, Tx
@@ -82,6 +82,22 @@ class Attempt:
             if not self.lost:
                 self.lost = True
                 self.lost_why = why
+
+
+#: HTTP statuses that prove a provider refused a call (SPEC §17.1): a client error, or 503 (the
+#: service says it did not take the request). 500/502/504 prove nothing: the request may have
+#: been carried out before the answer broke.
+REFUSED_STATUSES = frozenset(range(400, 500)) | {503}
+
+
+def refusal(exc: BaseException) -> bool:
+    """Whether an effect's exception proves the provider refused it (nothing happened): a
+    jobtrail ``TransientError``/``PermanentError``/``Snooze`` raised by the effect's function,
+    or an HTTP status of 400-499 or 503 read off the exception as the classifier reads it
+    (``status_code``, ``status`` or ``response.status_code``)."""
+    if isinstance(exc, TransientError | PermanentError | Snooze):
+        return True
+    return http_status(exc) in REFUSED_STATUSES
 
 
 class EffectUncertain(PermanentError):
@@ -203,8 +219,10 @@ class Context:
         ``<task id>/<name>`` to pass on as the provider's idempotency key. An intent is
         recorded before the call and the receipt (``fn``'s JSON result) after it; an earlier
         attempt's unconfirmed intent is reconciled (the kind's ``reconcile`` hook) before any
-        repeat. A ``TransientError``/``PermanentError`` raised by ``fn`` means the provider
-        refused (nothing happened); any other exception leaves the effect uncertain. ``fn``
+        repeat. ``fn`` raising a ``TransientError``/``PermanentError``, or an exception that
+        carries an HTTP status of 400-499 or 503, means the provider refused (nothing
+        happened: the intent is recorded as ``refused`` and a retry calls again); any other
+        exception (a timeout, a dropped connection, 500/502/504) leaves it uncertain. ``fn``
         must be a plain function; an ``async def`` one goes to ``await ctx.aeffect(...)``."""
         _refuse_coroutine(fn, "effect", "aeffect")
         done, key, receipt = self._effect_begin(name)
@@ -247,7 +265,7 @@ class Context:
             raise ValueError(f"{name!r} is a step of this task, not an effect")
         if row is not None and row["status"] == "confirmed":
             return True, key, row["result"]
-        if row is not None:  # started by an earlier attempt, outcome unknown
+        if row is not None and row["status"] == "intent":  # started earlier, outcome unknown
             found = self._reconcile(key)
             if found is not None and found is not _UNKNOWN:
                 self._confirm(name, found, effect_key=key)
@@ -269,18 +287,20 @@ class Context:
         return False, key, None
 
     def _effect_failed(self, name: str, exc: BaseException) -> None:
-        """The effect's call raised: a refusal forgets the intent (nothing happened), anything
-        else notes the error on it (the outcome is unknown)."""
-        if isinstance(exc, TransientError | PermanentError | Snooze):
-            self._effect_forget(name)
-            return
+        """The effect's call raised: a refusal is recorded on the intent (nothing happened,
+        the next attempt calls again), anything else notes the error on it (the outcome is
+        unknown)."""
+        refused = refusal(exc)
         with self._driver.transaction() as tx:
-            self._driver.effect_note_error(
+            note = self._driver.effect_refuse if refused else self._driver.effect_note_error
+            note(
                 tx,
                 id=self._attempt.task_id,
                 name=name,
                 error=error_text(exc),  # bounded, a NUL kept as an escape
             )
+        if refused:
+            self._steps()[name]["status"] = "refused"
 
     def _effect_forget(self, name: str) -> None:
         with self._driver.transaction() as tx:

@@ -19,6 +19,8 @@ _WORDS = {
         "effect_ok": "  effect {name} [key {key}]: confirmed (attempt {attempt}), receipt {result}",
         "effect_open": "  effect {name} [key {key}]: started by attempt {attempt}, outcome "
         "uncertain{error}",
+        "effect_refused": "  effect {name} [key {key}]: refused by the provider in attempt "
+        "{attempt} (nothing happened; the next attempt calls again){error}",
         "outbox": "outbox: {n} message(s), {pending} delivering, {done} delivered",
         "message": "  #{id} {topic}: {state}{extra}",
     },
@@ -29,6 +31,8 @@ _WORDS = {
         "step": "  步骤   {name}：已确认（第 {attempt} 次尝试）→ {result}",
         "effect_ok": "  副作用 {name} [键 {key}]：已确认（第 {attempt} 次尝试），回执 {result}",
         "effect_open": "  副作用 {name} [键 {key}]：第 {attempt} 次尝试已开始，结果不确定{error}",
+        "effect_refused": "  副作用 {name} [键 {key}]：第 {attempt} 次尝试被服务方拒绝"
+        "（未发生任何事；下次尝试会再次调用）{error}",
         "outbox": "发件箱：{n} 条消息，{pending} 条发送中，{done} 条已送达",
         "message": "  #{id} {topic}：{state}{extra}",
     },
@@ -84,8 +88,9 @@ def gather(driver: Driver, tx: Tx, row: Row, lang: str) -> Facts:
                 )
             else:
                 error = f" ({s['error']})" if s["error"] else ""
+                open_or_refused = "effect_refused" if s["status"] == "refused" else "effect_open"
                 facts.details.append(
-                    words["effect_open"].format(
+                    words[open_or_refused].format(
                         name=s["name"], key=key, attempt=s["attempt"], error=error
                     )
                 )

@@ -108,6 +108,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "task.effect": {"en": "effect", "zh": "副作用"},
     "task.step": {"en": "step", "zh": "步骤"},
     "task.intent": {"en": "(started, outcome unknown)", "zh": "（已开始，结果未知）"},
+    "task.refused": {"en": "(refused, nothing happened)", "zh": "（被拒绝，未发生任何事）"},
     "task.outbox": {"en": "Outbox", "zh": "发件箱"},
     "task.col_topic": {"en": "topic", "zh": "主题"},
     "task.col_delivered": {"en": "delivered", "zh": "送达于"},

@@ -149,6 +149,9 @@ class Statements:
     def effect_note_error(self, tx: Tx, *, id: int, name: str, error: str) -> int:
         return tx.run("effect_note_error", {"id": id, "name": name, "error": error})
 
+    def effect_refuse(self, tx: Tx, *, id: int, name: str, error: str) -> int:
+        return tx.run("effect_refuse", {"id": id, "name": name, "error": error})
+
     # -- the outbox ----------------------------------------------------------------------------
     def outbox_claim(
         self, tx: Tx, *, limit: int, lock_seconds: float, any_topic: bool, topics: NameList

@@ -28,12 +28,18 @@ WHERE EXISTS (SELECT 1 FROM jobtrail_tasks
                 AND lease_owner = %(owner)s AND attempts = %(attempt)s
                 AND lease_expires_at > now())
 ON CONFLICT (task_id, name) DO UPDATE
-SET attempt = excluded.attempt, error = NULL
-WHERE jobtrail_steps.status = 'intent'
+SET status = 'intent', attempt = excluded.attempt, error = NULL
+WHERE jobtrail_steps.status IN ('intent', 'refused')
 RETURNING name;
 
 -- name: effect_note_error
 UPDATE jobtrail_steps SET error = %(error)s
+WHERE task_id = %(id)s AND name = %(name)s AND status = 'intent';
+
+-- name: effect_refuse
+-- The call raised with evidence that the provider refused (context._refused): nothing
+-- happened, the next attempt calls again; the row stays for explain and the dashboard.
+UPDATE jobtrail_steps SET status = 'refused', error = %(error)s
 WHERE task_id = %(id)s AND name = %(name)s AND status = 'intent';
 
 -- name: effect_forget

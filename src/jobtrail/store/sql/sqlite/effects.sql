@@ -27,16 +27,22 @@ WHERE EXISTS (SELECT 1 FROM jobtrail_tasks
                 AND lease_owner = :owner AND attempts = :attempt
                 AND lease_expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3))
 ON CONFLICT (task_id, name) DO UPDATE
-SET attempt = excluded.attempt, error = NULL
-WHERE jobtrail_steps.status = 'intent'
+SET status = 'intent', attempt = excluded.attempt, error = NULL
+WHERE jobtrail_steps.status IN ('intent', 'refused')
 RETURNING name;
 
 -- name: effect_note_error
 UPDATE jobtrail_steps SET error = :error
 WHERE task_id = :id AND name = :name AND status = 'intent';
 
+-- name: effect_refuse
+-- The call raised with evidence that the provider refused (context._refused): nothing
+-- happened, the next attempt calls again; the row stays for explain and the dashboard.
+UPDATE jobtrail_steps SET status = 'refused', error = :error
+WHERE task_id = :id AND name = :name AND status = 'intent';
+
 -- name: effect_forget
--- The effect function raised a jobtrail error: the provider refused, nothing happened.
+-- The effect function returned an awaitable it never ran: nothing happened.
 DELETE FROM jobtrail_steps WHERE task_id = :id AND name = :name AND status = 'intent';
 
 -- name: effect_confirmed_count
