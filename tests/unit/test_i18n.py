@@ -128,7 +128,19 @@ def test_the_template_check_finds_english() -> None:
 def test_jinja_literals_are_not_english_either() -> None:
     """A string literal inside ``{{ }}`` shown as text (``{{ 'Resume' if ... }}``) bypasses the
     catalog too: the only quoted Latin words left in expressions are codes and names."""
-    codes = {"on", "en", "zh", "resume", "pause", "pending", "dead", "intent", "reason", "lang."}
+    codes = {
+        "on",
+        "en",
+        "zh",
+        "resume",
+        "pause",
+        "pending",
+        "dead",
+        "intent",
+        "refused",
+        "reason",
+        "lang.",
+    }
     codes |= {"selected", "tasks", "task", "queues", "cron", "paused", "resumed", "queues.outcome_"}
     codes |= {"resume-btn", "pause-btn danger", "\\n", ", ", " · "}
     for path in TEMPLATES:

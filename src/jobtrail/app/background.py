@@ -20,6 +20,7 @@ RUN_WORKER_OPTIONS = (
     "poll_interval",
     "sweep_interval",
     "grace",
+    "drain",
 )
 
 

@@ -47,9 +47,15 @@ class WorkersAPI(CronAPI):
         poll_interval: float | None = None,
         sweep_interval: float = 1.0,
         grace: float = 30.0,
+        drain: float = 0.0,
     ) -> int:
         """Run a worker in this thread until SIGTERM/SIGINT (or, with ``burst``, until nothing
         is due and nothing it holds is running). Returns the number of attempts it finished.
+
+        ``drain=S`` (with ``burst``; tests and CI): also wait for queued tasks of this worker's
+        queues and kinds that become due within ``S`` seconds (a retry's backoff, a snooze, a
+        delay), and return once nothing is due within that horizon and nothing it holds is
+        running. A task of a paused queue is not waited for.
 
         ``concurrency`` handlers run at once; tasks may be claimed ahead and held (leased to
         this worker) until a handler is free, so that the next claim's round trip overlaps the
@@ -68,6 +74,7 @@ class WorkersAPI(CronAPI):
             poll_interval=poll_interval,
             sweep_interval=sweep_interval,
             grace=grace,
+            drain=drain,
         ).run()
 
     def _worker(

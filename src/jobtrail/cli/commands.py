@@ -99,6 +99,13 @@ def migrate(rt: Runtime) -> None:
 )
 @click.option("--burst", is_flag=True, help="Exit once nothing is due and nothing held runs.")
 @click.option(
+    "--drain",
+    type=click.FloatRange(0, MAX_GRACE),
+    default=0.0,
+    metavar="S",
+    help="With --burst: also wait for tasks due within S seconds (retries, delays).",
+)
+@click.option(
     "--poll-interval",
     type=click.FloatRange(0, MAX_POLL, min_open=True),
     default=1.0,
@@ -135,6 +142,7 @@ def worker(
     concurrency: int,
     prefetch: int | None,
     burst: bool,
+    drain: float,
     poll_interval: float,
     grace: float,
     log_level: str,
@@ -146,6 +154,8 @@ def worker(
             "worker needs your app to know the task kinds: pass --app module:attr or set "
             "JOBTRAIL_APP"
         )
+    if drain and not burst:
+        raise click.UsageError("--drain needs --burst (a running worker never returns)")
     fmt.log_to_stderr(getattr(logging, log_level.upper()), log_format)
     # a store that refuses us: the one-line error says why. Quiet from before the pool opens
     # (its background attempts log as soon as it does) until the store has answered; a store
@@ -161,6 +171,7 @@ def worker(
         concurrency=concurrency,
         prefetch=prefetch,
         burst=burst,
+        drain=drain,
         poll_interval=poll_interval,
         grace=grace,
     )

@@ -432,6 +432,19 @@ class Driver(Statements, Reads, abc.ABC):
         rows = tx.all("queue_limited_names", {"queues": self._list(queues)})
         return [r["name"] for r in rows]
 
+    def task_next_due(
+        self, tx: Tx, queues: list[str], kinds: list[str], within: float
+    ) -> float | None:
+        """Seconds (by the database clock) until the first queued task of ``queues`` and
+        ``kinds`` is due, if one is due within ``within`` seconds (0 or less: due now);
+        ``None`` when none is. What a draining burst worker waits for."""
+        row = tx.one(
+            "task_next_due",
+            {"queues": self._list(queues), "kinds": self._list(kinds), "within": float(within)},
+        )
+        wait = None if row is None else row["wait"]
+        return None if wait is None else float(wait)
+
     def task_move(self, tx: Tx, move: Move) -> Row | None:
         """The conditional update of one edge plus its transition row; ``None`` when the guard
         did not match (somebody else moved the task first)."""

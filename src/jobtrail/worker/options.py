@@ -36,6 +36,9 @@ class WorkerOptions:
     sweep_interval: float = 1.0
     grace: float = 30.0
     install_signals: bool = True
+    #: A burst worker also waits for queued tasks due within this many seconds (retries,
+    #: delays) before it returns; 0: returns once nothing is due now.
+    drain: float = 0.0
 
     def __post_init__(self) -> None:
         """Out of range is refused before the worker starts, with a ``ValueError`` naming the
@@ -52,6 +55,9 @@ class WorkerOptions:
             self.sweep_interval, "sweep_interval", positive=True, high=validate.MAX_POLL
         )
         validate.seconds(self.grace, "grace", high=validate.MAX_GRACE)
+        validate.seconds(self.drain, "drain", high=validate.MAX_GRACE)
+        if self.drain and not self.burst:
+            raise ValueError("drain is for a burst worker: pass burst=True (--burst) with it")
 
 
 @dataclass(frozen=True)

@@ -227,7 +227,9 @@ class Worker(IdleHandOff):
                 next_sweep = self._sweep()
             slot = self._slot  # a rate-limited queue's next slot, seconds (None: no such wait)
             if burst and claimed == 0 and busy_before == 0 and slot is None:
-                return
+                slot = self._next_due()  # draining: wait for what is due within the horizon
+                if slot is None:
+                    return
             if claimed and self._armed:
                 self._leave_registry()  # busy now: no slot kept for a hand-off
             if (claimed and claimed == free) or self._completions.waiting():
@@ -237,6 +239,25 @@ class Worker(IdleHandOff):
             wait = min(self.options.poll_interval, max(0.01, next_sweep - time.monotonic()))
             woke = self.driver.wait_for_work(wait if slot is None else min(wait, max(0.005, slot)))
             timed_out = not woke
+
+    def _next_due(self) -> float | None:
+        """A draining burst worker's wait (seconds) for the first of its tasks due within
+        ``drain`` seconds; ``None`` (return) when there is none, or without ``drain``. A task
+        due now that the last claim did not get (a limit another worker holds) is looked at
+        again after a short wait, not in a busy loop."""
+        if not self.options.drain or not self._kinds:
+            return None
+        try:
+            with self.driver.transaction(write=False) as tx:
+                wait = self.driver.task_next_due(
+                    tx, self.options.queues, self._kinds, self.options.drain
+                )
+        except Exception as exc:  # the store is down: try again after a poll interval
+            log.warning("drain check failed (%s)", type(exc).__name__)
+            return self.options.poll_interval
+        if wait is None:
+            return None
+        return wait if wait > 0.05 else 0.05
 
     # -- retention: pruning finished tasks on a thread of its own ----------------------------
     def _start_retention(self) -> threading.Thread | None:

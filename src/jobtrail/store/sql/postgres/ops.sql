@@ -100,6 +100,19 @@ WHERE t.queue = %(queue)s AND tr.reason = 'claimed' AND tr.at >= %(since)s AND t
 SELECT COUNT(*) AS n FROM jobtrail_tasks
 WHERE queue = %(queue)s AND state = 'queued' AND run_at <= now();
 
+-- name: task_next_due
+-- A draining burst worker (run_worker(burst=True, drain=S)): seconds until the first queued
+-- task of these queues and kinds is due (0 or less: due now), among those due within
+-- %(within)s seconds; NULL when there is none (read from jobtrail_tasks_queued_kind). Paused
+-- queues are left out: their tasks would hold the worker until someone resumes the queue.
+SELECT EXTRACT(EPOCH FROM MIN(run_at) - now())::float8 AS wait
+FROM jobtrail_tasks
+WHERE state = 'queued'
+  AND queue = ANY(%(queues)s::text[])
+  AND kind = ANY(%(kinds)s::text[])
+  AND run_at <= now() + make_interval(secs => %(within)s)
+  AND queue NOT IN (SELECT name FROM jobtrail_queues WHERE paused);
+
 -- name: queue_get
 SELECT * FROM jobtrail_queues WHERE name = %(name)s;
 

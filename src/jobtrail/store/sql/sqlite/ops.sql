@@ -86,6 +86,19 @@ WHERE t.queue = :queue AND tr.reason = 'claimed' AND tr.at >= :since AND tr.at <
 SELECT COUNT(*) AS n FROM jobtrail_tasks
 WHERE queue = :queue AND state = 'queued' AND run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3);
 
+-- name: task_next_due
+-- A draining burst worker (run_worker(burst=True, drain=S)): seconds until the first queued
+-- task of these queues and kinds is due (0 or less: due now), among those due within :within
+-- seconds; NULL when there is none. Paused queues are left out: their tasks would hold the
+-- worker until someone resumes the queue.
+SELECT MIN(run_at) - round((julianday('now') - 2440587.5) * 86400.0, 3) AS wait
+FROM jobtrail_tasks
+WHERE state = 'queued'
+  AND queue IN (SELECT value FROM json_each(:queues))
+  AND kind IN (SELECT value FROM json_each(:kinds))
+  AND run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3) + :within
+  AND queue NOT IN (SELECT name FROM jobtrail_queues WHERE paused = 1);
+
 -- name: queue_get
 SELECT * FROM jobtrail_queues WHERE name = :name;
 
