@@ -230,3 +230,35 @@ def test_start_worker_inside_a_running_event_loop(app: jobtrail.App) -> None:
             await handle.astop()
 
     assert app.get(asyncio.run(go())).state == "succeeded"
+
+
+def test_an_async_handler_that_blocks_the_loop_is_logged(
+    app: jobtrail.App, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SPEC §17.1: an ``async def`` handler calling ``time.sleep`` stalled the other async
+    handlers of its worker and nothing was logged. Now one WARNING names it (task id, kind, how
+    long); a well-behaved neighbour is not named."""
+    neighbour_done = threading.Event()
+
+    @app.task("blocks_loop")
+    async def blocks_loop(ctx: jobtrail.Context, payload: Any) -> None:
+        await asyncio.sleep(0)
+        time.sleep(1.2)  # the mistake under test: a blocking call on the loop
+
+    @app.task("polite")
+    async def polite(ctx: jobtrail.Context, payload: Any) -> None:
+        await asyncio.sleep(0.01)
+        neighbour_done.set()
+
+    blocker = app.enqueue("blocks_loop")
+    app.enqueue("polite")
+    with caplog.at_level(logging.WARNING, logger="jobtrail.worker"):
+        app.run_worker(burst=True, concurrency=2, poll_interval=0.05)
+    assert neighbour_done.is_set()
+    lines = [r for r in caplog.records if "blocked the event loop" in r.getMessage()]
+    assert len(lines) == 1, [r.getMessage() for r in lines]
+    assert lines[0].levelno == logging.WARNING
+    text = lines[0].getMessage()
+    assert f"task {blocker.id} (blocks_loop)" in text
+    seconds = float(text.split("blocked the event loop for ")[1].split(" s")[0])
+    assert 1.1 <= seconds < 5, text

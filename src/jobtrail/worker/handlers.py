@@ -17,6 +17,7 @@ from ..core.decide import classify
 from ..core.results import encode_result
 from ..model.errors import Cancelled, Snooze
 from ..model.models import task_from_row
+from .loopwatch import LoopWatch, Watched
 from .outcomes import Outcomes
 from .pool import _attempt_timeout
 
@@ -27,6 +28,9 @@ LOOP_SETTLE = 0.5
 
 
 class Handlers(Outcomes):
+    #: the blocked-loop lines' rate limit, made with the loop (``loopwatch``)
+    _loopwatch: LoopWatch | None = None
+
     def _attempt(self, row: dict[str, Any]) -> Attempt:
         task = task_from_row(row)
         attempt = Attempt(
@@ -124,14 +128,19 @@ class Handlers(Outcomes):
     async def _await_handler(self, attempt: Attempt) -> BaseException | None:
         ctx = Context(attempt, self.driver)
         handler = attempt.spec.handler
-        assert handler is not None
+        assert handler is not None and self._loopwatch is not None
         try:
+            # each step of the handler's coroutine is timed: one that blocks the loop is logged
+            coro = Watched(
+                handler(ctx, _payload(attempt)),
+                self._loopwatch,
+                attempt.task_id,
+                attempt.task.kind,
+            )
             if attempt.spec.timeout is not None:
-                value = await asyncio.wait_for(
-                    handler(ctx, _payload(attempt)), attempt.spec.timeout
-                )
+                value: Any = await asyncio.wait_for(coro, attempt.spec.timeout)
             else:
-                value = await handler(ctx, _payload(attempt))
+                value = await coro
             attempt.result = encode_result(value, self.collab.result_limit)
         except TimeoutError:
             return _attempt_timeout(attempt)
@@ -141,6 +150,8 @@ class Handlers(Outcomes):
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
+            if self._loopwatch is None:
+                self._loopwatch = LoopWatch(self.owner)
             loop = asyncio.new_event_loop()
             thread = threading.Thread(target=loop.run_forever, name="jobtrail-async", daemon=True)
             thread.start()
