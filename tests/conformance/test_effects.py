@@ -537,6 +537,12 @@ def test_how_a_handler_ends_after_a_cancel_decides_the_outcome(app: jobtrail.App
         if ending == "raises":
             assert f"case {i}: the rest failed" in (last.error or ""), i  # error recorded
         assert reasons(app, done.id) == ["enqueued", "claimed", "cancel_requested", reason]
+        if reason == "cancel_too_late":  # no effect, no submission: nothing came "after" it
+            text, zh = app.explain(done.id), app.explain(done.id, lang="zh")
+            assert "the cancel came after the submission" not in text
+            assert "the handler finished before it reached a boundary where the cancel" in text
+            assert "no effect or submission happened" in text
+            assert "取消晚于提交" not in zh and "没有产生副作用，也没有提交" in zh
 
 
 # -- the burst worker ------------------------------------------------------------------------------

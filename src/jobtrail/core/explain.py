@@ -176,6 +176,10 @@ _TEXT: dict[str, dict[str, str]] = {
         "cron_window": "for cron window {w} ({cron}, {tz})",
         # §16.1: the wording that depends on more than the reason code
         "completed_effect": "finished; the side effect is confirmed",
+        "too_late_no_effect": (
+            "the handler finished before it reached a boundary where the cancel could stop it "
+            "(a step, an effect or check_cancelled); no effect or submission happened"
+        ),
         "retry_unclassified": "unclassified error, retried by default; a retry is scheduled",
         "raised_at": " at {frame}",
         "h_result": "result:     {v}",
@@ -225,6 +229,10 @@ _TEXT: dict[str, dict[str, str]] = {
         "effects_checked": "已确认外部副作用",
         "cron_window": "定时窗口 {w}（{cron}，{tz}）",
         "completed_effect": "执行完成，副作用已确认",
+        "too_late_no_effect": (
+            "处理函数在到达可以响应取消的边界（步骤、副作用或 check_cancelled）之前就已完成；"
+            "没有产生副作用，也没有提交"
+        ),
         "retry_unclassified": "未分类的错误，默认重试；已计划重试",
         "raised_at": "，出错位置 {frame}",
         "h_result": "结果：{v}",
@@ -407,10 +415,22 @@ def transition_sentence(t: Transition, lang: str = "en", effect_confirmed: bool 
         return text["completed_effect"]
     if t.reason == Reason.RETRY_SCHEDULED and t.error_category == ErrorCategory.UNCLASSIFIED:
         return text["retry_unclassified"]
-    return sentence(t.reason, lang)
+    return _reason_sentence(t.reason, t.to_state, lang, effect_confirmed)
 
 
-def _header(task: Task, now: datetime, lang: str, extra: list[str] | None) -> list[str]:
+def _reason_sentence(reason: str, to: State, lang: str, effect_confirmed: bool) -> str:
+    """A reason's sentence where it depends on what happened (SPEC §17.1): ``cancel_too_late``
+    "came after the submission" only when an effect is confirmed or the handler submitted
+    (it went to ``awaiting_receipt``); otherwise the handler simply finished before any
+    boundary could see the cancel."""
+    if reason == Reason.CANCEL_TOO_LATE and not effect_confirmed and to != State.AWAITING_RECEIPT:
+        return _TEXT[lang]["too_late_no_effect"]
+    return sentence(reason, lang)
+
+
+def _header(
+    task: Task, now: datetime, lang: str, extra: list[str] | None, effect_confirmed: bool
+) -> list[str]:
     text = _TEXT[lang]
     name = STATE_NAMES[lang][task.state]
     if task.state is State.DEAD and task.dismissed:
@@ -420,7 +440,7 @@ def _header(task: Task, now: datetime, lang: str, extra: list[str] | None) -> li
         state = text["state_reason"].format(
             code=code if name == code else text["paren"].format(a=code, b=name),
             reason=task.last_reason,
-            sentence=sentence(task.last_reason, lang),
+            sentence=_reason_sentence(task.last_reason, task.state, lang, effect_confirmed),
         )
     else:
         state = code if name == code else text["paren"].format(a=code, b=name)
@@ -468,7 +488,7 @@ def render(
     # Columns widen for the few codes and states longer than the §11 layout, so they never touch.
     reason_w = max([_REASON_WIDTH - 1, *(len(t.reason) for t in ordered)]) + 1
     state_w = max([_STATE_WIDTH - 1, *(len(t.to_state.value) for t in ordered)]) + 1
-    lines = _header(task, now, lang, extra)
+    lines = _header(task, now, lang, extra, effect_confirmed)
     lines.append("")
     lines.append(_TEXT[lang]["h_history"])
     for t in ordered:
