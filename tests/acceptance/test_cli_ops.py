@@ -111,13 +111,16 @@ def test_operator_verbs(cli: Cli) -> None:
     table = cli("dead").stdout.splitlines()
     assert table[0].split() == [
         "REASON", "KIND", "COUNT", "OLDEST", "VERSIONS", "CATEGORIES", "ATTEMPTS",
-        "FIRST", "FAILURE", "LAST", "FAILURE",
+        "FIRST", "FAILURE", "LAST", "FAILURE", "LAST", "ERROR",
     ]  # fmt: skip
     assert table[1].split()[:3] == ["permanent_error", "boom", "1"]
     # the group's evidence, then its newest tasks' own (SPEC §16.6)
     assert table[1].split()[5:7] == ["invalid_input", "1"]
     assert table[2] == "permanent_error / boom:"
     assert table[3].split()[:5] == ["task", dead, "invalid_input", "attempts", "1/1"]
+    # the last error's text beside its category (SPEC §17.1)
+    assert table[1].endswith("invalid_input: PermanentError: bad input")
+    assert table[3].endswith("  error PermanentError: bad input")
     assert "input sha256:" in table[3]
     cli("dismiss", dead, "--by", "a", "--note", "will not replay")
     assert cli.json("dead") == []

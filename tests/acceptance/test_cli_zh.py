@@ -78,6 +78,7 @@ def test_every_human_output_follows_lang_and_json_does_not(cli: Cli) -> None:
     dead_out = cli("dead", "--lang", "zh").stdout
     assert dead_out.splitlines()[0].split() == [
         "原因", "类型", "数量", "最早", "版本", "错误分类", "尝试", "首次失败", "末次失败",
+        "最后的错误",
     ]  # fmt: skip
     assert dead_out.splitlines()[3].split()[:2] == ["任务", dead]
     assert "permanent_error" in dead_out

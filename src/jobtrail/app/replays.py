@@ -255,21 +255,26 @@ class ReplayAPI(AppCore):
     def dead(self, *, tasks: int = 0) -> builtins.list[dict[str, Any]]:
         """Dead tasks that still need a person, grouped by reason code and kind: count, oldest
         age, the code versions that failed them, their final error categories, the range of
-        their attempts, and the first and last failure among them. With ``tasks`` each group
-        also lists its newest ``tasks`` dead tasks with their own evidence (``evidence``):
-        final error category, attempts, code version, input reference (idempotency key or
-        payload hash, never the payload), provider ids from their effects and receipt, first
-        and last failure. Two statements (groups, then the picked tasks) and one for their
-        effects."""
+        their attempts, the first and last failure among them, and the last error (``last_error``:
+        the newest dead task's error text, its first line bounded, beside its category
+        ``last_error_category``). With ``tasks`` each group also lists its newest ``tasks`` dead
+        tasks with their own evidence (``evidence``): final error category and error text,
+        attempts, code version, input reference (idempotency key or payload hash, never the
+        payload), provider ids from their effects and receipt, first and last failure. Two
+        statements (groups, then the picked tasks: at least the newest of each group) and one
+        for their effects."""
         validate.integer(tasks, "tasks", 0, validate.MAX_LIMIT)
         with self._driver.transaction(write=False) as tx:
             now = self._driver.db_now(tx, big_read=True)
             rows = self._driver.dead_groups(tx)
-            picked = (
-                self._driver.dead_tasks_evidence(tx, reason=None, kind=None, per_group=tasks)
-                if tasks and rows
+            newest = (
+                self._driver.dead_tasks_evidence(
+                    tx, reason=None, kind=None, per_group=max(tasks, 1)
+                )
+                if rows
                 else []
             )
+            picked = newest if tasks else []
             effects = (
                 self._driver.effect_list_for_tasks(
                     tx, ids=json.dumps([int(p["id"]) for p in picked])
@@ -277,6 +282,9 @@ class ReplayAPI(AppCore):
                 if picked
                 else []
             )
+        last: dict[tuple[str, str], Row] = {}
+        for p in newest:  # ordered newest first within each group
+            last.setdefault((p["reason"], p["kind"]), p)
         by_task: dict[str, builtins.list[Row]] = {}
         for e in effects:
             by_task.setdefault(str(e["task_id"]), []).append(e)
@@ -296,10 +304,16 @@ class ReplayAPI(AppCore):
                 "attempts": {"min": r["attempts_min"], "max": r["attempts_max"]},
                 "first_failure": r["first_failure"],
                 "last_failure": r["last_failure"],
+                "last_error_category": _get(last.get((r["reason"], r["kind"])), "category"),
+                "last_error": replays.first_line(_get(last.get((r["reason"], r["kind"])), "error")),
                 "tasks": listed.get((r["reason"], r["kind"]), []),
             }
             for r in rows
         ]
+
+
+def _get(row: Row | None, key: str) -> Any:
+    return None if row is None else row[key]
 
 
 def run_from_row(r: Row) -> dict[str, Any]:
@@ -350,6 +364,7 @@ def evidence(row: Row, effects: builtins.list[Row]) -> dict[str, Any]:
         "tenant": row["tenant"],
         "reason": row["reason"],
         "category": row["category"],
+        "error": replays.first_line(row["error"]),
         "attempts": row["attempts"],
         "max_attempts": row["max_attempts"],
         "replay_count": row["replay_count"],

@@ -28,6 +28,7 @@ DEAD_HEADERS = (
     "cli.h_attempts",
     "cli.h_first_failure",
     "cli.h_last_failure",
+    "cli.h_last_error",
 )
 RUN_HEADERS = (
     "cli.h_run_id",
@@ -47,6 +48,13 @@ def _span(low: Any, high: Any) -> str:
     return str(low) if low == high else f"{low}-{high}"
 
 
+def _error(category: str | None, error: str | None) -> str:
+    """A category with its error text beside it: ``unclassified: KeyError: 'sku'``."""
+    if category and error:
+        return f"{category}: {error}"
+    return category or error or "-"
+
+
 def dead_text(groups: Sequence[Mapping[str, Any]], lang: str = "en") -> str:
     if not groups:
         return i18n.t("cli.no_dead", lang)
@@ -64,6 +72,7 @@ def dead_text(groups: Sequence[Mapping[str, Any]], lang: str = "en") -> str:
                     _span(g["attempts"]["min"], g["attempts"]["max"]),
                     fmt.when(g["first_failure"]),
                     fmt.when(g["last_failure"]),
+                    _error(g["last_error_category"], g["last_error"]),
                 ]
                 for g in groups
             ],
@@ -79,6 +88,7 @@ def dead_text(groups: Sequence[Mapping[str, Any]], lang: str = "en") -> str:
                     lang,
                     id=t["id"],
                     category=t["category"] or "-",
+                    error=t["error"] or "-",
                     attempts=t["attempts"],
                     max=t["max_attempts"],
                     version=t["version"] or "?",

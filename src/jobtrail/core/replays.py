@@ -17,6 +17,20 @@ from typing import Any
 from ..model import i18n
 from ..model.models import iso
 
+#: The longest error text a dead-letter view shows (its first line; SPEC §17.1).
+ERROR_LINE = 160
+
+
+def first_line(text: str | None, limit: int = ERROR_LINE) -> str | None:
+    """An error's first non-empty line, cut to ``limit`` characters (with "…"): what the
+    dead-letter views show beside its category. ``None`` for no text."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    if not lines:
+        return None
+    line = lines[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 #: How a run ends: ``completed`` (every selected task was replayed or found moved), or
 #: ``stopped`` with a ``stop_code``.
 COMPLETED, STOPPED, RUNNING = "completed", "stopped", "running"

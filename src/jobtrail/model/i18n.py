@@ -275,6 +275,8 @@ MESSAGES: dict[str, dict[str, str]] = {
     "dead.col_categories": {"en": "error categories", "zh": "错误分类"},
     "dead.col_attempts": {"en": "attempts", "zh": "尝试次数"},
     "dead.col_failures": {"en": "first / last failure", "zh": "首次 / 末次失败"},
+    "dead.col_last_error": {"en": "last error", "zh": "最后的错误"},
+    "dead.col_error": {"en": "error", "zh": "错误"},
     "dead.evidence": {"en": "Evidence (newest dead tasks)", "zh": "证据（最新的死信任务）"},
     "dead.col_version": {"en": "code version", "zh": "代码版本"},
     "dead.col_input": {"en": "input reference", "zh": "输入引用"},
@@ -298,12 +300,13 @@ MESSAGES: dict[str, dict[str, str]] = {
     "cli.h_categories": {"en": "CATEGORIES", "zh": "错误分类"},
     "cli.h_first_failure": {"en": "FIRST FAILURE", "zh": "首次失败"},
     "cli.h_last_failure": {"en": "LAST FAILURE", "zh": "末次失败"},
+    "cli.h_last_error": {"en": "LAST ERROR", "zh": "最后的错误"},
     "cli.no_replay_runs": {"en": "no replay runs recorded", "zh": "没有重放批次记录"},
     "cli.dead_task": {
         "en": "    task {id}  {category}  attempts {attempts}/{max}  version {version}  "
-        "input {input}  providers {providers}  failed {first} .. {last}",
+        "input {input}  providers {providers}  failed {first} .. {last}  error {error}",
         "zh": "    任务 {id}  {category}  尝试 {attempts}/{max}  版本 {version}  "
-        "输入 {input}  provider {providers}  失败 {first} .. {last}",
+        "输入 {input}  provider {providers}  失败 {first} .. {last}  错误 {error}",
     },
     "cli.preview_head": {
         "en": "{n} dead task(s) a replay would touch (dead before {until}):",

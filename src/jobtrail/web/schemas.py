@@ -203,6 +203,9 @@ class DeadTaskOut(BaseModel):
     tenant: str
     reason: str
     category: str | None = Field(description="the final error category")
+    error: str | None = Field(
+        default=None, description="the final error's text: its first line, at most 160 characters"
+    )
     attempts: int
     max_attempts: int
     replay_count: int
@@ -227,6 +230,14 @@ class DeadGroupOut(BaseModel):
     attempts: dict[str, int | None] = Field(description="min and max")
     first_failure: str | None
     last_failure: str | None
+    last_error_category: str | None = Field(
+        default=None, description="the error category of the group's newest dead task"
+    )
+    last_error: str | None = Field(
+        default=None,
+        description="the error text of the group's newest dead task: its first line, at most "
+        "160 characters",
+    )
     tasks: list[DeadTaskOut] = Field(description="the newest `tasks` of the group")
 
 

@@ -130,13 +130,14 @@ ORDER BY s.task_id, s.created_at, s.name;
 
 -- name: dead_tasks_evidence
 -- The newest :per_group dead tasks of each (reason, kind) group, with their evidence: the
--- final error category, attempts, the code version of the last claim, the input reference,
+-- final error category and error text, attempts, the code version of the last claim, the input reference,
 -- the receipt id, and the first and last failure (a transition that changed state with an
 -- error category, or into dead). The window ranks the dead index's entries (an index-only
 -- scan, 0017); only the picked tasks' rows are read, their evidence from the row (0017) or,
 -- for a task older than 0017, from its transitions.
 SELECT t.id, t.kind, t.queue, t.tenant, t.last_reason AS reason,
-       t.last_error_category AS category, t.attempts, t.max_attempts, t.replay_count,
+       t.last_error_category AS category, t.last_error AS error, t.attempts, t.max_attempts,
+       t.replay_count,
        t.idempotency_key, t.payload_hash, t.receipt_id, t.finished_at,
        CASE WHEN t.evidence_on_row THEN t.first_failure_at ELSE f.first_failure END
            AS first_failure,

@@ -127,7 +127,8 @@ ORDER BY s.task_id, s.created_at, s.name;
 -- PostgreSQL query). The window ranks the dead tasks; the picked ones' evidence is read from
 -- their rows (0017) or, for a task older than 0017, through their (task_id, seq) index.
 SELECT t.id, t.kind, t.queue, t.tenant, t.last_reason AS reason,
-       t.last_error_category AS category, t.attempts, t.max_attempts, t.replay_count,
+       t.last_error_category AS category, t.last_error AS error, t.attempts, t.max_attempts,
+       t.replay_count,
        t.idempotency_key, t.payload_hash, t.receipt_id, t.finished_at,
        CASE WHEN t.evidence_on_row THEN t.first_failure_at ELSE
 -- include: dead_log_first_failure
