@@ -138,6 +138,17 @@ def test_worker_status_explain_replay_force_dismiss(cli: Cli) -> None:
     explained = cli("explain", dead1).stdout
     for code in ("enqueued", "claimed", "permanent_error"):
         assert code in explained
+    # --traceback: each failure's whole traceback, indented under a line naming it
+    assert "Traceback (most recent call last)" not in explained
+    full = cli("explain", dead1, "--traceback").stdout
+    assert full.startswith(explained.rstrip("\n"))
+    tail = full.split("\ntracebacks:\n", 1)[1].splitlines()
+    assert tail[0].startswith("#3 ") and "permanent_error, attempt 1: " in tail[0]
+    assert tail[0].endswith("jobtrail.model.errors.PermanentError")
+    assert tail[1] == "    Traceback (most recent call last):"
+    assert all(line.startswith("    ") for line in tail[1:])
+    assert "PermanentError: bad input" in tail[-1]
+    assert "没有调用栈" in cli("explain", ok, "--traceback", "--lang", "zh").stdout
     data = cli.json("explain", ok)
     assert [t["reason"] for t in data["transitions"]] == ["enqueued", "claimed", "completed"]
     assert data["task"]["id"] == ok and data["explanation"]

@@ -447,3 +447,38 @@ def test_render_dead_header_says_it_needs_a_person() -> None:
 def test_languages_constant() -> None:
     assert LANGUAGES == ("en", "zh")
     assert set(SENTENCES) == set(LANGUAGES)
+
+
+def test_tracebacks_prints_each_failure_indented_under_its_transition() -> None:
+    from jobtrail.core.explain import tracebacks
+
+    tb = "Traceback (most recent call last):\n  File \"/app/t.py\", line 3, in h\nKeyError: 'x'\n"
+    log = [
+        *SPEC_LOG[:2],
+        tr(3, State.LEASED, State.QUEUED, "retry_scheduled", "w", 1, 1.0,
+           error_category="unclassified", error="KeyError: 'x'", traceback=tb,
+           error_class="builtins.KeyError"),
+        tr(4, State.QUEUED, State.LEASED, "claimed", "w", 2, 2.0),
+        tr(5, State.LEASED, State.DEAD, "attempts_exhausted", "w", 2, 3.0,
+           error_category="unclassified", error="KeyError: 'y'",
+           traceback=tb.replace("'x'", "'y'"), error_class="builtins.KeyError"),
+    ]  # fmt: skip
+    text = tracebacks(list(reversed(log)))
+    assert text.splitlines() == [
+        "tracebacks:",
+        "#3 2026-11-29T10:00:01.120Z  retry_scheduled, attempt 1: builtins.KeyError",
+        "    Traceback (most recent call last):",
+        '      File "/app/t.py", line 3, in h',
+        "    KeyError: 'x'",
+        "#5 2026-11-29T10:00:03.120Z  attempts_exhausted, attempt 2: builtins.KeyError",
+        "    Traceback (most recent call last):",
+        '      File "/app/t.py", line 3, in h',
+        "    KeyError: 'y'",
+    ]
+    assert tracebacks(SPEC_LOG).splitlines() == [
+        "tracebacks:",
+        "(no failure of this task has a traceback)",
+    ]
+    assert tracebacks(log, "zh").splitlines()[1].endswith("第 1 次尝试：builtins.KeyError")
+    with pytest.raises(ValueError):
+        tracebacks(log, "fr")

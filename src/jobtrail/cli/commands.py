@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..core.explain import tracebacks
 from ..model import i18n, validate
 from ..model.errors import UnknownKind
 from ..model.timeparse import parse_duration, parse_time
@@ -261,11 +262,19 @@ def status(rt: Runtime, task_id: str, lang: str) -> None:
 
 @verb("explain")
 @click.argument("task_id", metavar="ID")
+@click.option(
+    "--traceback",
+    "with_tracebacks",
+    is_flag=True,
+    help="Also print each failure's whole traceback (the timeline shows its raising frame).",
+)
 @lang_option
-def explain(rt: Runtime, task_id: str, lang: str) -> None:
+def explain(rt: Runtime, task_id: str, with_tracebacks: bool, lang: str) -> None:
     """How the task got to its state, and why it is not running now."""
     app = rt.app()
     text = app.explain(task_id, lang=lang)
+    if with_tracebacks:
+        text += "\n\n" + tracebacks(_transitions(app, task_id), lang)
     if rt.as_json:
         rt.emit(
             {

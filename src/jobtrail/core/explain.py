@@ -183,6 +183,10 @@ _TEXT: dict[str, dict[str, str]] = {
         "retry_unclassified": "unclassified error, retried by default; a retry is scheduled",
         "raised_at": " at {frame}",
         "h_result": "result:     {v}",
+        # explain --traceback
+        "h_tracebacks": "tracebacks:",
+        "tb_head": "#{seq} {at}  {reason}, attempt {n}: {cls}",
+        "no_tracebacks": "(no failure of this task has a traceback)",
     },
     "zh": {
         "not_due": "尚未到期，要到 {at} 才运行（{rel}）",
@@ -236,6 +240,9 @@ _TEXT: dict[str, dict[str, str]] = {
         "retry_unclassified": "未分类的错误，默认重试；已计划重试",
         "raised_at": "，出错位置 {frame}",
         "h_result": "结果：{v}",
+        "h_tracebacks": "调用栈：",
+        "tb_head": "#{seq} {at}  {reason}，第 {n} 次尝试：{cls}",
+        "no_tracebacks": "（此任务的失败都没有调用栈）",
     },
 }
 
@@ -496,4 +503,28 @@ def render(
             f"{_iso(t.at)}  {t.reason:<{reason_w}}{t.to_state.value:<{state_w}}"
             + _details(t, lang, effect_confirmed)
         )
+    return "\n".join(lines)
+
+
+def tracebacks(transitions: list[Transition], lang: str = "en") -> str:
+    """Each failure's whole traceback, oldest first (``jobtrail explain --traceback``): a line
+    naming the transition (seq, time, reason, attempt, exception class), then the traceback
+    indented by four spaces, so that no line of it begins at the margin."""
+    _check_lang(lang)
+    text = _TEXT[lang]
+    lines = [text["h_tracebacks"]]
+    failures = [t for t in sorted(transitions, key=lambda t: t.seq) if t.traceback]
+    for t in failures:
+        lines.append(
+            text["tb_head"].format(
+                seq=t.seq,
+                at=_iso(t.at),
+                reason=t.reason,
+                n=t.attempt if t.attempt is not None else "?",
+                cls=t.error_class or "?",
+            )
+        )
+        lines.extend("    " + line for line in (t.traceback or "").rstrip("\n").splitlines())
+    if not failures:
+        lines.append(text["no_tracebacks"])
     return "\n".join(lines)
