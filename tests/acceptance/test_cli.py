@@ -117,7 +117,7 @@ def test_worker_status_explain_replay_force_dismiss(cli: Cli) -> None:
     dead2 = cli.json("enqueue", "boom", "{}", "--priority", "5", app=True)["id"]
 
     worker = cli("worker", "--burst", "--poll-interval", "0.05", "--prefetch", "AUTO", app=True)
-    assert "processed 3" in worker.stdout
+    assert "processed 3 attempt(s)" in worker.stdout
     assert "INFO" in worker.stderr
 
     states = {t["id"]: (t["state"], t["last_reason"]) for t in cli.json("list")}

@@ -59,7 +59,7 @@ def view_worker_result(store: Store) -> tuple[dict[str, str], dict[str, Any], di
     assert status == 202 and body["status"] == "READY"
     status, bad = last_json(run(env, "shell", "-c", POST % ""))
     assert status == 400  # refused before the atomic block: no order, no task
-    assert "processed 1 task(s)" in run(env, "jobtrail", "worker", "--burst")
+    assert "processed 1 attempt(s)" in run(env, "jobtrail", "worker", "--burst")
     page = last_json(run(env, "shell", "-c", GET % body["order"]))
     return env, body, page
 

@@ -176,7 +176,9 @@ def worker(
         poll_interval=poll_interval,
         grace=grace,
     )
-    rt.emit({"processed": processed}, f"worker stopped; processed {processed} task(s)")
+    # attempts, not tasks: a retried task counts once per attempt (the log's stop line says
+    # how many tasks they finished)
+    rt.emit({"processed": processed}, f"worker stopped; processed {processed} attempt(s)")
 
 
 @verb("enqueue")

@@ -103,6 +103,7 @@ class Outcomes(WorkerState):
                 if moved and attempt.outbox:
                     self._outbox_wake.set()
                 if moved:
+                    self.tally.count(moved.to_state)
                     category = moved.category.value if moved.category else None
                     logs.attempt_finished(
                         attempt, moved.to_state, moved.reason.value, category=category, exc=exc

@@ -38,6 +38,7 @@ from .handoff import IdleHandOff
 from .options import Collaborators, ProvidesCollaborators, WorkerOptions, make_owner_id
 from .pool import _Completions, _HandlerPool
 from .prefetch import Prefetch
+from .tally import Tally
 
 log = logging.getLogger("jobtrail.worker")
 
@@ -61,6 +62,7 @@ class Worker(IdleHandOff):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self.processed = 0
+        self.tally = Tally()  # what the attempts did, for the stop line
         self.round_trips = 0
         self._outbox_wake = threading.Event()
         self._completions = _Completions()
@@ -124,9 +126,9 @@ class Worker(IdleHandOff):
             if restore:
                 restore()
         log.info(
-            "worker %s stopped after %d tasks in %d round trips",
+            "worker %s stopped: %s, in %d round trips",
             self.owner,
-            self.processed,
+            self.tally.summary(self.processed),
             self.round_trips,
         )
         return self.processed
@@ -312,6 +314,7 @@ class Worker(IdleHandOff):
             raise
         if done:
             completed = [a for a in done if a.task_id in moved]
+            self.tally.count(State.SUCCEEDED, len(completed))
             logs.batch_finished(completed)
             self._release(completed)
             # The guard failed (a cancel was requested, or the lease was lost): decide alone.

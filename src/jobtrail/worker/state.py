@@ -10,6 +10,7 @@ from ..store.base import Driver
 from .options import Collaborators, WorkerOptions
 from .pool import _Completions, _HandlerPool
 from .prefetch import Prefetch
+from .tally import Tally
 
 
 class WorkerState:
@@ -24,6 +25,7 @@ class WorkerState:
     version: str | None
     running: dict[int, Attempt]
     processed: int
+    tally: Tally
     round_trips: int
     _running_lock: threading.Lock
     _stop: threading.Event
