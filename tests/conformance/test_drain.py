@@ -12,7 +12,7 @@ import pytest
 import jobtrail
 from jobtrail import TransientError
 
-FAST = {"poll_interval": 0.05, "sweep_interval": 0.05}
+FAST: dict[str, Any] = {"poll_interval": 0.05, "sweep_interval": 0.05}
 
 
 def test_a_draining_burst_worker_waits_for_a_retry_due_soon(app: jobtrail.App) -> None:

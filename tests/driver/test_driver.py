@@ -234,6 +234,21 @@ def test_claims(world: dict[str, Any]) -> None:
                 d.task_claim_unlimited(tx, claim())
 
 
+@covers("task_next_due")
+def test_next_due(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    world["app"].enqueue("k", {"n": 3}, delay=10)
+    with rolled_back(d) as tx:
+        due_now = d.task_next_due(tx, ["default"], ["k"], 0.0)
+        assert due_now is not None and due_now <= 0  # the queued task is due
+        assert d.task_next_due(tx, ["default"], ["other"], 60.0) is None
+        assert d.task_next_due(tx, ["elsewhere"], ["k"], 60.0) is None
+        assert len(d.task_claim(tx, claim())) == 1  # the due one: the delayed one is left
+        assert d.task_next_due(tx, ["default"], ["k"], 5.0) is None
+        wait = d.task_next_due(tx, ["default"], ["k"], 20.0)
+        assert wait is not None and 5 < wait <= 10
+
+
 @covers("task_complete_many", "task_complete_and_claim")
 def test_batch_completion(world: dict[str, Any]) -> None:
     d: Driver = world["d"]
@@ -529,7 +544,7 @@ def test_replay_runs_without_a_live_driver(world: dict[str, Any]) -> None:
 
 
 @covers("effect_intent", "step_confirm", "step_list", "effect_confirmed_count", "effect_forget")
-@covers("effect_note_error")
+@covers("effect_note_error", "effect_refuse")
 def test_steps_and_effects(world: dict[str, Any]) -> None:
     d: Driver = world["d"]
     held = {"id": world["leased"], "owner": OWNER, "attempt": 1}
@@ -544,6 +559,14 @@ def test_steps_and_effects(world: dict[str, Any]) -> None:
         count = d.effect_confirmed_count(tx, id=world["leased"])
         assert count is not None and int(count["n"]) == 0
         assert d.effect_note_error(tx, id=world["leased"], name="e", error="boom") == 1
+        # a refusal keeps the row as 'refused'; the next intent takes it back
+        assert d.effect_refuse(tx, id=world["leased"], name="e", error="HTTP 503") == 1
+        assert d.effect_refuse(tx, id=world["leased"], name="e", error="again") == 0
+        [e] = [s for s in d.step_list(tx, id=world["leased"]) if s["name"] == "e"]
+        assert (e["status"], e["error"]) == ("refused", "HTTP 503")
+        assert d.effect_intent(tx, {**held, "name": "e", "effect_key": "k1"}) is not None
+        [e] = [s for s in d.step_list(tx, id=world["leased"]) if s["name"] == "e"]
+        assert (e["status"], e["error"]) == ("intent", None)
         assert d.effect_forget(tx, id=world["leased"], name="e") == 1
         assert [s["name"] for s in d.step_list(tx, id=world["leased"])] == ["s"]
 
