@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 
 import pytest
@@ -68,3 +69,39 @@ def test_exceptions_and_cancellation_pass_through() -> None:
             await asyncio.wait_for(Watched(slow(), watch, 2, "k"), 0.01)
 
     asyncio.run(main())
+
+
+def test_a_step_that_does_not_return_is_reported_while_it_blocks(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hung call is logged by the watchdog before it returns, once: its return adds no
+    second line for the same step (the limit is lifted here to show that)."""
+    monkeypatch.setattr(loopwatch, "BLOCKED", 0.02)
+    monkeypatch.setattr(loopwatch, "HUNG", 0.1)
+    monkeypatch.setattr(loopwatch, "LOOK", 0.01)
+    monkeypatch.setattr(loopwatch, "EVERY", 0.0)
+    watch = LoopWatch("host:1:ab")
+    done = threading.Event()
+    watch.start(done)
+    seen_during: list[int] = []
+
+    async def hangs() -> None:
+        await asyncio.sleep(0)
+        deadline = time.monotonic() + 5
+        while not caplog.records and time.monotonic() < deadline:  # blocks until reported
+            time.sleep(0.01)
+        seen_during.append(len(caplog.records))
+
+    async def main() -> None:
+        await Watched(hangs(), watch, 41, "fetch_feed")
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="jobtrail.worker"):
+            asyncio.run(main())
+    finally:
+        done.set()
+    lines = [r.getMessage() for r in caplog.records]
+    assert seen_during == [1]
+    assert len(lines) == 1, lines
+    assert "async handler of task 41 (fetch_feed) has blocked the event loop for 0." in lines[0]
+    assert "and still does" in lines[0]

@@ -152,6 +152,7 @@ class Handlers(Outcomes):
         if self._loop is None:
             if self._loopwatch is None:
                 self._loopwatch = LoopWatch(self.owner)
+                self._loopwatch.start(self._done)
             loop = asyncio.new_event_loop()
             thread = threading.Thread(target=loop.run_forever, name="jobtrail-async", daemon=True)
             thread.start()

@@ -4,9 +4,11 @@ every other async handler of that worker, so it is logged (WARNING: task id, kin
 at most once a minute.
 
 Each handler's coroutine is driven through ``Watched``, which times every step the loop runs
-(from one ``await`` to the next): two clock reads a step, no thread and no loop callback. The
-step that blocks is the handler's own, so the line names it exactly. A step is reported when it
-returns (a step that never returns is the lease and timeout rules' business).
+(from one ``await`` to the next): two clock reads a step and no loop callback. The step that
+blocks is the handler's own, so the line names it exactly, with how long it held the loop, when
+it returns. A step that does not return (a call that hangs) is reported by a watchdog thread
+once it has held the loop for ``HUNG`` seconds, as still blocking; either way one line per
+step, and all of them share the once-a-minute limit.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ log = logging.getLogger("jobtrail.worker")
 BLOCKED = 1.0
 #: At most one line per this many seconds per worker; the next line counts the ones skipped.
 EVERY = 60.0
+#: A step still running after this many seconds is reported before it returns.
+HUNG = 60.0
+#: How often the watchdog looks (seconds).
+LOOK = 1.0
 
 
 class LoopWatch:
@@ -33,8 +39,31 @@ class LoopWatch:
         self._lock = threading.Lock()
         self._last = float("-inf")
         self._skipped = 0
+        #: the step the loop runs now: (task id, kind, started), set by ``Watched``
+        self.step: tuple[int, str, float] | None = None
+        self._reported: tuple[int, str, float] | None = None  # a hung step already logged
 
-    def blocked(self, task_id: int, kind: str, seconds: float) -> None:
+    def start(self, done: threading.Event) -> None:
+        """The watchdog of hung steps, until ``done`` (the worker's end) is set."""
+        threading.Thread(
+            target=self._watch, args=(done,), name="jobtrail-loopwatch", daemon=True
+        ).start()
+
+    def _watch(self, done: threading.Event) -> None:
+        while not done.wait(LOOK):
+            step = self.step
+            if step is not None and step is not self._reported:
+                held = time.monotonic() - step[2]
+                if held >= HUNG:
+                    self._reported = step
+                    self.blocked(step[0], step[1], held, still=True)
+
+    def ended(self, step: tuple[int, str, float], took: float) -> None:
+        """A step returned after ``took`` seconds (reported unless the watchdog did)."""
+        if took > BLOCKED and step is not self._reported:
+            self.blocked(step[0], step[1], took)
+
+    def blocked(self, task_id: int, kind: str, seconds: float, *, still: bool = False) -> None:
         now = time.monotonic()
         with self._lock:
             if now - self._last < EVERY:
@@ -43,13 +72,16 @@ class LoopWatch:
             self._last, skipped, self._skipped = now, self._skipped, 0
         more = f" ({skipped} more in the last minute not logged)" if skipped else ""
         log.warning(
-            "worker %s: async handler of task %d (%s) blocked the event loop for %.1f s: "
-            "the worker's other async handlers waited; use await (asyncio.sleep, an async "
+            "worker %s: async handler of task %d (%s) %s the event loop for %.1f s%s: "
+            "the worker's other async handlers wait%s; use await (asyncio.sleep, an async "
             "client) or asyncio.to_thread for blocking calls%s",
             self.owner,
             task_id,
             kind,
+            "has blocked" if still else "blocked",
             seconds,
+            " and still does" if still else "",
+            "" if still else "ed",
             more,
         )
 
@@ -77,23 +109,20 @@ class Watched:
         return self.send(None)
 
     def send(self, value: Any) -> Any:
-        started = time.monotonic()
+        step = self._watch.step = (self._task_id, self._kind, time.monotonic())
         try:
             return self._coro.send(value)
         finally:
-            self._check(started)
+            self._watch.step = None
+            self._watch.ended(step, time.monotonic() - step[2])
 
     def throw(self, *args: Any) -> Any:
-        started = time.monotonic()
+        step = self._watch.step = (self._task_id, self._kind, time.monotonic())
         try:
             return self._coro.throw(*args)
         finally:
-            self._check(started)
+            self._watch.step = None
+            self._watch.ended(step, time.monotonic() - step[2])
 
     def close(self) -> None:
         self._coro.close()
-
-    def _check(self, started: float) -> None:
-        took = time.monotonic() - started
-        if took > BLOCKED:
-            self._watch.blocked(self._task_id, self._kind, took)
