@@ -51,7 +51,7 @@ def main() -> int:
     else:
         load_sqlite(str(path), args.tasks)
     print(f"{args.backend}: loaded {args.tasks:,} tasks in {time.perf_counter() - start:.1f} s")
-    client = TestClient(create_dashboard_app(app))
+    client = TestClient(create_dashboard_app(app), base_url="http://127.0.0.1")
     last = app.list(limit=1)[0].id
     dead = app.list(state="dead", limit=1)[0].id
     pages = [

@@ -297,7 +297,7 @@ def reads(app: jobtrail.App, repeat: int) -> dict[str, float]:
 
     from jobtrail.dashboard import create_dashboard_app
 
-    client = TestClient(create_dashboard_app(app))
+    client = TestClient(create_dashboard_app(app), base_url="http://127.0.0.1")
     succeeded = app.list(state="succeeded", limit=1)[0].id
     queued = app.list(state="queued", limit=1)[0].id
 

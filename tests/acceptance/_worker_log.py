@@ -1,5 +1,6 @@
 """What a CLI's stderr may hold: a traceback only inside a worker's record of a failed attempt
-(§16.1: logged with its traceback), never a crash of the CLI itself."""
+(§16.1: logged with its traceback, each line indented, §17.1b), never a crash of the CLI
+itself."""
 
 from __future__ import annotations
 
@@ -16,6 +17,6 @@ def stray_traceback(err: str) -> bool:
     for line in err.splitlines():
         if RECORD.match(line):
             allowed = bool(FAILED_ATTEMPT.match(line))
-        elif line.startswith("Traceback") and not allowed:
+        elif line.lstrip().startswith("Traceback") and not allowed:
             return True
     return False

@@ -81,11 +81,9 @@ class Serve:
         self.base = f"http://127.0.0.1:{self.port}"
         full = {k: v for k, v in os.environ.items() if not k.startswith("JOBTRAIL_")}
         full.update(
-            PYTHONPATH=SRC,
-            JOBTRAIL_DATABASE_URL=db_url,
-            JOBTRAIL_WEBHOOK_SECRETS=f"pay={SECRET}",
-            **(env or {}),
+            PYTHONPATH=SRC, JOBTRAIL_DATABASE_URL=db_url, JOBTRAIL_WEBHOOK_SECRETS=f"pay={SECRET}"
         )
+        full.update(env or {})
         if tokens is not None:
             full["JOBTRAIL_TOKENS"] = tokens
         self.log = tmp / f"serve-{self.port}.log"

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+from _worker_log import RECORD
 from conftest import make_store
 
 APP_MODULE = textwrap.dedent("""
@@ -119,3 +120,44 @@ def test_text_lines_on_postgres_mask_the_password(cwd: Path, tmp_path: Path) -> 
     assert "Traceback (most recent call last):" in text
     assert "DEBUG" not in text  # INFO hides the per-attempt success lines
     assert "(completed)" not in text
+
+
+FORGED = "2026-01-01 00:00:00,000 INFO jobtrail.worker: task 1 (doomed) attempt 1: succeeded"
+FORGING_APP = textwrap.dedent("""
+    import jobtrail
+
+    app = jobtrail.App()
+
+
+    @app.task("forger", max_attempts=1)
+    def forger(ctx, payload):
+        raise RuntimeError(payload["text"])
+""")
+
+
+def test_a_handlers_error_text_cannot_start_a_log_line(tmp_path: Path) -> None:
+    """§17.1b: the exception text of a handler (payload text here) is escaped in the summary
+    line and every traceback line is indented, so no line of the log begins with it."""
+    (tmp_path / "forgeapp.py").write_text(FORGING_APP)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBTRAIL_")}
+    env["JOBTRAIL_DATABASE_URL"] = "sqlite:///forge.db"
+    base = [sys.executable, "-m", "jobtrail"]
+    text = f"no\n{FORGED}\r\n{FORGED}\u2028{FORGED}\x1b[2J"
+    payload = json.dumps({"text": text})
+    run = {"cwd": tmp_path, "env": env, "capture_output": True, "text": True, "timeout": 60}
+    subprocess.run([*base, "migrate"], check=True, **run)  # type: ignore[call-overload]
+    enqueue = [*base, "enqueue", "forger", payload, "--app", "forgeapp:app"]
+    subprocess.run(enqueue, check=True, **run)  # type: ignore[call-overload]
+    proc = subprocess.run(  # type: ignore[call-overload]
+        [*base, "worker", "--app", "forgeapp:app", "--burst", "--poll-interval", "0.05"], **run
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    summary = next(line for line in lines if "forger) attempt 1 failed" in line)
+    assert "RuntimeError: no\\x0a2026-01-01" in summary and "\\x1b[2J" in summary
+    assert "Traceback (most recent call last):" in proc.stderr
+    for line in lines:
+        # every line is a record's own head, or indented under it
+        assert RECORD.match(line) or line.startswith(" "), line
+        assert not line.startswith(FORGED), line
+    assert "\x1b" not in proc.stderr

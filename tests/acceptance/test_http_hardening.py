@@ -181,9 +181,20 @@ def _secure(set_cookie: str) -> bool:
 def test_cookie_is_secure_over_https_or_when_told(served: Serve, tmp_path: Path) -> None:
     plain = _login_cookie(served)
     assert not _secure(plain) and "httponly" in plain.lower() and "samesite=strict" in plain.lower()
-    # behind a TLS-terminating proxy on this host (uvicorn trusts X-Forwarded-Proto from it)
+    # behind a TLS-terminating proxy on this host, declared with --forwarded-allow-ips (an
+    # undeclared one's X-Forwarded-Proto is not believed: the origin is then http://)
     https = {"X-Forwarded-Proto": "https", "Origin": f"https://127.0.0.1:{served.port}"}
-    assert _secure(_login_cookie(served, https))
+    assert (
+        httpx.post(served.base + "/login", data={"token": "adm"}, headers=https).status_code == 403
+    )
+    proxied = Serve(
+        tmp_path, f"sqlite:///{tmp_path}/secure.db", "--forwarded-allow-ips", "127.0.0.1"
+    )
+    try:
+        https = {"X-Forwarded-Proto": "https", "Origin": f"https://127.0.0.1:{proxied.port}"}
+        assert _secure(_login_cookie(proxied, https))
+    finally:
+        proxied.stop()
     for args, env in (
         (("--secure-cookies",), {}),
         ((), {"JOBTRAIL_SECURE_COOKIES": "1"}),
@@ -195,7 +206,13 @@ def test_cookie_is_secure_over_https_or_when_told(served: Serve, tmp_path: Path)
             assert _secure(out.headers["set-cookie"])
         finally:
             told.stop()
-    never = Serve(tmp_path, f"sqlite:///{tmp_path}/secure.db", "--no-secure-cookies")
+    never = Serve(
+        tmp_path,
+        f"sqlite:///{tmp_path}/secure.db",
+        "--no-secure-cookies",
+        "--forwarded-allow-ips",
+        "127.0.0.1",
+    )
     try:
         https = {"X-Forwarded-Proto": "https", "Origin": f"https://127.0.0.1:{never.port}"}
         assert not _secure(_login_cookie(never, https))

@@ -7,6 +7,7 @@ import pytest
 from jobtrail.web.auth import OPEN, Principal, authenticate, parse_tokens
 from jobtrail.web.signatures import (
     BadSignature,
+    body_digest,
     parse_secret,
     parse_secrets,
     sign,
@@ -46,7 +47,10 @@ def test_github_vector() -> None:
         "x-github-event": "push",
     }
     got = verify([secret], headers, b"Hello, World!")
-    assert (got.delivery_id, got.event_type) == ("d-1", "push")
+    # the delivery is what GitHub signed, the body: X-GitHub-Delivery is not signed
+    assert (got.delivery_id, got.event_type) == (body_digest(b"Hello, World!"), "push")
+    replayed = verify([secret], {**headers, "x-github-delivery": "d-2"}, b"Hello, World!")
+    assert replayed.delivery_id == got.delivery_id
     with pytest.raises(BadSignature):
         verify([secret], headers, b"Hello, World?")
 

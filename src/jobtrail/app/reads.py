@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import builtins
 import time
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from ..model import validate
-from ..model.errors import TaskFailed
-from ..model.machine import State
+from ..model.errors import TaskFailed, TaskNotFound
+from ..model.machine import TERMINAL, State
 from ..model.models import Task, Transition, task_from_row
 from ..store.base import Row
 from .core import RESULT_POLL, _unfinished
@@ -54,6 +56,29 @@ class ReadsAPI(OpsAPI):
         if task.state is State.SUCCEEDED:
             return task.result
         raise TaskFailed(task)
+
+    def watch_finished(self) -> AbstractContextManager[Callable[[float], bool]]:
+        """The store's wake-up on tasks that finish, for a caller that waits for many tasks at
+        once (the HTTP server's result waits, ``web/waits.py``): inside the ``with``,
+        ``wait(seconds)`` returns ``True`` when something may have finished (PostgreSQL: one
+        ``LISTEN`` connection for the whole watch; SQLite: the data version) and ``False``
+        after ``seconds`` of nothing. A wake-up only: re-read what you wait for."""
+        return self._driver.watch_finished()
+
+    def finished_among(self, task_ids: Iterable[str]) -> set[str]:
+        """Which of ``task_ids`` are finished (terminal) or unknown, read in one transaction
+        on one connection: what a shared result waiter asks at each wake-up."""
+        found: set[str] = set()
+        with self._driver.transaction(write=False) as tx:
+            for task_id in task_ids:
+                try:
+                    row = self._row(tx, task_id)
+                except (TaskNotFound, ValueError):
+                    found.add(task_id)  # the caller's own read then says what it is
+                    continue
+                if State(row["state"]) in TERMINAL:
+                    found.add(task_id)
+        return found
 
     def list(
         self,

@@ -23,6 +23,7 @@ source is what identifies its sender, so a provider that serves several tenants 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..model.errors import IllegalTransition, PermanentError, TaskNotFound
+from ..model.oneline import one_line
 from ..store.base import Driver, NewTask
 from .core import WEBHOOK_HANDLER, WEBHOOK_PREFIX
 from .effects import EffectsAPI
@@ -121,7 +123,7 @@ class WebhooksAPI(EffectsAPI):
                 {
                     "kind": webhook_kind(source),
                     "payload": event,
-                    "idempotency_key": f"webhook:{source}:{delivery_id}"[:255],
+                    "idempotency_key": delivery_key(source, delivery_id),
                     "tenant": self._webhook_tenants.get(source, ""),
                 },
                 webhook_route=True,
@@ -154,8 +156,8 @@ class WebhooksAPI(EffectsAPI):
         log.info(
             "webhook source=%s delivery=%s event=%s task=%s outcome=%s",
             source,
-            delivery_id,
-            event_type,
+            one_line(delivery_id),
+            None if event_type is None else one_line(event_type),
             result.task_id,
             outcome,
         )
@@ -186,6 +188,18 @@ class WebhooksAPI(EffectsAPI):
 def _check_tenant(tenant: Any) -> None:
     if not isinstance(tenant, str) or len(tenant) > 255 or "\x00" in tenant:
         raise ValueError("a webhook source's tenant is a string of at most 255 characters, no NUL")
+
+
+def delivery_key(source: str, delivery_id: str) -> str:
+    """The idempotency key of a delivery's event task: ``webhook:<source>:<id>``, readable,
+    while it fits the 255 characters a key may have; past that ``webhook:<source>:sha256:<hex>``
+    of the whole id, so two long ids never share a key (a cut key made the second of two ids
+    with a common 244-character start a conflict for ever)."""
+    key = f"webhook:{source}:{delivery_id}"
+    if len(key) <= 255:
+        return key
+    digest = hashlib.sha256(delivery_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"webhook:{source}:sha256:{digest}"
 
 
 def _check_source(source: Any) -> None:

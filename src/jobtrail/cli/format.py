@@ -24,6 +24,7 @@ from ..core import replays
 from ..model import i18n
 from ..model.machine import State
 from ..model.models import CancelResult, Task, iso
+from ..model.oneline import indented, one_line
 from ..model.urls import redact_url as redact_url  # re-exported: the CLI's callers use it
 
 #: How much of a result ``status`` shows (``--json`` gives all of it).
@@ -47,10 +48,18 @@ def printable(text: str) -> str:
 
 
 class PrintableFormatter(logging.Formatter):
-    """Log lines for a terminal: a handler's error text is stored text, escaped likewise."""
+    """Log lines for a terminal and for log files (§17.1b): a record's line is one line — every
+    control character in it escaped, a newline of a handler's error text as ``\x0a`` — and each
+    line of a traceback is indented, so no line of the log begins with text a payload chose."""
 
-    def format(self, record: logging.LogRecord) -> str:
-        return printable(super().format(record))
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        return one_line(super().formatMessage(record))
+
+    def formatException(self, ei: Any) -> str:  # noqa: N802
+        return indented(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:  # noqa: N802
+        return indented(super().formatStack(stack_info))
 
 
 def log_to_stderr(level: int = logging.INFO, style: str = "text") -> None:

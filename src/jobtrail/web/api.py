@@ -1,5 +1,7 @@
 """The JSON API routes (§13). Endpoints are plain ``def``: FastAPI runs them in its threadpool,
-so jobtrail's synchronous store calls never block the event loop.
+so jobtrail's synchronous store calls never block the event loop. The one exception is the
+result route, whose wait is a future on the loop (``waits.py``) and whose reads go to the
+threadpool.
 
 Tenant rule: a tenant-bound token sees only its tenant — another tenant's task answers 404
 exactly like an unknown id, lists are filtered to its tenant, an enqueue is forced into its
@@ -15,6 +17,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from ..app import App
 from ..model.errors import TaskNotFound
@@ -23,6 +26,7 @@ from ..model.models import Task, iso
 from ..model.validate import MAX_LIMIT
 from . import schemas as s
 from .auth import Principal, Token, authenticate
+from .waits import RETRY_AFTER, ResultWaits, TooManyWaits, token_key
 
 bearer = HTTPBearer(auto_error=False, description="JOBTRAIL_TOKENS token")
 router = APIRouter()
@@ -167,18 +171,23 @@ def transitions(task_id: TaskId, app: Jobtrail, who: Reader) -> list[dict[str, A
     return [t.to_dict() for t in app.transitions(task_id)]
 
 
-#: The longest a result request waits (``timeout``): a request thread and a listening
-#: connection are held meanwhile.
+#: The longest a result request waits (``timeout``). A waiting request holds no request
+#: thread and no connection of its own (``waits.py``).
 MAX_RESULT_WAIT = 30.0
 
 
 @router.get(
     "/api/tasks/{task_id}/result",
     response_model=s.ResultOut,
-    responses={202: {"model": s.ResultOut, "description": "not finished yet"}, **ERRORS},
+    responses={
+        202: {"model": s.ResultOut, "description": "not finished yet"},
+        429: {"model": s.ErrorOut, "description": "this token has its waits already"},
+        **ERRORS,
+    },
 )
-def result(
+async def result(
     task_id: TaskId,
+    request: Request,
     response: Response,
     app: Jobtrail,
     who: Reader,
@@ -189,10 +198,27 @@ def result(
 ) -> dict[str, Any]:
     """The return value of a succeeded task (200), waiting up to ``timeout`` seconds (at most
     30) for it to finish; 202 with ``Retry-After`` when it has not; 409 (``current_state``,
-    ``reason``, ``category``) for a dead or cancelled task."""
-    task_id = visible(app, who, task_id).id
+    ``reason``, ``category``) for a dead or cancelled task; 429 with ``Retry-After`` when
+    the token already has its waits (10 at once by default)."""
+    task_id = (await run_in_threadpool(visible, app, who, task_id)).id
+    if timeout > 0:
+        waits: ResultWaits = request.app.state.result_waits
+        key = token_key(request.headers.get("authorization"))
+        try:
+            await waits.wait(key, task_id, timeout)
+        except TooManyWaits:
+            raise HTTPException(
+                429,
+                f"this token already waits for {waits.per_token} results; ask again later "
+                "(or without timeout)",
+                headers={"Retry-After": str(RETRY_AFTER)},
+            ) from None
+    return await run_in_threadpool(_result_now, app, task_id, response)
+
+
+def _result_now(app: App, task_id: str, response: Response) -> dict[str, Any]:
     try:
-        value = app.result(task_id, timeout=timeout)
+        value = app.result(task_id)
     except TimeoutError:
         task = app.get(task_id)
         if not task.terminal:

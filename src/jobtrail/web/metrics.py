@@ -47,11 +47,11 @@ from __future__ import annotations
 import bisect
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -251,8 +251,16 @@ class StoreCollector(Collector):
 class Metrics:
     """One registry per server (so several servers in one process never clash)."""
 
-    def __init__(self, app: App, *, lag: float = LAG) -> None:
+    def __init__(
+        self, app: App, *, lag: float = LAG, waits: Callable[[], int] | None = None
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
+        if waits is not None:
+            Gauge(
+                "jobtrail_result_waits",
+                "Result requests (/result?timeout=) waiting in this server process",
+                registry=self.registry,
+            ).set_function(waits)
         self.counters = LogCounters(lag)
         self.registry.register(StoreCollector(app, self.counters))
         self.webhooks = Counter(

@@ -31,11 +31,14 @@ from . import api, webhooks
 from .auth import Token, parse_tokens
 from .dashboard.headers import SecurityHeaders
 from .dashboard.origin import OriginGuard
+from .hosts import HostGuard
+from .hosts import allowed_hosts as allowed_hosts_for
 from .limits import BodyLimit
 from .metrics import Metrics
 from .session import COOKIE, mount_dashboard
 from .signatures import Secret, parse_secrets
 from .throttle import AuthThrottle
+from .waits import PER_TOKEN, ResultWaits
 
 log = logging.getLogger("jobtrail.web")
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -85,15 +88,20 @@ def create_app(
     *,
     webhook_max_body: int = WEBHOOK_MAX_BODY,
     secure_cookies: bool | None = None,
+    allowed_hosts: str | Sequence[str] | None = None,
+    result_waits_per_token: int = PER_TOKEN,
 ) -> FastAPI:
     """The HTTP API over ``app``. ``tokens`` / ``webhook_secrets`` take the env-variable
     syntax (or parsed values); ``None`` reads ``JOBTRAIL_TOKENS`` / ``JOBTRAIL_WEBHOOK_SECRETS``.
     ``secure_cookies``: mark the session cookie ``Secure`` always (``True``), never
-    (``False``), or when the request came over HTTPS (``None``).
+    (``False``), or when the request came over HTTPS (``None``). ``allowed_hosts``: the
+    ``Host`` names answered (``hosts.allowed_hosts``: ``None`` reads ``JOBTRAIL_ALLOWED_HOSTS``;
+    unset, only loopback names without tokens and any name with them).
+    ``result_waits_per_token``: result waits (``/result?timeout=``) one token may have at once.
 
-    Every request passes, outermost first: the security headers, the throttle on failed
-    tokens, the dashboard's origin rule and the body limit (§16.7) — all before a route reads
-    a byte of the body or looks at a token."""
+    Every request passes, outermost first: the security headers, the ``Host`` check (§17.1b),
+    the throttle on failed tokens, the dashboard's origin rule and the body limit (§16.7) —
+    all before a route reads a byte of the body or looks at a token."""
     web = FastAPI(
         title="jobtrail",
         summary="Durable background tasks whose every state can be explained.",
@@ -101,9 +109,11 @@ def create_app(
     )
     web.state.jobtrail = app
     web.state.tokens = _tokens(tokens)
+    hosts = allowed_hosts_for(allowed_hosts, has_tokens=bool(web.state.tokens))
     web.state.webhook_secrets = _secrets(webhook_secrets)
     web.state.webhook_max_body = webhook_max_body
-    web.state.metrics = Metrics(app)
+    web.state.result_waits = ResultWaits(app, per_token=result_waits_per_token)
+    web.state.metrics = Metrics(app, waits=web.state.result_waits.__len__)
     web.include_router(api.router)
     web.include_router(webhooks.router)
     mount_dashboard(web, app, secure_cookies=secure_cookies)
@@ -121,6 +131,7 @@ def create_app(
     web.add_middleware(BodyLimit, limit_for=body_limit, on_refused=refused)
     web.add_middleware(OriginGuard, session_cookie=COOKIE)
     web.add_middleware(AuthThrottle, session_cookie=COOKIE)
+    web.add_middleware(HostGuard, hosts=hosts)
     web.add_middleware(SecurityHeaders)
 
     @web.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})

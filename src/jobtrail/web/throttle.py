@@ -11,8 +11,12 @@ credential pass untouched, and other addresses are not affected: an attacker slo
 
 The state is one float per address (a "theoretical arrival time", as in GCRA) in an LRU map of
 at most ``max_clients`` addresses, so memory is bounded whatever the number of addresses.
-Behind a reverse proxy, run uvicorn with the proxy's address trusted (``--forwarded-allow-ips``;
-the default trusts 127.0.0.1) so the address is the client's, not the proxy's.
+
+The address is the peer's: ``jobtrail serve`` believes ``X-Forwarded-For`` only from the
+proxies named by ``--forwarded-allow-ips`` (``web/serving.py``; uvicorn's own default believed
+it from 127.0.0.1, so any local process could name a new address per guess and never be
+slowed). Behind a reverse proxy, name it there, so the address is the client's, not the
+proxy's (else all clients share the proxy's one budget).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from collections.abc import Callable
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..model.oneline import one_line
 
 log = logging.getLogger("jobtrail.web")
 
@@ -110,7 +116,9 @@ class AuthThrottle:
         if status == 401:
             self.throttle.failed(key, self.clock())
             if self.throttle.wait(key, self.clock()) > 0:
-                log.warning("throttling sign-in attempts from %s after repeated failures", key)
+                log.warning(
+                    "throttling sign-in attempts from %s after repeated failures", one_line(key)
+                )
 
 
 async def _too_many(send: Send, seconds: int) -> None:

@@ -1,7 +1,9 @@
 """What the worker says about each attempt (logger ``jobtrail.worker``, §16.1): one line per
 finished attempt at DEBUG, a failure at WARNING when it is retried and ERROR when it is dead,
-with its traceback. Each line carries the task id, kind, attempt, reason and duration as
-record attributes (``JsonFormatter`` writes them as fields). Never a payload or a result."""
+with its traceback. The kind and the error text are escaped into one line (§17.1b: a newline
+in an exception message must not start a line of the log). Each line carries the task id,
+kind, attempt, reason and duration as record attributes (``JsonFormatter`` writes them as
+fields). Never a payload or a result."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Any
 
 from ..core.context import Attempt
 from ..model.machine import State
+from ..model.oneline import one_line
 
 log = logging.getLogger("jobtrail.worker")
 
@@ -54,7 +57,7 @@ def attempt_finished(
             level,
             "task %s (%s) attempt %d: %s (%s) in %.1f ms",
             attempt.task_id,
-            attempt.task.kind,
+            one_line(attempt.task.kind),
             attempt.number,
             state.value,
             reason,
@@ -66,7 +69,7 @@ def attempt_finished(
         level,
         "task %s (%s) attempt %d failed: %s: %s -> %s (%s) in %.1f ms",
         attempt.task_id,
-        attempt.task.kind,
+        one_line(attempt.task.kind),
         attempt.number,
         type(exc).__name__,
         _short(exc),
@@ -86,8 +89,13 @@ def batch_finished(attempts: list[Attempt]) -> None:
 
 
 def _short(exc: BaseException) -> str:
-    text = str(exc)
-    return text if len(text) <= 300 else text[:297] + "..."
+    """The exception's text for the summary line: one line, at most ~300 characters."""
+    try:
+        text = str(exc)
+    except Exception:  # a hostile __str__: the class name says enough
+        text = f"<{type(exc).__name__}: str() failed>"
+    text = text if len(text) <= 300 else text[:297] + "..."
+    return one_line(text)
 
 
 class JsonFormatter(logging.Formatter):

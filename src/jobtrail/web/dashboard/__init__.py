@@ -7,10 +7,14 @@ API); ``create_dashboard_app(app)`` serves the dashboard alone
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
 from ...app import App
+from ..hosts import HostGuard
+from ..hosts import allowed_hosts as allowed_hosts_for
 from .headers import SecurityHeaders
 from .origin import OriginGuard
 from .routes import Authorize, router, templates
@@ -18,11 +22,21 @@ from .routes import Authorize, router, templates
 __all__ = ["Authorize", "create_dashboard_app", "router"]
 
 
-def create_dashboard_app(app: App, authorize: Authorize | None = None) -> FastAPI:
-    """A FastAPI application serving only the dashboard of ``app``."""
+def create_dashboard_app(
+    app: App,
+    authorize: Authorize | None = None,
+    *,
+    allowed_hosts: str | Sequence[str] | None = None,
+) -> FastAPI:
+    """A FastAPI application serving only the dashboard of ``app``. Without ``authorize``
+    everyone who reaches it may act, so it answers only the loopback ``Host`` names unless
+    ``allowed_hosts`` (or ``JOBTRAIL_ALLOWED_HOSTS``) lists others (DNS rebinding, §17.1b);
+    with ``authorize`` it answers any name unless told otherwise."""
     web = FastAPI(title="jobtrail dashboard", docs_url=None, redoc_url=None, openapi_url=None)
     web.include_router(router(app, authorize=authorize))
     web.add_middleware(OriginGuard)
+    hosts = allowed_hosts_for(allowed_hosts, has_tokens=authorize is not None)
+    web.add_middleware(HostGuard, hosts=hosts)
     web.add_middleware(SecurityHeaders)
 
     @web.exception_handler(HTTPException)

@@ -20,8 +20,8 @@ def load_app(spec: str | None, db: str | None) -> App:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import uvicorn
-
+    from ..connections import READ_TIMEOUT, default_max_connections
+    from ..serving import run
     from . import create_dashboard_app
 
     parser = argparse.ArgumentParser(prog="python -m jobtrail.dashboard")
@@ -29,10 +29,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--db", default=None, help="store URL when --app is not given")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=None,
+        help="a Host name to answer (repeatable); default 127.0.0.1, localhost and [::1] "
+        "(env JOBTRAIL_ALLOWED_HOSTS)",
+    )
+    parser.add_argument("--read-timeout", type=float, default=READ_TIMEOUT)
+    parser.add_argument("--max-connections", type=int, default=None)
     args = parser.parse_args(argv)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         parser.error("the dashboard alone has no tokens: it binds to loopback only")
-    uvicorn.run(create_dashboard_app(load_app(args.app, args.db)), host=args.host, port=args.port)
+    try:
+        web = create_dashboard_app(load_app(args.app, args.db), allowed_hosts=args.allowed_host)
+    except ValueError as exc:
+        parser.error(str(exc))
+    run(
+        web,
+        host=args.host,
+        port=args.port,
+        read_timeout=args.read_timeout,
+        max_connections=args.max_connections or default_max_connections(),
+    )
 
 
 if __name__ == "__main__":
