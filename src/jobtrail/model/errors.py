@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from . import validate
 from .machine import PERMANENT_CATEGORIES, TRANSIENT_CATEGORIES, ErrorCategory, State
+from .urls import describe_url
 
 if TYPE_CHECKING:
     from .models import Task
@@ -168,7 +169,8 @@ class SchemaMissing(StoreUnavailable):
     migrate --db URL`` does (the CLI's worker, enqueue and serve run it for you)."""
 
     def __init__(self, url: str, detail: str = "") -> None:
-        self.url = url  # the password masked
+        url = describe_url(url)  # the password masked, a SQLite path made absolute
+        self.url = url
         self.command = f"jobtrail migrate --db {url}"
         why = f" ({detail})" if detail else ""
         super().__init__(
