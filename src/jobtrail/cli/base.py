@@ -143,8 +143,8 @@ def _require_database(url: str) -> None:
     if not os.path.exists(path):
         raise SchemaMissing(
             url,
-            f"no database file at {path}: only `jobtrail migrate` creates one; if the "
-            "database is elsewhere, pass --db URL or set JOBTRAIL_DATABASE_URL",
+            f"no database file at {path} (only `jobtrail migrate` creates one; if the "
+            "database is elsewhere, pass --db URL or set JOBTRAIL_DATABASE_URL)",
         )
 
 

@@ -172,8 +172,8 @@ class SchemaMissing(StoreUnavailable):
         url = describe_url(url)  # the password masked, a SQLite path made absolute
         self.url = url
         self.command = f"jobtrail migrate --db {url}"
-        why = f" ({detail})" if detail else ""
-        super().__init__(
-            f"the database {url} has no jobtrail schema{why}; run `{self.command}` "
-            "(or app.migrate()) first"
-        )
+        if detail.startswith("no database file"):  # SQLite: nothing there at all
+            what = detail
+        else:
+            what = f"the database {url} has no jobtrail schema" + (f" ({detail})" if detail else "")
+        super().__init__(f"{what}; run `{self.command}` (or app.migrate()) first")
