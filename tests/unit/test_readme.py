@@ -52,6 +52,17 @@ def test_ci_runs_the_part_its_main_run_leaves_out() -> None:
         assert 'wait "$PROCS"' in ci
 
 
+def test_ci_runs_the_wheel_step_and_waits_for_it() -> None:
+    """The package as a user installs it: .ci/run starts .ci/wheel in the background, fails
+    with it and prints its summary line."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert ".ci/wheel >.ci-wheel.log 2>&1 &" in ci and 'wait "$WHEEL"' in ci
+    assert "tail -n 1 .ci-wheel.log" in ci
+    wheel = (ROOT / ".ci" / "wheel").read_text()
+    assert "pip wheel" in wheel
+    assert '"$BIN/jobtrail" demo' in wheel and '"$BIN/jobtrail" serve' in wheel
+
+
 def test_readme_demo_command_installs_and_runs_the_demo() -> None:
     """The first command installs jobtrail without an extra (the demo needs none of the
     server's; .ci/wheel runs the demo from the base install of the built wheel) and runs it."""
@@ -60,7 +71,7 @@ def test_readme_demo_command_installs_and_runs_the_demo() -> None:
     ]
     first = commands[0]
     assert "pip install jobtrail " in first and "jobtrail demo" in first, first
-    assert "jobtrail demo" in (ROOT / ".ci" / "wheel").read_text()
+    assert '"$BIN/jobtrail" demo' in (ROOT / ".ci" / "wheel").read_text()
 
 
 def repository() -> str:
