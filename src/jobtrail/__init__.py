@@ -25,7 +25,7 @@ from .model.errors import (
 from .model.machine import EDGES, Actor, Edge, ErrorCategory, Reason, State
 from .model.models import CancelResult, Task, Transition
 
-__version__ = "0.1.0"
+__version__ = "0.3.0.dev0"  # pyproject.toml reads it; CHANGELOG.md says what changed
 
 __all__ = [
     "EDGES",

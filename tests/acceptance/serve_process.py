@@ -76,6 +76,9 @@ class Serve:
         wait: bool = True,
     ) -> None:
         (tmp / "httpapp.py").write_text(app_module)
+        if db_url.startswith("sqlite:"):  # serve refuses a missing file: only migrate makes one
+            with jobtrail.App(db_url) as made:
+                made.migrate()
         self.db_url = db_url
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"

@@ -120,7 +120,8 @@ def test_serve_refuses_a_store_it_cannot_use(tmp_path: Path, backend: str) -> No
         url, why = _pg("jobtrail_no_such_db"), 'database "jobtrail_no_such_db" does not exist'
     else:
         url = f"sqlite:///{tmp_path / 'no' / 'dir' / 'x.db'}"
-        why = f"the directory {tmp_path / 'no' / 'dir'} does not exist"
+        # serve never creates the file (only migrate does): the missing file is the answer
+        why = f"no database file at {tmp_path / 'no' / 'dir' / 'x.db'}"
     (tmp_path / "errapp.py").write_text(APP)
     proc = subprocess.run(
         [sys.executable, "-m", "jobtrail", "serve", "--port", "0", "--app", "errapp:app"],

@@ -42,6 +42,8 @@ def _worker(cwd: Path, url: str, *options: str) -> subprocess.CompletedProcess[s
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBTRAIL_")}
     env["JOBTRAIL_DATABASE_URL"] = url
     base = [sys.executable, "-m", "jobtrail"]
+    # only migrate creates a SQLite file (enqueue and worker refuse a missing one)
+    subprocess.run([*base, "migrate"], cwd=cwd, env=env, check=True, capture_output=True)
     for kind in ("flaky", "doomed"):
         subprocess.run(
             [*base, "enqueue", kind, '{"payload_secret": "p4yload"}', "--app", "logapp:app"],

@@ -110,6 +110,7 @@ def run_cli(cwd: Path, db_url: str, *args: str) -> subprocess.CompletedProcess[s
 def test_cli_enqueue_of_a_webhook_kind_exits_2_and_stores_nothing(tmp_path: Path) -> None:
     (tmp_path / "secapp.py").write_text(APP_MODULE)
     db = f"sqlite:///{tmp_path / 't.db'}"
+    assert run_cli(tmp_path, db, "migrate").returncode == 0  # enqueue never creates the file
     for extra in ([], ["--key", "k1"], ["--tenant", "tenantA"]):
         done = run_cli(
             tmp_path,

@@ -4,6 +4,7 @@ directory that does not exist says which directory (issue 17 item 5)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -94,3 +95,34 @@ def test_a_caller_connection_without_the_schema_is_schema_missing(
             app.enqueue("k", {}, connection=conn)
     finally:
         conn.close()
+
+
+def test_an_app_creates_no_file_until_migrate_which_logs_its_absolute_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 38: a relative SQLite path is resolved once, against the current directory; every
+    use but ``migrate`` leaves no file and names the absolute path and the command; ``migrate``
+    creates the file and logs its absolute path (a later ``chdir`` does not move it)."""
+    here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
+    here.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(here)
+    absolute = here / "rel.db"
+    with jobtrail.App("sqlite:///rel.db") as app:
+        app.task("k")(lambda payload: None)
+        for call in (CALLS["enqueue"], CALLS["list"], lambda a: a.result("1", timeout=0.05)):
+            with pytest.raises(jobtrail.SchemaMissing) as caught:
+                call(app)
+            assert f"no database file at {absolute}" in str(caught.value)
+            assert caught.value.command == f"jobtrail migrate --db sqlite:///{absolute}"
+        assert os.listdir(here) == []
+        monkeypatch.chdir(elsewhere)
+        with caplog.at_level(logging.INFO, logger="jobtrail"):
+            assert app.migrate()
+        assert f"created the SQLite database {absolute}" in caplog.text
+        assert absolute.exists() and os.listdir(elsewhere) == []
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="jobtrail"):
+            assert app.migrate() == []
+        assert "created" not in caplog.text  # said once, when it was made
+        assert app.enqueue("k", {}).state == jobtrail.State.QUEUED

@@ -8,7 +8,10 @@ import re
 import shlex
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+
+import test_doc_links as doc_links
 
 from jobtrail import docs
 
@@ -49,11 +52,53 @@ def test_ci_runs_the_part_its_main_run_leaves_out() -> None:
         assert 'wait "$PROCS"' in ci
 
 
+def test_ci_runs_the_wheel_step_and_waits_for_it() -> None:
+    """The package as a user installs it: .ci/run starts .ci/wheel in the background, fails
+    with it and prints its summary line."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert ".ci/wheel >.ci-wheel.log 2>&1 &" in ci and 'wait "$WHEEL"' in ci
+    assert "tail -n 1 .ci-wheel.log" in ci
+    wheel = (ROOT / ".ci" / "wheel").read_text()
+    assert "pip wheel" in wheel
+    assert '"$BIN/jobtrail" demo' in wheel and '"$BIN/jobtrail" serve' in wheel
+
+
 def test_readme_demo_command_installs_and_runs_the_demo() -> None:
+    """The first command installs jobtrail without an extra (the demo needs none of the
+    server's; .ci/wheel runs the demo from the base install of the built wheel) and runs it."""
     commands = [
         line.strip() for block in code_blocks(README.read_text()) for line in block.splitlines()
     ]
-    assert any("pip install -e ." in c and "jobtrail demo" in c for c in commands)
+    first = commands[0]
+    assert "pip install jobtrail " in first and "jobtrail demo" in first, first
+    assert '"$BIN/jobtrail" demo' in (ROOT / ".ci" / "wheel").read_text()
+
+
+def repository() -> str:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return str(project["urls"]["Repository"]).rstrip("/")
+
+
+def test_readme_links_are_absolute_and_reach_the_checkouts_files() -> None:
+    """The package index shows README.md without the repository around it: a relative link
+    is broken there. Every link is absolute; one into the repository names a file (and
+    heading) this checkout has."""
+    prefix = re.escape(repository()) + r"/(?:blob|tree)/main/"
+    broken = []
+    for target in doc_links.links(README):
+        if not re.match(r"https?://", target):
+            broken.append(f"{target}: relative")
+            continue
+        inside = re.match(prefix + r"([^#]*)(?:#(.*))?$", target)
+        if target.startswith(repository()) and not inside:
+            broken.append(f"{target}: not under {repository()}/blob/main/")
+        elif inside:
+            path, anchor = ROOT / inside.group(1), inside.group(2)
+            if not path.exists():
+                broken.append(f"{target}: no such file")
+            elif anchor and anchor not in doc_links.anchors(path):
+                broken.append(f"{target}: no heading #{anchor}")
+    assert broken == []
 
 
 def test_generated_blocks_are_current() -> None:

@@ -8,10 +8,10 @@ import builtins
 from typing import TYPE_CHECKING, Any
 
 from ..model.kinds import KindSpec
+from ..model.urls import describe_url
 from ..services.outbox import Sink
 from ..services.retention import Retention
 from ..store.base import Driver
-from ..store.open import describe_url
 from .core import _require_name
 from .cron import CronAPI  # _cron_tick: each worker runs the cron pass
 

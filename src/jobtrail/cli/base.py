@@ -42,7 +42,8 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (
         EXIT_USAGE,
         "bad input: usage, a malformed option or PAYLOAD_JSON, a bad time, URL or --app, an "
-        "unknown task kind (with or without --app), a payload over the limit",
+        "unknown task kind (with or without --app), a payload over the limit; `serve` "
+        "without the `jobtrail[server]` extra installed",
     ),
     (
         EXIT_STORE,
@@ -58,6 +59,19 @@ MAX_CONCURRENCY, MAX_PREFETCH = validate.MAX_CONCURRENCY, validate.MAX_PREFETCH
 MAX_POLL, MAX_GRACE = validate.MAX_POLL, validate.MAX_GRACE
 DEFAULT_URL = "sqlite:///jobtrail.db"
 NO_SCHEMA = "the database has no jobtrail schema; run `jobtrail migrate`"
+
+
+#: The extra that brings the HTTP API, the dashboard and /metrics (fastapi, uvicorn, ...).
+SERVER_EXTRA = "jobtrail[server]"
+
+
+def missing_server_extra(what: str, exc: ImportError) -> str:
+    """The one line ``serve`` (and ``python -m jobtrail.dashboard``) says on a base install."""
+    missing = exc.name or str(exc)
+    return (
+        f"{what} needs the {SERVER_EXTRA} extra ({missing} is not installed): "
+        f"pip install '{SERVER_EXTRA}'"
+    )
 
 
 class Fail(Exception):
@@ -119,17 +133,18 @@ def _rebind(loaded: App, url: str, pooler: str | None, listen_url: str | None) -
 
 
 def _require_database(url: str) -> None:
-    """Refuse to read a SQLite file that does not exist (and so never create a stray one)."""
+    """Refuse to use a SQLite file that does not exist (and so never create a stray one: every
+    verb but ``migrate`` calls this, ``worker``, ``enqueue`` and ``serve`` included)."""
     if not url.startswith("sqlite:"):
         return
     from ..store.sqlite import path_from_url
 
-    path = path_from_url(url)
+    path = os.path.abspath(path_from_url(url))  # the current directory's, as the App opens it
     if not os.path.exists(path):
         raise SchemaMissing(
             url,
-            f"no database file at {os.path.abspath(path)}; or pass --db URL / set "
-            "JOBTRAIL_DATABASE_URL",
+            f"no database file at {path} (only `jobtrail migrate` creates one; if the "
+            "database is elsewhere, pass --db URL or set JOBTRAIL_DATABASE_URL)",
         )
 
 
@@ -227,6 +242,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="jobtrail", prog_name="jobtrail", message="%(prog)s %(version)s")
 def cli() -> None:
     """jobtrail — durable background tasks whose every state can be explained."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ from ..core.explain import tracebacks
 from ..model import i18n, validate
 from ..model.errors import UnknownKind
 from ..model.timeparse import parse_duration, parse_time
+from ..model.urls import sqlite_path
 from . import format as fmt
 from .base import (
     EXIT_OK,
@@ -61,16 +63,21 @@ class PrefetchType(_CountType):
 
 @verb("migrate")
 def migrate(rt: Runtime) -> None:
-    """Create or upgrade the database schema (idempotent)."""
+    """Create or upgrade the database schema (idempotent). The one verb that creates a SQLite
+    file: it prints the file's absolute path."""
     app = rt.app(must_exist=False)
+    path = sqlite_path(app.url)
+    created = path is not None and not os.path.exists(path)
     applied = app.migrate()
-    url = fmt.redact_url(app.url)
-    rt.emit(
-        {"applied": applied, "db": url},
+    url = fmt.describe_url(app.url)
+    text = (
         f"applied migration(s) {', '.join(map(str, applied))} to {url}"
         if applied
-        else f"{url} is up to date",
+        else f"{url} is up to date"
     )
+    if created:
+        text = f"created the SQLite database {os.path.abspath(str(path))}\n{text}"
+    rt.emit({"applied": applied, "db": url, "created": created}, text)
 
 
 @verb("worker")
@@ -164,8 +171,8 @@ def worker(
     pool_log = logging.getLogger("psycopg")
     level = pool_log.level
     pool_log.setLevel(logging.ERROR)
-    app = rt.app(must_exist=False)
-    app.migrate()
+    app = rt.app()  # a missing SQLite file is an error: only `jobtrail migrate` creates one
+    app.migrate()  # an existing store's schema is brought forward
     pool_log.setLevel(level)  # from here on the pool's warnings are the operator's
     processed = app.run_worker(
         queues=list(queues) or None,
@@ -235,10 +242,10 @@ def enqueue(
             f"unknown task kind {kind!r}: without an app the CLI does not know the task "
             "kinds; pass --app module:attr or set JOBTRAIL_APP"
         )
-    app = rt.app(must_exist=False)
+    app = rt.app()  # a missing SQLite file is an error: only `jobtrail migrate` creates one
     if kind not in app.kinds:
         raise UnknownKind(kind, app.kinds)
-    app.migrate()
+    app.migrate()  # an existing store's schema is brought forward
     task = app.enqueue(
         kind,
         payload,
@@ -250,7 +257,7 @@ def enqueue(
         delay=delay_s,
         max_attempts=max_attempts,
     )
-    rt.emit(task.to_dict(), fmt.enqueued(task))
+    rt.emit(task.to_dict(), fmt.enqueued(task, fmt.describe_url(app.url)))
 
 
 @verb("status")

@@ -12,7 +12,7 @@ import os
 import click
 
 from ..model import i18n
-from ..model.urls import redact_url
+from ..model.urls import describe_url
 from ..store import probe
 from .base import DEFAULT_URL, EXIT_OK, EXIT_REFUSED, Runtime, lang_option, load_app, verb
 
@@ -63,13 +63,15 @@ def doctor(rt: Runtime, timeout: float, lang: str) -> int:
     healthy = probe.healthy(checks)
     problems = sum(1 for c in checks if c.status not in (probe.OK, probe.NA))
     if rt.as_json:
-        rt.emit({"db": redact_url(url), "ok": healthy, "checks": [c.to_dict() for c in checks]}, "")
+        rt.emit(
+            {"db": describe_url(url), "ok": healthy, "checks": [c.to_dict() for c in checks]}, ""
+        )
     else:
         names = [i18n.t(_NAME[c.name], lang) for c in checks]
         marks = [i18n.t(_STATUS[c.status], lang) for c in checks]
         width = max(i18n.display_width(n) for n in names)
         mark_width = max(i18n.display_width(m) for m in marks)
-        lines = [i18n.t("doctor.head", lang, db=redact_url(url))]
+        lines = [i18n.t("doctor.head", lang, db=describe_url(url))]
         for c, name, status in zip(checks, names, marks, strict=True):
             lines.append(
                 f"  {_MARK[c.status]} {i18n.ljust(name, width)}  "

@@ -25,7 +25,8 @@ from ..model import i18n
 from ..model.machine import State
 from ..model.models import CancelResult, Task, iso
 from ..model.oneline import indented, one_line
-from ..model.urls import redact_url as redact_url  # re-exported: the CLI's callers use it
+from ..model.urls import describe_url as describe_url  # re-exported: the CLI's callers use it
+from ..model.urls import redact_url as redact_url
 
 #: How much of a result ``status`` shows (``--json`` gives all of it).
 RESULT_SHOWN = 500
@@ -103,10 +104,11 @@ def task_line(task: Task) -> str:
     return f"task {task.id} ({task.kind}) is {task.state.value}{reason}"
 
 
-def enqueued(task: Task) -> str:
+def enqueued(task: Task, db: str | None = None) -> str:
     if task.created:
+        where = f" of {db}" if db else ""
         return (
-            f"enqueued task {task.id} ({task.kind}) on queue {task.queue}, run at "
+            f"enqueued task {task.id} ({task.kind}) on queue {task.queue}{where}, run at "
             f"{when(task.run_at)}"
         )
     return (

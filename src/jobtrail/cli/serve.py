@@ -11,7 +11,7 @@ import click
 
 from ..store import failures
 from . import format as fmt
-from .base import Fail, Runtime, verb
+from .base import Fail, Runtime, missing_server_extra, verb
 
 
 @verb("serve")
@@ -77,10 +77,8 @@ def serve(
         from ..web.connections import default_max_connections
         from ..web.hosts import allowed_hosts as allowed_hosts_for
         from ..web.server import _secrets, _tokens, check_bind, create_app
-    except ImportError as exc:  # pragma: no cover - installed with jobtrail
-        raise Fail(
-            f"serve needs fastapi and uvicorn ({exc}); pip install 'jobtrail[web]'"
-        ) from None
+    except ImportError as exc:  # the base install: the HTTP parts are an extra
+        raise Fail(missing_server_extra("serve", exc)) from None
     try:
         tokens = _tokens(None)
         secrets = _secrets(None)
@@ -89,7 +87,7 @@ def serve(
     except ValueError as exc:
         raise Fail(str(exc)) from None
     fmt.log_to_stderr()
-    app = rt.app(must_exist=False)
+    app = rt.app()  # a missing SQLite file is an error: only `jobtrail migrate` creates one
     if not rt.app_ref:
         logging.getLogger("jobtrail.web").warning(
             "no --app / JOBTRAIL_APP: no task kinds, so POST /api/tasks will refuse"
@@ -97,6 +95,7 @@ def serve(
     # Refuse to start on a store it cannot use: an unreachable or refusing database (the
     # server's answer is the message) or one without the schema is an exit, not a server that
     # answers 503 to every request (EXIT_STORE). Once serving, an outage is a 503 per request.
+    # An existing store's schema is brought forward.
     try:
         app.migrate()
     except Exception as exc:
@@ -109,6 +108,7 @@ def serve(
             "the store cannot write (%s): serving reads, writes answer 503",
             str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
         )
+    logging.getLogger("jobtrail.web").info("serving %s", fmt.describe_url(app.url))
     web = create_app(
         app, tokens, secrets, secure_cookies=secure_cookies, allowed_hosts=_names(hosts)
     )

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from . import validate
 from .machine import PERMANENT_CATEGORIES, TRANSIENT_CATEGORIES, ErrorCategory, State
+from .urls import describe_url
 
 if TYPE_CHECKING:
     from .models import Task
@@ -168,10 +169,11 @@ class SchemaMissing(StoreUnavailable):
     migrate --db URL`` does (the CLI's worker, enqueue and serve run it for you)."""
 
     def __init__(self, url: str, detail: str = "") -> None:
-        self.url = url  # the password masked
+        url = describe_url(url)  # the password masked, a SQLite path made absolute
+        self.url = url
         self.command = f"jobtrail migrate --db {url}"
-        why = f" ({detail})" if detail else ""
-        super().__init__(
-            f"the database {url} has no jobtrail schema{why}; run `{self.command}` "
-            "(or app.migrate()) first"
-        )
+        if detail.startswith("no database file"):  # SQLite: nothing there at all
+            what = detail
+        else:
+            what = f"the database {url} has no jobtrail schema" + (f" ({detail})" if detail else "")
+        super().__init__(f"{what}; run `{self.command}` (or app.migrate()) first")

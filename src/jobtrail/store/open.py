@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .base import Driver, check_pooler
 
@@ -27,34 +26,3 @@ def open_driver(url: str | None = None, **options: Any) -> Driver:
         f"unsupported database URL scheme {scheme!r}: use sqlite:///path.db or "
         "postgresql://user:pass@host:port/db"
     )
-
-
-def describe_url(url: str) -> str:
-    """``url`` as logs may show it: no password (in the user part or a ``password=`` query
-    parameter), and a relative SQLite path resolved to the absolute file it opens."""
-    if url.startswith("sqlite:"):
-        from .sqlite.driver import path_from_url
-
-        try:
-            path = path_from_url(url)
-        except ValueError:
-            return url
-        return "sqlite:///" + os.path.abspath(path)  # an absolute path: four slashes
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "postgresql://(unparsable URL)"
-    netloc = parts.netloc
-    if parts.password is not None:
-        host = parts.hostname or ""
-        if parts.port is not None:
-            host = f"{host}:{parts.port}"
-        netloc = f"{parts.username or ''}:***@{host}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode(
-            [(k, "***" if k.lower() in ("password", "passfile") else v) for k, v in pairs],
-            safe="*",
-        )
-    return urlunsplit(parts._replace(netloc=netloc, query=query))

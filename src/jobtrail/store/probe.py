@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from ..model.urls import redact_url
+from ..model.urls import describe_url, redact_url
 from . import queries
 
 OK, WARN, FAIL, NA = "ok", "warn", "fail", "n/a"
@@ -72,7 +72,7 @@ def diagnose(
 def _schema(url: str, have: set[int] | None, dialect: str) -> Check:
     expected = {version for version, _, _ in queries.migrations(dialect)}
     latest = max(expected)
-    command = f"jobtrail migrate --db {redact_url(url)}"
+    command = f"jobtrail migrate --db {describe_url(url)}"
     if not have:
         return Check(
             "schema",
@@ -116,7 +116,7 @@ def _sqlite(url: str, synchronous: str | None) -> list[Check]:
             Check(
                 "file",
                 FAIL,
-                f"no database file at {path}; run `jobtrail migrate --db {url}`",
+                f"no database file at {path}; run `jobtrail migrate --db {describe_url(url)}`",
                 {"path": path},
             )
         )

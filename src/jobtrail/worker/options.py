@@ -74,7 +74,7 @@ class Collaborators:
     version: str | None
     #: The largest return value stored, in bytes of JSON (``App(result_limit=)``, §16.1).
     result_limit: int = DEFAULT_RESULT_LIMIT
-    #: The database as the start line names it (``store.open.describe_url``: no password).
+    #: The database as the start line names it (``model.urls.describe_url``: no password).
     database: str = ""
     #: seconds each finished state is kept (``services.retention``); ``None``: no pruning
     retention: dict[str, float | None] | None = None

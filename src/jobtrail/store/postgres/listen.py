@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from ...model.urls import redact_url
 from .connection import LISTEN_PING, _Watchdog
 
 log = logging.getLogger("jobtrail.store")
@@ -43,7 +44,8 @@ def listen_url_for(url: str, pooler: str | None, listen_url: str | None) -> str 
         return None if pooler == "transaction" else url
     if not isinstance(listen_url, str) or not listen_url.startswith(("postgresql:", "postgres:")):
         raise ValueError(
-            f"listen_url must be a postgresql:// URL (direct or session-pooled), not {listen_url!r}"
+            "listen_url must be a postgresql:// URL (direct or session-pooled), not "
+            f"{redact_url(str(listen_url))!r}"
         )
     try:
         psycopg.conninfo.conninfo_to_dict(listen_url)

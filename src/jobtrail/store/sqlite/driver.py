@@ -9,6 +9,7 @@ Each thread gets its own connection. Times are REAL epoch seconds read from SQLi
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -25,6 +26,8 @@ from ..base import Claim, Driver, NewTask, Row, Tx, dumps
 from ..offloop import OffLoop
 from .locking import QUICK_STEP, STEP, WriteLock
 from .rows import decode_all, insert_rows
+
+log = logging.getLogger("jobtrail")
 
 #: How often an idle worker looks for commits by other processes (seconds). A commit waits
 #: half of it on average before a worker sees it; an idle worker spends ~3.4% of a core at
@@ -77,7 +80,9 @@ class SQLiteDriver(OffLoop, Driver):
         self, url: str, *, busy_timeout: float = 30.0, synchronous: str | None = None, **_: Any
     ) -> None:
         super().__init__()
-        self.path = path_from_url(url)
+        # a relative path is resolved once, against the current directory of the process that
+        # opens the App: a later chdir never moves the database
+        self.path = os.path.abspath(path_from_url(url))
         self.url = url
         self.busy_timeout = busy_timeout
         self._write_lock = WriteLock(busy_timeout)
@@ -103,7 +108,7 @@ class SQLiteDriver(OffLoop, Driver):
             return conn
         if self._closed:
             raise RuntimeError("this App is closed")
-        target = os.path.abspath(self.path)
+        target = self.path
         folder = os.path.dirname(target)
         if create and not os.path.isdir(folder):
             raise StoreUnavailable(
@@ -120,7 +125,9 @@ class SQLiteDriver(OffLoop, Driver):
             )
         except sqlite3.OperationalError:
             if not create and not os.path.exists(target):
-                raise SchemaMissing(self.url, f"no database file at {target}") from None
+                raise SchemaMissing(
+                    f"sqlite:///{target}", f"no database file at {target}"
+                ) from None
             raise
         conn.row_factory = sqlite3.Row
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
@@ -185,7 +192,7 @@ class SQLiteDriver(OffLoop, Driver):
     def _raise_schema_missing(self, exc: BaseException) -> None:
         """A statement that met no jobtrail table: the schema is missing (never migrated)."""
         if isinstance(exc, sqlite3.OperationalError) and str(exc).startswith("no such table"):
-            raise SchemaMissing(self.url, str(exc)) from exc
+            raise SchemaMissing(f"sqlite:///{self.path}", str(exc)) from exc
 
     def _caller_transaction(self, conn: Any) -> Iterator[_Tx]:
         """Work inside the caller's connection; the caller commits (or not)."""
@@ -214,6 +221,9 @@ class SQLiteDriver(OffLoop, Driver):
             conn.row_factory = previous
 
     def migrate(self) -> list[int]:
+        """The one place a database file is created (``mode=rwc``); a new file is logged with
+        its absolute path (``jobtrail`` logger, INFO)."""
+        new = not os.path.exists(self.path)
         conn = self._connect(create=True)
         applied: list[int] = []
         conn.execute("BEGIN IMMEDIATE")
@@ -238,6 +248,8 @@ class SQLiteDriver(OffLoop, Driver):
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+        if new:
+            log.info("created the SQLite database %s", self.path)
         return applied
 
     def close(self) -> None:
@@ -310,8 +322,12 @@ class SQLiteDriver(OffLoop, Driver):
         # SQLite's wake-up for other processes and threads: PRAGMA data_version changes when
         # another connection commits (a finish is a commit), read on a connection of the
         # watch's own so it never disturbs a worker's view of what it has seen.
-        conn = sqlite3.connect(
-            self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+        conn = sqlite3.connect(  # mode=rw: only migrate creates the file
+            f"file:{quote(self.path)}?mode=rw",
+            uri=True,
+            timeout=self.busy_timeout,
+            isolation_level=None,
+            check_same_thread=False,
         )
         try:
             seen = conn.execute("PRAGMA data_version").fetchone()[0]
