@@ -37,7 +37,6 @@ import shutil
 import sqlite3
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -235,20 +234,12 @@ def sqlite_queued(conn: sqlite3.Connection, queued: int) -> None:
 
 # -- measurements -------------------------------------------------------------------------------
 def _work(url: str, n: int, out: Any) -> None:
-    from jobtrail.worker import Worker, WorkerOptions
+    from _worker_rate import worker_rate
 
     app = make_app(url)
-    worker = Worker(app, WorkerOptions(queues=list(QUEUES), concurrency=10, install_signals=False))
-    thread = threading.Thread(target=worker.run)
-    start = time.perf_counter()
-    thread.start()
-    while worker.processed < n:
-        time.sleep(0.001)
-    elapsed = time.perf_counter() - start
-    worker.stop()
-    thread.join()
+    rate = worker_rate(app, n, QUEUES)
     app.close()
-    out.put(n / elapsed)
+    out.put(rate)
 
 
 def processing(url: str, n: int) -> float:

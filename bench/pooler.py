@@ -24,7 +24,6 @@ import argparse
 import os
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -34,10 +33,10 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
 
+from _worker_rate import worker_rate  # noqa: E402
 from bouncer import Bouncer  # noqa: E402
 
 import jobtrail  # noqa: E402
-from jobtrail.worker import Worker, WorkerOptions  # noqa: E402
 
 DB = "bench_pooler"
 
@@ -79,19 +78,7 @@ def batches(app: jobtrail.App, n: int) -> float:
 
 
 def process(app: jobtrail.App, n: int) -> float:
-    worker = Worker(
-        app.worker_collaborators(),
-        WorkerOptions(queues=["default"], concurrency=10, install_signals=False),
-    )
-    thread = threading.Thread(target=worker.run)
-    start = time.perf_counter()
-    thread.start()
-    while worker.processed < n:
-        time.sleep(0.001)
-    elapsed = time.perf_counter() - start
-    worker.stop()
-    thread.join()
-    return n / elapsed
+    return worker_rate(app.worker_collaborators(), n)
 
 
 def main() -> None:

@@ -23,7 +23,6 @@ import os
 import sqlite3
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -33,8 +32,9 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from _worker_rate import worker_rate  # noqa: E402
+
 import jobtrail  # noqa: E402
-from jobtrail.worker import Worker, WorkerOptions  # noqa: E402
 
 PG_FILL = """
 WITH ins AS (
@@ -116,16 +116,7 @@ def process(app: jobtrail.App, n: int, *, enqueue: bool) -> float:
     if enqueue:
         for i in range(0, n, 1000):
             app.enqueue_many([{"kind": "noop", "payload": {}}] * min(1000, n - i))
-    worker = Worker(app, WorkerOptions(queues=["default"], concurrency=10, install_signals=False))
-    thread = threading.Thread(target=worker.run)
-    start = time.perf_counter()
-    thread.start()
-    while worker.processed < n:
-        time.sleep(0.001)
-    elapsed = time.perf_counter() - start
-    worker.stop()
-    thread.join()
-    return n / elapsed
+    return worker_rate(app, n)
 
 
 def size(backend: str, raw: Any) -> int:

@@ -60,7 +60,7 @@ elif phase == "steady_enqueue":
     # The peers' senders connect before the clock starts (pgqueuer: a connection per thread).
     # The App's pool opens its connections one at a time as callers wait for them
     # (psycopg_pool), so 16 threads starting at once waited for it in their first two seconds
-    # (send lag p99 26-65 ms there, 2.4-6.6 ms after; docs/performance.md): its connections
+    # (send lag p99 26-65 ms there, 2.4-6.6 ms after; measured 2026-12-02): its connections
     # are opened first here too, as a long-running sender's are.
     pool = getattr(app._driver, "pool", None)
     if pool is not None:
