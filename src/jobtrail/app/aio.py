@@ -8,10 +8,10 @@ import builtins
 import functools
 import time
 from collections.abc import Iterable, Mapping
-from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
 from ..model import validate
+from ..model.enqueue_options import EnqueueOptions, refuse_unknown, spelled_out
 from ..model.errors import TaskFailed
 from ..model.machine import State
 from ..model.models import CancelResult, Task, Transition
@@ -31,20 +31,14 @@ class AsyncAPI(ActionsAPI, ReplayAPI, EnqueueAPI):
     # AsyncConnectionPool) through store/bridge.py: no thread per call, and only the Python
     # work between round trips runs on the loop. On SQLite each runs on a thread of the
     # driver's own (store/offloop.py). Same arguments, same errors, same transactions.
+    @spelled_out
     async def aenqueue(
         self,
         kind: str,
         payload: Any = None,
         *,
-        idempotency_key: str | None = None,
-        tenant: str = "",
-        queue: str | None = None,
-        priority: int = 0,
-        run_at: datetime | str | None = None,
-        delay: float | None = None,
-        max_attempts: int | None = None,
-        parent: str | None = None,
         connection: Any = None,
+        **options: Unpack[EnqueueOptions],
     ) -> Task:
         """``enqueue`` from a coroutine. On PostgreSQL ``connection=`` takes an open
         ``psycopg.AsyncConnection``: the task is written in the caller's async transaction
@@ -52,21 +46,9 @@ class AsyncAPI(ActionsAPI, ReplayAPI, EnqueueAPI):
         connection is used on the calling thread, as it must be.) A SQLAlchemy
         ``AsyncConnection`` or ``AsyncSession`` on psycopg 3 is taken as its psycopg
         connection."""
+        refuse_unknown(options, "aenqueue")
         connection = await adbapi_connection(connection)
-        call = functools.partial(
-            self.enqueue,
-            kind,
-            payload,
-            idempotency_key=idempotency_key,
-            tenant=tenant,
-            queue=queue,
-            priority=priority,
-            run_at=run_at,
-            delay=delay,
-            max_attempts=max_attempts,
-            parent=parent,
-            connection=connection,
-        )
+        call = functools.partial(self.enqueue, kind, payload, connection=connection, **options)
         if connection is not None and self._driver.dialect == "sqlite":
             return call()
         return await self._driver.run_async(call)

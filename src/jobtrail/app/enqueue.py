@@ -11,9 +11,10 @@ import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
 from ..core import payloads, tracing, transition
+from ..model.enqueue_options import ITEM_KEYS, EnqueueOptions, refuse_unknown, spelled_out
 from ..model.errors import IdempotencyConflict, UnknownKind
 from ..model.models import Task, task_from_fields, task_from_row
 from ..store.base import NEW_TASK_DEFAULTS, NewTask
@@ -21,58 +22,27 @@ from .connections import dbapi_connection
 from .core import AppCore
 
 _KIND_AND_PAYLOAD = frozenset({"kind", "payload"})
-_ENQUEUE_KEYS = frozenset(
-    {
-        "kind",
-        "payload",
-        "idempotency_key",
-        "tenant",
-        "queue",
-        "priority",
-        "run_at",
-        "delay",
-        "max_attempts",
-        "parent",
-    }
-)
 
 
 class EnqueueAPI(AppCore):
+    @spelled_out
     def enqueue(
         self,
         kind: str,
         payload: Any = None,
         *,
-        idempotency_key: str | None = None,
-        tenant: str = "",
-        queue: str | None = None,
-        priority: int = 0,
-        run_at: datetime | str | None = None,
-        delay: float | None = None,
-        max_attempts: int | None = None,
-        parent: str | None = None,
         connection: Any = None,
+        **options: Unpack[EnqueueOptions],
     ) -> Task:
-        """Store one task (edge 1). With ``idempotency_key`` a repeat returns the existing task
-        (``created`` False); a changed payload raises ``IdempotencyConflict``. With
-        ``connection=`` the task is written in the caller's open transaction and exists if and
-        only if the caller commits (a ``sqlite3``/psycopg connection, or a SQLAlchemy 2
-        ``Connection`` or ``Session`` on one)."""
+        """Store one task (edge 1) with the ``options`` of ``EnqueueOptions``
+        (model/enqueue_options.py, their defaults in ``DEFAULTS``). With ``idempotency_key`` a
+        repeat returns the existing task (``created`` False); a changed payload raises
+        ``IdempotencyConflict``. With ``connection=`` the task is written in the caller's open
+        transaction and exists if and only if the caller commits (a ``sqlite3``/psycopg
+        connection, or a SQLAlchemy 2 ``Connection`` or ``Session`` on one)."""
+        refuse_unknown(options, "enqueue")
         connection = dbapi_connection(connection)
-        new = self._new_task(
-            dict(
-                kind=kind,
-                payload=payload,
-                idempotency_key=idempotency_key,
-                tenant=tenant,
-                queue=queue,
-                priority=priority,
-                run_at=run_at,
-                delay=delay,
-                max_attempts=max_attempts,
-                parent=parent,
-            )
-        )
+        new = self._new_task({"kind": kind, "payload": payload, **options})
         with tracing.send(new.queue) as span:
             if span is not None:
                 _traced(new)
@@ -121,8 +91,8 @@ class EnqueueAPI(AppCore):
         """``_new_task`` for item ``i`` of ``enqueue_many``, errors naming the item."""
         if not isinstance(item, Mapping):
             raise TypeError(f"enqueue_many item {i} is a {type(item).__name__}, not a dict")
-        if not _ENQUEUE_KEYS.issuperset(item):
-            unknown = set(item) - _ENQUEUE_KEYS
+        if not ITEM_KEYS.issuperset(item):
+            unknown = set(item) - ITEM_KEYS
             raise TypeError(f"enqueue_many item {i} has unknown keys: {sorted(unknown)}")
         if "kind" not in item:
             raise TypeError(f"enqueue_many item {i} has no 'kind'")
