@@ -3,6 +3,7 @@ the caller's own connection, and bad input that changes nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import gc
 import math
@@ -17,6 +18,7 @@ import psycopg.rows
 import pytest
 
 import jobtrail
+from jobtrail.model.enqueue_options import DEFAULTS
 
 from .support import reasons, run
 
@@ -544,3 +546,43 @@ def test_times_from_a_callers_connection_in_another_time_zone_read_back_in_utc(s
         conn.commit()
     assert task.created_at.utcoffset() == timedelta(0)
     assert task.created_at == kapp.get(task.id).created_at
+
+
+# -- the options (model/enqueue_options.py) ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path", ["enqueue", "aenqueue", "handle.enqueue", "handle.aenqueue", "many", "handle.many"]
+)
+def test_an_unknown_option_is_a_type_error_naming_it(kapp: jobtrail.App, path: str) -> None:
+    """Each way in refuses a keyword that ``EnqueueOptions`` does not define, as a signature
+    without it would, and writes nothing."""
+    handle = kapp.task("h")(lambda ctx, p: None)
+    bad: dict[str, Any] = {"priority": 1, "prority": 2}
+    calls = {
+        "enqueue": lambda: kapp.enqueue("k", {}, **bad),
+        "aenqueue": lambda: asyncio.run(kapp.aenqueue("k", {}, **bad)),
+        "handle.enqueue": lambda: handle.enqueue({}, **bad),
+        "handle.aenqueue": lambda: asyncio.run(handle.aenqueue({}, **bad)),
+        "many": lambda: kapp.enqueue_many([{"kind": "k", **bad}]),
+        "handle.many": lambda: handle.enqueue_many([{}], **bad),
+    }
+    message = {
+        "many": r"item 0 has unknown keys: \['prority'\]",
+        "handle.many": r"unknown enqueue options \['prority'\]",
+    }.get(path, "unexpected keyword argument 'prority'")
+    with pytest.raises(TypeError, match=message):
+        calls[path]()
+    assert kapp.list() == []
+
+
+def test_an_option_left_out_means_its_default(kapp: jobtrail.App) -> None:
+    """``DEFAULTS`` says what the code does: passing every option at its default stores the
+    same task as passing none."""
+    fields = ("queue", "tenant", "priority", "max_attempts", "idempotency_key", "parent_id")
+    bare = kapp.enqueue("k", {"n": 1})
+    spelled = kapp.enqueue("k", {"n": 1}, **DEFAULTS)
+    assert [getattr(spelled, f) for f in fields] == [getattr(bare, f) for f in fields]
+    assert abs((spelled.run_at - bare.run_at).total_seconds()) < 60
+    many = kapp.enqueue_many([{"kind": "k"}, {"kind": "k", **DEFAULTS}])
+    assert [getattr(many[1], f) for f in fields] == [getattr(many[0], f) for f in fields]
