@@ -32,9 +32,6 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
         (
             "jobtrail",  # the root package: re-exports the public names
             "jobtrail.__main__",
-            "jobtrail.machine",  # stable import paths re-exporting jobtrail.model.*
-            "jobtrail.errors",
-            "jobtrail.models",
             "jobtrail.cli",
             "jobtrail.web",
             "jobtrail.dashboard",  # the documented name of jobtrail.web.dashboard
