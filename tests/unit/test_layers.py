@@ -35,7 +35,6 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "jobtrail.cli",
             "jobtrail.web",
             "jobtrail.dashboard",  # the documented name of jobtrail.web.dashboard
-            "jobtrail.docs",
             "jobtrail.contrib",  # integrations (Django), entry points of other frameworks
         ),
     ),
