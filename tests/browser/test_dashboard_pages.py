@@ -201,7 +201,7 @@ def test_module_entry_serves_the_dashboard(tmp_path: object) -> None:
         port = sock.getsockname()[1]
     src = os.path.join(os.path.dirname(jobtrail.__file__), "..")
     env = {**os.environ, "PYTHONPATH": os.path.abspath(src)}
-    cmd = [sys.executable, "-m", "jobtrail.dashboard", "--db", url, "--port", str(port)]
+    cmd = [sys.executable, "-m", "jobtrail", "dashboard", "--db", url, "--port", str(port)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30

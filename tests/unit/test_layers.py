@@ -34,7 +34,6 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "jobtrail.__main__",
             "jobtrail.cli",
             "jobtrail.web",
-            "jobtrail.dashboard",  # the documented name of jobtrail.web.dashboard
             "jobtrail.contrib",  # integrations (Django), entry points of other frameworks
         ),
     ),
@@ -58,7 +57,12 @@ INNER_FLOORS: list[list[tuple[str, ...]]] = [
         ("jobtrail.store.types", "jobtrail.store.queries", "jobtrail.store.failures"),
     ],
     [
-        ("jobtrail.cli.commands", "jobtrail.cli.ops", "jobtrail.cli.serve"),
+        (
+            "jobtrail.cli.commands",
+            "jobtrail.cli.ops",
+            "jobtrail.cli.serve",
+            "jobtrail.cli.dashboard",
+        ),
         ("jobtrail.cli.base",),
         ("jobtrail.cli.format",),
     ],
