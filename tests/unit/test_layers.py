@@ -224,6 +224,18 @@ def test_every_module_is_on_a_floor() -> None:
         floor_of(mod)
 
 
+def test_the_package_root_holds_only_the_entry_and_packages() -> None:
+    """A module belongs in the package of its floor; the root keeps the public names
+    (``__init__.py``), ``python -m jobtrail`` (``__main__.py``) and ``py.typed``."""
+    stray = [
+        p.name
+        for p in ROOT.iterdir()
+        if p.name not in ("__init__.py", "__main__.py", "py.typed", "__pycache__")
+        and not (p.is_dir() and (p / "__init__.py").exists())
+    ]
+    assert sorted(stray) == []
+
+
 def test_no_module_imports_from_a_floor_above() -> None:
     assert upward_imports(graph()) == []
 
