@@ -17,6 +17,7 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ...model.errors import StoreUnavailable
+from ..outage import OutageNotice
 from .connection import (
     CHECK_AFTER_IDLE,
     FIRST_WAIT,
@@ -55,6 +56,7 @@ class RecentFirstPool(ConnectionPool[psycopg.Connection[Any]]):
 
 class Checkout:
     url: str
+    outage: OutageNotice
     pool: ConnectionPool[psycopg.Connection[Any]]
     connect_timeout: float
     _pooled: bool
@@ -166,14 +168,21 @@ class Checkout:
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        conn = self._checkout()
+        try:
+            conn = self._checkout()
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            self.outage.failed(exc)
+            raise
         try:
             with conn:  # as ConnectionPool.connection(): commit or roll back, never close
                 yield conn
-        except psycopg.OperationalError:
-            if conn.closed:  # lost, not refused: the idle ones may be gone too
+        except psycopg.OperationalError as exc:
+            if conn.closed or conn.broken:  # lost, not refused: the idle ones may be gone too
                 self._broken_at = time.monotonic()
+                self.outage.failed(exc)
             raise
+        else:
+            self.outage.answered()
         finally:
             self._checkin(conn)
 
@@ -197,6 +206,7 @@ class Checkout:
                     self._own_all.append(conn)
         except psycopg.OperationalError as exc:
             self._drop_own(holder, conn)
+            self.outage.failed(exc)
             if conn is None:  # the connect itself failed: the server's answer, at once
                 raise _unavailable(ConnectFailed(connect_error_text(exc))) from exc
             raise _unavailable(exc) from exc
@@ -211,11 +221,14 @@ class Checkout:
         self._leave(conn)
         self._last_used[conn] = time.monotonic()
         if error is None:
+            self.outage.answered()
             return
         missing = schema_missing(self.url, error)
         if missing is not None:
             raise missing from error
         if isinstance(error, psycopg.OperationalError):
+            if conn.broken or conn.closed:
+                self.outage.failed(error)
             self._drop_own(holder, conn)
             raise _unavailable(error) from error
         if conn.broken or conn.closed:

@@ -38,6 +38,7 @@ from ..base import (
     loads_payload,
 )
 from ..bridge import in_bridge, run_bridged
+from ..outage import quiet_pool_logs, where
 from .aio import AsyncSide
 from .checkout import Checkout, RecentFirstPool, _unavailable
 from .connection import (
@@ -86,6 +87,9 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
         # may run on another server session, so nothing may live in one (docs/postgres.md)
         self.pooler = check_pooler(pooler)
         self._pooled = self.pooler == "transaction"
+        host = given.get("host")
+        self.outage.where = where(str(host or ""), given.get("port"), pooler=bool(self.pooler))
+        quiet_pool_logs()  # psycopg_pool's check-outs and connection errors: outage.py
         self._listen_url = listen_url_for(url, self.pooler, listen_url)
         self.polls_only = self._listen_url is None
         self.connect_timeout = connect_timeout
@@ -119,7 +123,7 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
         # when a connection of this pool was last found broken: the idle ones are suspect
         self._broken_at = 0.0
         self.max_size = max(2, pool_size)
-        self._attempts = ConnectAttempts()
+        self._attempts = ConnectAttempts(self.outage)
         self.pool = RecentFirstPool(
             url,
             connection_class=self._attempts.connection_class(),
