@@ -28,6 +28,7 @@ class IdleHandOff(LeaseRenewal):
     _armed: bool  # registered and nothing handed yet: a task may be handed to us any moment
     _armed_epoch: int  # the LISTEN connection's epoch when we registered
     _handed_seen: dict[int, None]  # handed task ids already started (insertion-ordered)
+    _unsure: bool  # a failed round may have left tasks leased to us unstarted (pump.py)
 
     def _init_handoff(self) -> None:
         self._registered = False
@@ -119,3 +120,28 @@ class IdleHandOff(LeaseRenewal):
         if row is None or row["state"] != "leased" or row["lease_owner"] != self.owner:
             return 0
         return int(self._adopt(row))
+
+    def _adopt_orphans(self) -> int:
+        """After a round trip that failed (its claim may have committed with the answer lost
+        on the way, or a later statement of the round failed), start the tasks the store says
+        are leased to us that we do not run: a committed claim reaches a handler instead of
+        waiting out its lease (SPEC §17.1b). How many started; the look is retried after the
+        next round when it fails."""
+        try:
+            with self.driver.transaction(write=False) as tx:
+                rows = self.driver.task_held_by(tx, owner=self.owner, limit=10_000)
+        except Exception as exc:
+            log.debug("looking for tasks leased to us failed: %s", type(exc).__name__)
+            return 0
+        self._unsure = False
+        with self._running_lock:
+            orphans = [row for row in rows if int(row["id"]) not in self.running]
+        started = sum(int(self._adopt(row)) for row in orphans)
+        if started:
+            log.info(
+                "worker %s: started %d task(s) whose claim committed while the store's "
+                "answer was lost",
+                self.owner,
+                started,
+            )
+        return started
