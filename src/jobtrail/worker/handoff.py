@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from . import logs
 from .lease import LeaseRenewal
 
 log = logging.getLogger("jobtrail.worker")
@@ -87,7 +88,7 @@ class IdleHandOff(LeaseRenewal):
         try:
             self.driver.idle_register(self.owner, self.options.queues, self._kinds, self.version)
         except Exception as exc:  # the store is away: we are found by claims as before
-            log.warning("idle registration failed: %s", type(exc).__name__)
+            logs.store_failed(self.driver, "idle registration", exc)
             return
         self._registered = self._armed = True
         self._armed_epoch = epoch
@@ -100,7 +101,7 @@ class IdleHandOff(LeaseRenewal):
         try:
             handed = self.driver.idle_unregister(self.owner)
         except Exception as exc:
-            log.warning("leaving the idle registry failed: %s", type(exc).__name__)
+            logs.store_failed(self.driver, "leaving the idle registry", exc)
             return None
         self._registered = self._armed = False
         started = self._take_handed()
@@ -114,8 +115,9 @@ class IdleHandOff(LeaseRenewal):
         try:
             with self.driver.transaction(write=False) as tx:
                 row = self.driver.task_get(tx, task_id)
-        except Exception as exc:  # its lease expires and the sweep decides, as after a crash
-            log.warning("reading handed task %d failed: %s", task_id, type(exc).__name__)
+        except Exception as exc:  # _adopt_orphans starts it once the store answers
+            self._unsure = True
+            logs.store_failed(self.driver, f"reading handed task {task_id}", exc)
             return 0
         if row is None or row["state"] != "leased" or row["lease_owner"] != self.owner:
             return 0
@@ -137,8 +139,8 @@ class IdleHandOff(LeaseRenewal):
         with self._running_lock:
             orphans = [row for row in rows if int(row["id"]) not in self.running]
         started = sum(int(self._adopt(row)) for row in orphans)
-        if started:
-            log.info(
+        if started:  # the outage itself was said once, by the driver's notice
+            log.debug(
                 "worker %s: started %d task(s) whose claim committed while the store's "
                 "answer was lost",
                 self.owner,
