@@ -221,3 +221,28 @@ def test_worker_gets_past_stalled_connections(pg_store: Store) -> None:
             thread.join(timeout=15)
             app.close()
     assert not thread.is_alive()
+
+
+def test_a_statement_the_session_lost_is_store_unavailable_and_nothing_stored(
+    pg_store: Store,
+) -> None:
+    """What a transaction pooler does to a session-bound prepared statement (issue 40 (5):
+    ``app.enqueue`` raised psycopg's own ``InvalidSqlStatementName``), made on a direct
+    connection: the express connection's prepared insert is deallocated under it. The caller
+    gets ``StoreUnavailable`` saying nothing was stored, the cause chained; the next enqueue
+    works on a new connection."""
+    app = pg_store.app()
+    app.task("k")(lambda ctx, payload: None)
+    driver = _driver(app)
+    for n in range(2):  # prepares both inserts (the hand-off's and the plain one)
+        app.enqueue("k", {"n": n})
+    express = driver._express.conn
+    assert express is not None and driver._express.prepared
+    express.execute("DEALLOCATE ALL")  # as another server session behind a pooler would be
+    with pytest.raises(jobtrail.StoreUnavailable, match="nothing was stored") as caught:
+        app.enqueue("k", {"n": 1}, idempotency_key="lost")
+    assert caught.value.stored is False
+    assert type(caught.value.__cause__).__name__ == "InvalidSqlStatementName"
+    assert [t.idempotency_key for t in app.list(kind="k")] == [None, None]  # nothing stored
+    again = app.enqueue("k", {"n": 1}, idempotency_key="lost")
+    assert again.created and driver._express.conn is not express

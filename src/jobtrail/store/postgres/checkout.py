@@ -37,6 +37,20 @@ from .connection import (
 SESSION_SETTINGS = "SET TIME ZONE 'UTC'; SET jit = off"
 
 
+#: Errors that mean a statement did not run on this connection, whatever it was: a prepared
+#: statement the server session does not have, or has already (a transaction pooler handed
+#: the connection another session), or a connection psycopg had closed. Nothing was stored;
+#: another connection may work. Raised as ``StoreUnavailable`` (SPEC §17.1b: a caller never
+#: sees a driver's own exception), and the connection is dropped.
+SESSION_ERRORS: tuple[type[psycopg.Error], ...] = (
+    psycopg.errors.InvalidSqlStatementName,
+    psycopg.errors.DuplicatePreparedStatement,
+    psycopg.InterfaceError,
+)
+#: What a transaction turns into ``StoreUnavailable``.
+UNAVAILABLE: tuple[type[Exception], ...] = (psycopg.OperationalError, PoolTimeout, *SESSION_ERRORS)
+
+
 class RecentFirstPool(ConnectionPool[psycopg.Connection[Any]]):
     """psycopg_pool's pool, handing out the idle connection returned last instead of the one
     idle longest. With the oldest first, a caller making one call after another cycles
@@ -181,6 +195,9 @@ class Checkout:
                 self._broken_at = time.monotonic()
                 self.outage.failed(exc)
             raise
+        except SESSION_ERRORS:
+            conn.close()  # its session is not what we think: the pool replaces it
+            raise
         else:
             self.outage.answered()
         finally:
@@ -226,7 +243,7 @@ class Checkout:
         missing = schema_missing(self.url, error)
         if missing is not None:
             raise missing from error
-        if isinstance(error, psycopg.OperationalError):
+        if isinstance(error, (psycopg.OperationalError, *SESSION_ERRORS)):
             if conn.broken or conn.closed:
                 self.outage.failed(error)
             self._drop_own(holder, conn)
@@ -247,9 +264,19 @@ class Checkout:
 
 
 def _unavailable(exc: BaseException) -> StoreUnavailable:
-    if isinstance(exc, ConnectFailed):
-        return StoreUnavailable(f"cannot connect to PostgreSQL: {exc}")
-    return StoreUnavailable(f"PostgreSQL is unreachable: {type(exc).__name__}: {_first_line(exc)}")
+    if isinstance(exc, ConnectFailed | PoolTimeout):
+        return StoreUnavailable(f"cannot connect to PostgreSQL: {exc}; nothing was stored")
+    what = f"{type(exc).__name__}: {_first_line(exc)}"
+    if isinstance(exc, SESSION_ERRORS):
+        return StoreUnavailable(
+            f"PostgreSQL could not run the statement on this connection ({what}); nothing "
+            "was stored, try again"
+        )
+    return StoreUnavailable(
+        f"PostgreSQL is unreachable: {what}; a write sent before the connection broke may "
+        "or may not have been stored",
+        stored=None,
+    )
 
 
 def _first_line(exc: BaseException) -> str:

@@ -40,7 +40,7 @@ from ..base import (
 from ..bridge import in_bridge, run_bridged
 from ..outage import quiet_pool_logs, where
 from .aio import AsyncSide
-from .checkout import Checkout, RecentFirstPool, _unavailable
+from .checkout import UNAVAILABLE, Checkout, RecentFirstPool, _unavailable
 from .connection import (
     READ_TIMEOUT,
     TCP_SETTINGS,
@@ -182,7 +182,7 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
         try:
             with self._connection() as conn, conn.transaction():
                 yield _Tx(conn, self.sql, utc=not self._pooled)
-        except (psycopg.OperationalError, PoolTimeout) as exc:
+        except UNAVAILABLE as exc:
             raise _unavailable(exc) from exc
         except psycopg.errors.UndefinedTable as exc:
             raise schema_missing(self.url, exc) or exc from exc
@@ -191,7 +191,7 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
         try:
             with self._async.transaction(self.sql, autocommit=autocommit) as tx:
                 yield tx
-        except (psycopg.OperationalError, PoolTimeout) as exc:
+        except UNAVAILABLE as exc:
             raise _unavailable(exc) from exc
 
     async def run_async(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
@@ -237,7 +237,7 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
         try:
             with self._connection() as conn:
                 yield _Tx(conn, self.sql, utc=not self._pooled)
-        except (psycopg.OperationalError, PoolTimeout) as exc:
+        except UNAVAILABLE as exc:
             raise _unavailable(exc) from exc
         except psycopg.errors.UndefinedTable as exc:
             raise schema_missing(self.url, exc) or exc from exc
