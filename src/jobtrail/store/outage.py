@@ -21,9 +21,9 @@ log = logging.getLogger("jobtrail.store")
 
 #: At most one reminder per this many seconds while the store stays away.
 REMIND_EVERY = 60.0
-#: The store is back once a statement got its answer and nothing failed for this long: the
-#: first answers after a restart come while other connections still fail (the pool's
-#: connections from before, a connection attempt begun during the outage).
+#: The store is back once statements have been getting their answers for this long with no
+#: failure in between: the first answers after a restart may come while other connections
+#: still fail (one from before that is used unchecked, an attempt begun during the outage).
 SETTLE = 1.0
 
 
@@ -83,7 +83,7 @@ class OutageNotice:
                 return
             if self._first_answer is None:
                 self._first_answer = now
-            if now - self._last_failure < SETTLE:
+            if now - self._first_answer < SETTLE:  # a failure since would have reset it
                 return
             away = self._first_answer - self._down_mono
             self._down_since = None

@@ -192,7 +192,10 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
             with self._async.transaction(self.sql, autocommit=autocommit) as tx:
                 yield tx
         except UNAVAILABLE as exc:
+            if isinstance(exc, psycopg.OperationalError | PoolTimeout):
+                self.outage.failed(exc)  # the sync side's checkout tells it likewise
             raise _unavailable(exc) from exc
+        self.outage.answered()
 
     async def run_async(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         # on this loop's async connections, through the bridge: no thread
