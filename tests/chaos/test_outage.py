@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import secrets
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
 import bouncer
+import httpx
 import psycopg
 import pytest
 from conftest import Store, unavailable
@@ -206,3 +208,60 @@ def _answers(url: str) -> bool:
         return True
     except psycopg.Error:
         return False
+
+
+def test_serve_answers_503_through_an_outage_and_says_so_once(
+    pg_store: Store, tmp_path: Path
+) -> None:
+    """``jobtrail serve`` over a store that goes away (the fault proxy refuses and cuts every
+    connection) and comes back: 503 "nothing was stored" meanwhile, 201 after, and its log
+    says the outage once and its end once (issue 40 (3)) — no line per request."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "acceptance"))
+    from serve_process import TOKENS, Serve
+
+    pg_store.app()  # migrated
+    with FaultProxy(*upstream(pg_store.url)) as proxy:
+        server = Serve(tmp_path, via(pg_store.url, proxy.port), tokens=TOKENS)
+        adm = {"Authorization": "Bearer adm"}
+        try:
+            with httpx.Client(base_url=server.base, timeout=10) as http:
+
+                def post(key: str) -> httpx.Response:
+                    body = {"kind": "send", "payload": {"k": key}}
+                    headers = {**adm, "Idempotency-Key": key}
+                    return http.post("/api/tasks", json=body, headers=headers)
+
+                assert post("before").status_code == 201
+                begun = len(server.log.read_text().splitlines())
+                proxy.set_mode("drop")
+                proxy.cut()
+                refused = [post(f"during-{n}") for n in range(20)]
+                assert {r.status_code for r in refused} == {503}, [r.text for r in refused]
+                assert all("nothing was stored" in r.json()["error"] for r in refused)
+                proxy.set_mode("pass")
+                wait_until(
+                    lambda: post("after").status_code == 201,
+                    timeout=10,
+                    what="a 201 once the store is back",
+                    interval=0.1,
+                )
+                wait_until(  # each request an answer: back once answered for a second
+                    lambda: (
+                        post("after").status_code == 200
+                        and "store back: " in server.log.read_text()
+                    ),
+                    timeout=10,
+                    what="serve to say the store is back",
+                    interval=0.1,
+                )
+        finally:
+            server.stop()
+    lines = server.log.read_text().splitlines()[begun:]
+    said = [line for line in lines if " WARNING " in line or " ERROR " in line]
+    where = f"the database at 127.0.0.1:{proxy.port}"
+    assert len(said) == 1 and "store unreachable: " in said[0] and where in said[0], lines
+    back = [line for line in lines if "store back: " in line]
+    assert len(back) == 1 and where in back[0], lines
+    assert not [line for line in lines if "psycopg" in line], lines
+    stored = {t.idempotency_key for t in pg_store.apps[0].list(kind="send")}
+    assert stored == {"before", "after"}  # nothing of the refused requests
