@@ -414,6 +414,9 @@ def test_task_held_by(world: dict[str, Any]) -> None:
         assert rows[0]["lease_seconds"] > 0 and rows[0]["payload"] is not None
         assert d.task_held_by(tx, owner="someone-else", limit=10) == []
         assert d.task_held_by(tx, owner=OWNER, limit=0) == []
+        # an expired lease is the sweeper's to decide, not the worker's to start
+        assert d.lease_extend(tx, world["leased"], OWNER, 1, 0) is not None
+        assert d.task_held_by(tx, owner=OWNER, limit=10) == []
 
 
 @covers("task_by_receipt", "task_receipt_expired", "task_dead_select", "dead_groups")

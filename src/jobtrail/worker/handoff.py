@@ -137,7 +137,14 @@ class IdleHandOff(LeaseRenewal):
             return 0
         self._unsure = False
         with self._running_lock:
-            orphans = [row for row in rows if int(row["id"]) not in self.running]
+            # never an attempt this worker started: one whose outcome could not be written is
+            # the sweeper's to decide when its lease ends (§5), not ours to run again
+            orphans = [
+                row
+                for row in rows
+                if int(row["id"]) not in self.running
+                and self._started.get(int(row["id"])) != row["attempts"]
+            ]
         started = sum(int(self._adopt(row)) for row in orphans)
         if started:  # the outage itself was said once, by the driver's notice
             log.debug(

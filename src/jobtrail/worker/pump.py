@@ -55,6 +55,7 @@ class Worker(IdleHandOff):
         self.owner = make_owner_id()
         self.version = collab.version
         self.running: dict[int, Attempt] = {}
+        self._started: dict[int, int] = {}
         self._running_lock = threading.Lock()
         self._stop = threading.Event()
         self._done = threading.Event()

@@ -23,6 +23,7 @@ class WorkerState:
     owner: str
     version: str | None
     running: dict[int, Attempt]
+    _started: dict[int, int]  # task id -> the attempt this worker started (insertion-ordered)
     processed: int
     round_trips: int
     _running_lock: threading.Lock

@@ -609,7 +609,7 @@ FROM jobtrail_tasks WHERE id = %(id)s;
 -- lost, the worker starts those it does not know it holds instead of leaving them to their
 -- lease (issue 40). Rare: only after a failed round.
 SELECT *, now() AS db_now FROM jobtrail_tasks
-WHERE state = 'leased' AND lease_owner = %(owner)s
+WHERE state = 'leased' AND lease_owner = %(owner)s AND lease_expires_at > now()
 ORDER BY id LIMIT %(limit)s;
 
 -- name: task_list

@@ -233,6 +233,7 @@ FROM jobtrail_tasks WHERE id = :id;
 -- those it does not know it holds instead of leaving them to their lease (issue 40).
 SELECT *, round((julianday('now') - 2440587.5) * 86400.0, 3) AS db_now FROM jobtrail_tasks
 WHERE state = 'leased' AND lease_owner = :owner
+  AND lease_expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3)
 ORDER BY id LIMIT :limit;
 
 -- name: task_insert_many
