@@ -76,6 +76,7 @@ def test_a_failure_among_the_first_answers_keeps_the_outage_open(
 ) -> None:
     caplog.set_level(logging.INFO, logger="jobtrail.store")
     notice = OutageNotice("the pooler at 127.0.0.1:6433")
+    notice.answered()
     notice.failed("refused")
     clock.now += 2.0
     notice.answered()
@@ -120,3 +121,17 @@ def test_the_pool_filter_drops_records_about_our_pools_only() -> None:
     assert keep(record("connection requested from %r", ("billing",)))
     assert keep(record("discarding closed connection: %s", (Conn("billing"),)))
     assert keep(record("adding new connection to the pool", (), "billing-worker-0"))
+
+
+def test_a_store_that_never_answered_is_not_an_outage(
+    clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A refused connection at start is the caller's error (the CLI's one line), not a
+    WARNING before it."""
+    caplog.set_level(logging.INFO, logger="jobtrail.store")
+    notice = OutageNotice("the database at db:5432")
+    notice.failed('FATAL: database "shop" does not exist')
+    assert lines(caplog) == [] and not notice.down
+    notice.answered()
+    notice.failed("refused")
+    assert len(lines(caplog)) == 1 and notice.down

@@ -38,6 +38,9 @@ class OutageNotice:
         self._last_failure = 0.0  # monotonic
         self._last_said = 0.0  # monotonic: the WARNING or the latest reminder
         self._first_answer: float | None = None  # monotonic: the first answer after a failure
+        # a store that never answered is not an outage: the caller's error says why (a
+        # refused connection at start is one line of the CLI, not a WARNING before it)
+        self._answered_once = False
 
     @property
     def down(self) -> bool:
@@ -45,7 +48,11 @@ class OutageNotice:
 
     def failed(self, error: BaseException | str) -> None:
         """The store could not be reached (a connection refused or broken, a pooler that has
-        no server): the first failure of an outage is logged, later ones every minute."""
+        no server): the first failure of an outage is logged, later ones every minute. Before
+        the store first answered nothing is logged (that is a start that failed, not an
+        outage: the caller's exception says it)."""
+        if not self._answered_once:
+            return
         now = time.monotonic()
         with self._lock:
             self._last_failure = now
@@ -76,6 +83,7 @@ class OutageNotice:
         """A statement got its answer. Cheap when the store was not away (one attribute read):
         called after every transaction."""
         if self._down_since is None:
+            self._answered_once = True
             return
         now = time.monotonic()
         with self._lock:

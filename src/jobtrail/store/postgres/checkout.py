@@ -264,9 +264,11 @@ class Checkout:
 
 
 def _unavailable(exc: BaseException) -> StoreUnavailable:
-    if isinstance(exc, ConnectFailed | PoolTimeout):
+    if isinstance(exc, ConnectFailed):
         return StoreUnavailable(f"cannot connect to PostgreSQL: {exc}; nothing was stored")
     what = f"{type(exc).__name__}: {_first_line(exc)}"
+    if isinstance(exc, PoolTimeout):  # no connection was had: nothing was sent
+        return StoreUnavailable(f"PostgreSQL is unreachable: {what}; nothing was stored")
     if isinstance(exc, SESSION_ERRORS):
         return StoreUnavailable(
             f"PostgreSQL could not run the statement on this connection ({what}); nothing "
