@@ -417,6 +417,23 @@ def test_task_reads(world: dict[str, Any]) -> None:
         assert d.task_expired(tx, 10) == []
 
 
+@covers("task_held_by")
+def test_task_held_by(world: dict[str, Any]) -> None:
+    """The tasks leased to an owner, as a claim returns them (a worker's look after a round
+    trip whose answer was lost: it starts them from these rows)."""
+    d: Driver = world["d"]
+    with rolled_back(d) as tx:
+        rows = d.task_held_by(tx, owner=OWNER, limit=10)
+        assert [r["id"] for r in rows] == [world["leased"]]
+        assert rows[0]["attempts"] == 1 and rows[0]["kind"] == "k"
+        assert rows[0]["lease_seconds"] > 0 and rows[0]["payload"] is not None
+        assert d.task_held_by(tx, owner="someone-else", limit=10) == []
+        assert d.task_held_by(tx, owner=OWNER, limit=0) == []
+        # an expired lease is the sweeper's to decide, not the worker's to start
+        assert d.lease_extend(tx, world["leased"], OWNER, 1, 0) is not None
+        assert d.task_held_by(tx, owner=OWNER, limit=10) == []
+
+
 @covers("task_by_receipt", "task_receipt_expired", "task_dead_select", "dead_groups")
 def test_receipts_and_dead(world: dict[str, Any]) -> None:
     d: Driver = world["d"]

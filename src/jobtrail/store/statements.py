@@ -302,6 +302,9 @@ class Statements:
     ) -> list[Row]:
         return tx.all("task_by_receipt", {"receipt_id": receipt_id, "kind": kind, "tenant": tenant})
 
+    def task_held_by(self, tx: Tx, *, owner: str, limit: int) -> list[Row]:
+        return tx.all("task_held_by", {"owner": owner, "limit": limit})
+
     def task_holder(self, tx: Tx, *, id: int) -> Row | None:
         return tx.one("task_holder", {"id": id})
 

@@ -84,6 +84,7 @@ class SQLiteDriver(OffLoop, Driver):
         # opens the App: a later chdir never moves the database
         self.path = os.path.abspath(path_from_url(url))
         self.url = url
+        self.outage.where = f"the SQLite database {self.path}"
         self.busy_timeout = busy_timeout
         self._write_lock = WriteLock(busy_timeout)
         sync = (synchronous or os.environ.get("JOBTRAIL_SQLITE_SYNCHRONOUS") or "FULL").upper()
