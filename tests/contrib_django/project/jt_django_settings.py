@@ -4,6 +4,8 @@ SQLite file and a PostgreSQL schema named by the environment, one task backend f
 import os
 
 SECRET_KEY = "tests-only"
+# DEBUG on: Django's own console handler writes django.* records too (test_contract.py)
+DEBUG = os.environ.get("JT_DJ_DEBUG") == "1"
 USE_TZ = True
 TIME_ZONE = "UTC"
 INSTALLED_APPS = [
