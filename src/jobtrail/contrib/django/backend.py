@@ -93,8 +93,11 @@ class JobtrailBackend(BaseTaskBackend):  # type: ignore[misc]
         process, shared by every instance of this backend (``shared.py``), made on first use."""
         return self._shared().app
 
+    def _url(self) -> str:
+        return self.database_url or database_url(self.database)
+
     def _shared(self) -> Shared:
-        url = self.database_url or database_url(self.database)
+        url = self._url()
 
         def make() -> App:
             app = App(url, **self.app_options)
@@ -330,7 +333,7 @@ class JobtrailBackend(BaseTaskBackend):  # type: ignore[misc]
         """Close this backend's App (shared with the other instances of its alias on its
         database: they get a new one on their next use). The management command calls it
         when its verb ends; ``shared.close_all()`` closes every backend's."""
-        close_shared(self._shared())
+        close_shared(self.alias, self._url(), self.app_options)
 
 
 #: The payload key of ``run_after`` when the enqueue gave one (ISO 8601): what the fetched

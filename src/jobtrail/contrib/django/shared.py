@@ -51,7 +51,7 @@ def shared_app(
 ) -> Shared:
     """The Shared App of ``alias`` on ``url`` with ``options`` (made by ``make`` the first
     time); ``backend`` becomes its newest backend."""
-    key = (alias, url, repr(sorted(options.items())))
+    key = (alias, url, repr(sorted(options.items())))  # as close() builds it
     with _lock:
         found = _shared.get(key)
         if found is None:
@@ -60,13 +60,13 @@ def shared_app(
         return found
 
 
-def close(shared: Shared) -> None:
-    """Close one Shared App and forget it (a later use makes a new one)."""
+def close(alias: str, url: str, options: dict[str, Any]) -> None:
+    """Close the Shared App of ``alias`` on ``url`` with ``options``, if one is open, and
+    forget it (a later use makes a new one)."""
     with _lock:
-        for key, value in list(_shared.items()):
-            if value is shared:
-                del _shared[key]
-    shared.app.close()
+        found = _shared.pop((alias, url, repr(sorted(options.items()))), None)
+    if found is not None:
+        found.app.close()
 
 
 def close_all() -> int:
