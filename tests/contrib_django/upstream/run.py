@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -90,11 +91,17 @@ def django_tests(cache: Path) -> Path:
             ],
             check=True,
         )
+        # unpacked beside, then renamed into place: a run beside this one sees all or nothing
+        unpacked = Path(tempfile.mkdtemp(dir=cache))
         with tarfile.open(cache / f"django-{version}.tar.gz") as sdist:
-            members = [
-                m for m in sdist.getmembers() if m.name.startswith(f"django-{version}/tests/tasks/")
-            ]
-            sdist.extractall(cache, members=members, filter="data")
+            prefix = f"django-{version}/tests/tasks/"
+            members = [m for m in sdist.getmembers() if m.name.startswith(prefix)]
+            sdist.extractall(unpacked, members=members, filter="data")
+        try:
+            os.replace(unpacked / f"django-{version}", root)
+        except OSError:  # another run put it there first
+            pass
+        shutil.rmtree(unpacked, ignore_errors=True)
     return root / "tests"
 
 
