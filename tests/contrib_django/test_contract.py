@@ -193,6 +193,21 @@ def test_a_missing_schema_names_manage_py_migrate(empty_store: str) -> None:
             backends()["fresh"].close()
 
 
+def test_manage_py_names_migrate_in_one_line(empty_store: str) -> None:
+    """``manage.py jobtrail VERB`` on a store without the schema: one line naming the
+    command, exit status 1 (it was a traceback)."""
+    from .conftest import manage
+
+    done = manage(
+        "jobtrail", "list", "--backend", "fresh", env={"JT_DJ_FRESH_URL": empty_store}, check=False
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("CommandError: ") and last.endswith(
+        "run `python manage.py jobtrail migrate --backend fresh` first"
+    )
+
+
 def test_each_signal_is_logged_once(alias: str) -> None:
     """With ``DEBUG`` on, Django's console handler writes ``django.tasks`` records; the
     worker's own handler used to write each again."""

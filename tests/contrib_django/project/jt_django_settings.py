@@ -93,3 +93,8 @@ TASKS = {
         "OPTIONS": {"DATABASE_URL": os.environ["JT_DJ_PG_SEPARATE_URL"], **_OPTIONS},
     },
 }
+if os.environ.get("JT_DJ_FRESH_URL"):  # a store without jobtrail's schema (test_contract.py)
+    TASKS["fresh"] = {
+        "BACKEND": "jobtrail.contrib.django.JobtrailBackend",
+        "OPTIONS": {"DATABASE_URL": os.environ["JT_DJ_FRESH_URL"]},
+    }

@@ -45,7 +45,11 @@ class Command(BaseCommand):  # type: ignore[misc]
 
     def run_from_argv(self, argv: list[str]) -> None:
         # manage.py: jobtrail's own parser sees every argument (its --help lists the verbs)
-        code = self._run(_strip_django_options(argv[2:]))
+        try:
+            code = self._run(_strip_django_options(argv[2:]))
+        except CommandError as exc:  # one line, as Django's own run_from_argv prints it
+            self.stderr.write(f"{type(exc).__name__}: {exc}")
+            raise SystemExit(exc.returncode) from None
         if code:
             raise SystemExit(code)
 
