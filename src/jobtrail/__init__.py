@@ -23,7 +23,7 @@ from .model.errors import (
     UnknownKind,
 )
 from .model.machine import EDGES, Actor, Edge, ErrorCategory, Reason, State
-from .model.models import CancelResult, Task, Transition
+from .model.models import CancelResult, Task, Transition, Worker
 
 __version__ = "0.1.0"
 
@@ -52,6 +52,7 @@ __all__ = [
     "TransientError",
     "Transition",
     "UnknownKind",
+    "Worker",
     "__version__",
     "intent_key",
 ]

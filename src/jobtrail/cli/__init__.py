@@ -2,7 +2,7 @@
 importing the verb modules here registers them (they import ``base``, never this package), so
 ``jobtrail.cli:main`` (the console script) and ``jobtrail.cli.cli`` see every verb."""
 
-from . import commands, doctor, ops, replays, serve  # noqa: F401  (registers the verbs)
+from . import commands, doctor, ops, replays, serve, workers  # noqa: F401  (registers the verbs)
 from .base import (
     EXIT_CODES,
     EXIT_INTERRUPTED,

@@ -36,6 +36,11 @@ class WorkerOptions:
     sweep_interval: float = 1.0
     grace: float = 30.0
     install_signals: bool = True
+    #: Seconds between heartbeats of the worker's row (``worker/presence.py``, SPEC §17.1).
+    beat_interval: float = 5.0
+    #: Seconds of silence after which a worker that did not stop (SIGKILL, power loss) is
+    #: forgotten: no longer listed, its row deleted by the next beat of any worker.
+    stale_after: float = 60.0
 
     def __post_init__(self) -> None:
         """Out of range is refused before the worker starts, with a ``ValueError`` naming the
@@ -52,6 +57,13 @@ class WorkerOptions:
             self.sweep_interval, "sweep_interval", positive=True, high=validate.MAX_POLL
         )
         validate.seconds(self.grace, "grace", high=validate.MAX_GRACE)
+        validate.seconds(self.beat_interval, "beat_interval", positive=True, high=validate.MAX_POLL)
+        validate.seconds(self.stale_after, "stale_after", positive=True, high=validate.MAX_GRACE)
+        if self.stale_after < 2 * self.beat_interval:
+            raise ValueError(
+                f"stale_after ({self.stale_after}s) must be at least twice beat_interval "
+                f"({self.beat_interval}s): a live worker would be taken for dead between beats"
+            )
 
 
 @dataclass(frozen=True)

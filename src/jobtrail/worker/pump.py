@@ -38,6 +38,7 @@ from .handoff import IdleHandOff
 from .options import Collaborators, ProvidesCollaborators, WorkerOptions, make_owner_id
 from .pool import _Completions, _HandlerPool
 from .prefetch import Prefetch
+from .presence import Presence
 
 log = logging.getLogger("jobtrail.worker")
 
@@ -75,6 +76,16 @@ class Worker(IdleHandOff):
         self._slot: float | None = None
         self._kinds = [name for name, spec in collab.kinds.items() if spec.handler is not None]
         self._init_handoff()
+        self._presence = Presence(
+            self.driver,
+            self.owner,
+            queues=options.queues,
+            kinds=self._kinds,
+            concurrency=options.concurrency,
+            version=self.version,
+            interval=options.beat_interval,
+            stale_after=options.stale_after,
+        )
 
     # -- control -----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -102,6 +113,7 @@ class Worker(IdleHandOff):
             self.options.concurrency,
         )
         self._check_wakeups()
+        self._presence.beat(force=True)  # listed from its start (app.workers(), explain)
         self._completions.open()
         pruner = self._start_retention()
         try:
@@ -123,6 +135,7 @@ class Worker(IdleHandOff):
             self._stop_loop()
             if restore:
                 restore()
+            self._presence.leave()
         log.info(
             "worker %s stopped after %d tasks in %d round trips",
             self.owner,
@@ -267,7 +280,9 @@ class Worker(IdleHandOff):
             log.warning("retention pass failed: %s", type(exc).__name__)
 
     def _sweep(self) -> float:
-        """Expired leases and receipt deadlines, then cron windows; returns the next time."""
+        """Expired leases and receipt deadlines, then cron windows, and this worker's heartbeat
+        when one is due; returns the next time."""
+        self._presence.beat()
         try:
             sweep(self.driver, self.collab.kinds, ended=self.collab.ended)
         except Exception as exc:  # the store is down: keep running, try later
