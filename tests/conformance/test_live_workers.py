@@ -185,3 +185,36 @@ def test_explain_says_no_live_worker_serves_the_queue_or_registers_the_kind(
     finally:
         release.set()
         handle.stop()
+
+
+def test_the_dashboard_workers_page_lists_them_in_both_languages(store: Any) -> None:
+    app = store.app(version="v2")
+    release = blocking(app, "a")
+    mine = app.enqueue("a", tenant="tenantA")
+    theirs = app.enqueue("a", tenant="tenantB")
+    web = client(app)
+    empty = web.get("/workers?lang=en", headers=auth("rd"))
+    assert empty.status_code == 200 and 'id="no-workers"' in empty.text
+    assert "No live workers: due tasks wait until one starts." in empty.text
+    assert '<a href="/workers" class="on">Workers</a>' in empty.text
+    handle = app.start_worker(concurrency=2)
+    try:
+        (w,) = wait_for(
+            lambda: [w for w in app.workers() if len(w.tasks) == 2],
+            timeout=10,
+            what="the worker holding both tasks",
+        )
+        page = web.get("/workers?lang=en", headers=auth("rd")).text
+        row = page.split(f'<tr class="worker" data-id="{w.id}">')[1].split("</tr>")[0]
+        for text in (w.host, str(w.pid), "v2", "default", ">a<", ">2<"):
+            assert text in row, (text, row)
+        assert f'<a href="/tasks/{mine.id}">' in row and f'<a href="/tasks/{theirs.id}">' in row
+        zh = web.get("/workers?lang=zh", headers=auth("rd")).text
+        assert "存活的工作器" in zh and "最近心跳" in zh and w.id in zh
+        # a tenant's token sees the worker, and only its own tenant's task
+        bound = web.get("/workers", headers=auth("tar")).text
+        assert w.id in bound and f"/tasks/{mine.id}" in bound
+        assert f"/tasks/{theirs.id}" not in bound
+    finally:
+        release.set()
+        handle.stop()
