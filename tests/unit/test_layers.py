@@ -63,7 +63,7 @@ INNER_FLOORS: list[list[tuple[str, ...]]] = [
         ("jobtrail.store.types", "jobtrail.store.queries", "jobtrail.store.failures"),
     ],
     [
-        ("jobtrail.cli.commands", "jobtrail.cli.ops", "jobtrail.cli.serve"),
+        ("jobtrail.cli.commands", "jobtrail.cli.ops", "jobtrail.cli.serve", "jobtrail.cli.workers"),
         ("jobtrail.cli.base",),
         ("jobtrail.cli.format",),
     ],
@@ -87,6 +87,7 @@ INNER_FLOORS: list[list[tuple[str, ...]]] = [
             "jobtrail.model.errors",
             "jobtrail.model.models",
             "jobtrail.model.kinds",
+            "jobtrail.model.live",
         ),
         ("jobtrail.model.machine",),
     ],
@@ -96,7 +97,7 @@ INNER_FLOORS: list[list[tuple[str, ...]]] = [
         ("jobtrail.worker.handlers",),
         ("jobtrail.worker.outcomes",),
         ("jobtrail.worker.state",),
-        ("jobtrail.worker.pool", "jobtrail.worker.options"),
+        ("jobtrail.worker.pool", "jobtrail.worker.options", "jobtrail.worker.presence"),
     ],
 ]
 
