@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import jobtrail
-from jobtrail.worker import WorkerOptions
+from jobtrail.worker import Worker, WorkerOptions
 
 from ._http_support import auth, client
 from .support import OWNER_RE, db_now, live_worker, wait_for
@@ -218,3 +218,38 @@ def test_the_dashboard_workers_page_lists_them_in_both_languages(store: Any) -> 
     finally:
         release.set()
         handle.stop()
+
+
+def test_a_stopping_worker_stays_listed_while_its_handlers_finish(store: Any) -> None:
+    """A grace period longer than ``stale_after``: the worker beats while it drains."""
+    app = store.app()
+    started, release = threading.Event(), threading.Event()
+
+    @app.task("slow")
+    def slow(ctx: Any, payload: Any) -> None:
+        started.set()
+        release.wait(30)
+
+    task = app.enqueue("slow")
+    options = WorkerOptions(
+        queues=["default"],
+        grace=30,
+        sweep_interval=0.05,
+        beat_interval=0.1,
+        stale_after=0.5,
+        install_signals=False,
+    )
+    worker = Worker(app, options)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        assert started.wait(10), "the handler did not start"
+        worker.stop()  # claims nothing more; the handler gets the grace period
+        deadline = time.monotonic() + 1.5  # three times its stale_after
+        while time.monotonic() < deadline:
+            assert [w.tasks for w in app.workers()] == [[task.id]]
+            time.sleep(0.05)
+    finally:
+        release.set()
+        thread.join(10)
+    assert not thread.is_alive() and app.workers() == []

@@ -39,7 +39,8 @@ class WorkerOptions:
     #: Seconds between heartbeats of the worker's row (``worker/presence.py``, SPEC §17.1).
     beat_interval: float = 5.0
     #: Seconds of silence after which a worker that did not stop (SIGKILL, power loss) is
-    #: forgotten: no longer listed, its row deleted by the next beat of any worker.
+    #: forgotten: no longer listed, its row deleted by the next beat of any worker. The beat
+    #: rides on the sweep, so the row gets at least three sweep intervals.
     stale_after: float = 60.0
 
     def __post_init__(self) -> None:

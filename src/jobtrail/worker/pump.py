@@ -84,7 +84,10 @@ class Worker(IdleHandOff):
             concurrency=options.concurrency,
             version=self.version,
             interval=options.beat_interval,
-            stale_after=options.stale_after,
+            # the beat rides on the sweep: a sweep interval longer than the beat's sets the pace
+            stale_after=max(
+                options.stale_after, 3 * max(options.beat_interval, options.sweep_interval)
+            ),
         )
 
     # -- control -----------------------------------------------------------------------------
@@ -423,6 +426,7 @@ class Worker(IdleHandOff):
         all finished or the grace period is over."""
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
+            self._presence.beat()  # still listed while its handlers finish (a long grace)
             done = self._completions.take()
             if done:
                 try:
