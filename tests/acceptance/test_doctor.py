@@ -187,6 +187,20 @@ def test_a_schema_behind_the_code_names_the_missing_migration(store: Store) -> N
     assert schema["data"]["missing"] == [expected]
 
 
+def test_a_workers_table_it_cannot_read_is_a_failure_not_a_crash(store: Store) -> None:
+    store.app()
+    if store.postgres:
+        with psycopg.connect(store.url, autocommit=True) as pg:
+            pg.execute("DROP TABLE jobtrail_workers")
+    else:
+        with sqlite3.connect(path_from_url(store.url)) as conn:
+            conn.execute("DROP TABLE jobtrail_workers")
+    workers = by_name(doctor(store.url, "--json", code=1))["workers"]
+    assert workers["status"] == "fail"
+    assert workers["detail"].startswith("cannot read the workers: ")
+    assert "jobtrail_workers" in workers["detail"]
+
+
 def _pg(**parts: Any) -> str:
     url = urlsplit(PG_URL)
     netloc = f"{url.username}@{url.hostname}:{parts.get('port', url.port)}"

@@ -111,8 +111,12 @@ UNSERVED_SHOWN = 5
 def _workers(conn: Any, dialect: str) -> Check:
     """Due work that no live worker takes (SPEC §17.1), with the store's own named reads."""
     sql = queries.load(dialect)
-    workers = [_decoded(r) for r in _dicts(conn.execute(sql["worker_list"]))]
-    groups = _dicts(conn.execute(sql["worker_due_groups"]))
+    try:
+        workers = [_decoded(r) for r in _dicts(conn.execute(sql["worker_list"]))]
+        groups = _dicts(conn.execute(sql["worker_due_groups"]))
+    except Exception as exc:  # the doctor reports what it cannot read; it never crashes
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return Check("workers", FAIL, f"cannot read the workers: {first}")
     unserved = []
     for g in groups:
         why = live.missing(g["queue"], g["kind"], workers)
