@@ -184,7 +184,7 @@ class OpsAPI(RatesAPI):
     def _live_facts(self, tx: Tx, row: Row, lang: str) -> explain_facts.Facts:
         facts = explain_facts.gather(self._driver, tx, row, lang)
         facts.why[:0] = self._queue_facts(tx, row, lang)
-        if row["state"] == "queued":  # §17.1: due, and no live worker takes it
+        if row["state"] == "queued":  # §17.1: due, and no live worker takes it?
             facts.why += explain_workers.unserved(row, self._driver.worker_list(tx), lang)
         return facts
 

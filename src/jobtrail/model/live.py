@@ -1,6 +1,6 @@
 """Which live worker can take a task (SPEC §17.1): a worker claims a task when it serves the
-task's queue and registers its kind. Pure; ``explain`` (``core/explain_workers.py``),
-``doctor`` (``store/probe.py``) and the dashboard ask it."""
+task's queue and registers its kind. Pure; ``explain`` (``core/explain_workers.py``, which
+the dashboard's task page shows too) and ``doctor`` (``store/probe.py``) ask it."""
 
 from __future__ import annotations
 
