@@ -62,6 +62,7 @@ INNER_FLOORS: list[list[tuple[str, ...]]] = [
             "jobtrail.cli.ops",
             "jobtrail.cli.serve",
             "jobtrail.cli.dashboard",
+            "jobtrail.cli.workers",
         ),
         ("jobtrail.cli.base",),
         ("jobtrail.cli.format",),
@@ -86,6 +87,7 @@ INNER_FLOORS: list[list[tuple[str, ...]]] = [
             "jobtrail.model.errors",
             "jobtrail.model.models",
             "jobtrail.model.kinds",
+            "jobtrail.model.live",
         ),
         ("jobtrail.model.machine",),
     ],
@@ -95,7 +97,7 @@ INNER_FLOORS: list[list[tuple[str, ...]]] = [
         ("jobtrail.worker.handlers",),
         ("jobtrail.worker.outcomes",),
         ("jobtrail.worker.state",),
-        ("jobtrail.worker.pool", "jobtrail.worker.options"),
+        ("jobtrail.worker.pool", "jobtrail.worker.options", "jobtrail.worker.presence"),
     ],
 ]
 

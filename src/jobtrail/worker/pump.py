@@ -38,6 +38,7 @@ from .handoff import IdleHandOff
 from .options import Collaborators, ProvidesCollaborators, WorkerOptions, make_owner_id
 from .pool import _Completions, _HandlerPool
 from .prefetch import Prefetch
+from .presence import Presence
 from .tally import Tally
 
 log = logging.getLogger("jobtrail.worker")
@@ -82,6 +83,19 @@ class Worker(IdleHandOff):
         #: a failed round may have committed a claim: look for tasks leased to us (handoff.py)
         self._unsure = False
         self._init_handoff()
+        self._presence = Presence(
+            self.driver,
+            self.owner,
+            queues=options.queues,
+            kinds=self._kinds,
+            concurrency=options.concurrency,
+            version=self.version,
+            interval=options.beat_interval,
+            # the beat rides on the sweep: a sweep interval longer than the beat's sets the pace
+            stale_after=max(
+                options.stale_after, 3 * max(options.beat_interval, options.sweep_interval)
+            ),
+        )
 
     # -- control -----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -109,6 +123,7 @@ class Worker(IdleHandOff):
             self.options.concurrency,
         )
         self._check_wakeups()
+        self._presence.beat(force=True)  # listed from its start (app.workers(), explain)
         self._completions.open()
         pruner = self._start_retention()
         try:
@@ -130,6 +145,7 @@ class Worker(IdleHandOff):
             self._stop_loop()
             if restore:
                 restore()
+            self._presence.leave()
         log.info(
             "worker %s stopped: %s, in %d round trips",
             self.owner,
@@ -304,7 +320,9 @@ class Worker(IdleHandOff):
             logs.store_failed(self.driver, "retention pass", exc)
 
     def _sweep(self) -> float:
-        """Expired leases and receipt deadlines, then cron windows; returns the next time."""
+        """Expired leases and receipt deadlines, then cron windows, and this worker's heartbeat
+        when one is due; returns the next time."""
+        self._presence.beat()
         try:
             sweep(self.driver, self.collab.kinds, ended=self.collab.ended)
         except Exception as exc:  # the store is down: keep running, try later
@@ -468,6 +486,7 @@ class Worker(IdleHandOff):
         all finished or the grace period is over."""
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
+            self._presence.beat()  # still listed while its handlers finish (a long grace)
             done = self._completions.take()
             if done:
                 try:

@@ -392,6 +392,12 @@ class SQLiteDriver(OffLoop, Driver):
     def _list(self, values: list[str]) -> str:
         return json.dumps(values)
 
+    def worker_beat(self, tx: Tx, **beat: Any) -> int:
+        # SQLite's upsert takes no CTE: the silent workers are forgotten by a statement of
+        # their own, in the beat's transaction
+        tx.run("worker_forget_stale", {"id": beat["id"]})
+        return super().worker_beat(tx, **beat)
+
     # -- batches: a constant number of statements per batch (json_each), each transition row
     # the same as the one-by-one path would append (seq, attempt and at copied from the task
     # row in SQL, so no time makes a round trip through Python).
