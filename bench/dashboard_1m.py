@@ -28,7 +28,7 @@ def main() -> int:
     args = parser.parse_args()
     from fastapi.testclient import TestClient
 
-    from jobtrail.dashboard import create_dashboard_app
+    from jobtrail.web.dashboard import create_dashboard_app
 
     schema = "bench_" + secrets.token_hex(4)
     if args.backend == "postgres":

@@ -286,7 +286,7 @@ def median_ms(fn: Any, repeat: int) -> float:
 def reads(app: jobtrail.App, repeat: int) -> dict[str, float]:
     from fastapi.testclient import TestClient
 
-    from jobtrail.dashboard import create_dashboard_app
+    from jobtrail.web.dashboard import create_dashboard_app
 
     client = TestClient(create_dashboard_app(app), base_url="http://127.0.0.1")
     succeeded = app.list(state="succeeded", limit=1)[0].id

@@ -23,7 +23,7 @@ from .model.errors import (
     UnknownKind,
 )
 from .model.machine import EDGES, Actor, Edge, ErrorCategory, Reason, State
-from .model.models import CancelResult, Task, Transition
+from .model.models import CancelResult, Task, Transition, Worker
 
 __version__ = "0.3.0.dev0"  # pyproject.toml reads it; CHANGELOG.md says what changed
 
@@ -52,6 +52,7 @@ __all__ = [
     "TransientError",
     "Transition",
     "UnknownKind",
+    "Worker",
     "__version__",
     "intent_key",
 ]

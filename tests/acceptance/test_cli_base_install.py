@@ -138,7 +138,7 @@ def test_the_cli_imports_nothing_of_the_server_and_serve_names_the_extra(
     # serve and the dashboard say which extra, in one line, with the usage exit code
     for argv, what in (
         ([*jobtrail, "serve", *app], "jobtrail: error: serve needs"),
-        (["-m", "jobtrail.dashboard"], "python -m jobtrail.dashboard: error: the dashboard needs"),
+        ([*jobtrail, "dashboard", *app], "jobtrail: error: the dashboard needs"),
     ):
         out = run(cwd, env, *argv, code=2)
         assert out.startswith(what) and out.count("\n") == 1, out

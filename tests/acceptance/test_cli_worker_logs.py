@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -163,3 +165,47 @@ def test_a_handlers_error_text_cannot_start_a_log_line(tmp_path: Path) -> None:
         assert RECORD.match(line) or line.startswith(" "), line
         assert not line.startswith(FORGED), line
     assert "\x1b" not in proc.stderr
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_an_idle_worker_logs_its_start_and_its_stop_only(
+    backend: str, cwd: Path, tmp_path: Path
+) -> None:
+    """SPEC §17.1 (issue 38, Logs): at the default level an idle worker writes its start line
+    and, when stopped, its stop — no library's routine chatter (psycopg_pool logged each
+    check-out at INFO: ~20 lines a second from an idle PostgreSQL worker)."""
+    store = make_store(backend, tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBTRAIL_")}
+    env["JOBTRAIL_DATABASE_URL"] = store.url
+    err = tmp_path / "worker.err"
+    try:
+        # only migrate creates a SQLite file; the worker refuses a missing one
+        migrate = [sys.executable, "-m", "jobtrail", "migrate"]
+        subprocess.run(migrate, cwd=cwd, env=env, check=True, capture_output=True, timeout=60)
+        with open(err, "wb") as sink:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "jobtrail", "worker", "--app", "logapp:app",
+                 "--poll-interval", "0.05"],
+                cwd=cwd, env=env, stderr=sink, stdout=subprocess.DEVNULL,
+            )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while " started: " not in err.read_text() and time.monotonic() < deadline:
+                assert proc.poll() is None, err.read_text()
+                time.sleep(0.05)
+            # idle for a while: some forty polls, each a round trip (the window is the point
+            # of the test; nothing races with it)
+            time.sleep(2.0)
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=60) == 0, err.read_text()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    finally:
+        store.close()
+    lines = err.read_text().splitlines()
+    assert len(lines) == 3, lines
+    assert " INFO jobtrail.worker: " in lines[0] and " started: " in lines[0]
+    assert "signal 2, stopping" in lines[1]
+    assert " stopped: " in lines[2]

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,9 +29,19 @@ from conftest import PG_URL, Store, require_pg, unavailable
 import jobtrail
 from jobtrail.store.queries import migrations
 from jobtrail.store.sqlite import path_from_url
+from jobtrail.worker.presence import Presence
 
-PG_CHECKS = ["reachable", "schema", "listen/notify", "clock", "pooler"]
-SQLITE_CHECKS = ["file", "directory", "synchronous", "journal", "schema", "wake-up", "clock"]
+PG_CHECKS = ["reachable", "schema", "listen/notify", "clock", "pooler", "workers"]
+SQLITE_CHECKS = [
+    "file",
+    "directory",
+    "synchronous",
+    "journal",
+    "schema",
+    "workers",
+    "wake-up",
+    "clock",
+]
 
 
 def doctor(url: str, *args: str, code: int | None, env: dict[str, str] | None = None) -> Any:
@@ -75,6 +86,78 @@ def test_a_healthy_store_exits_0(store: Store) -> None:
     assert "体检" in doctor(store.url, "--lang", "zh", code=0)
 
 
+def test_due_work_that_no_live_worker_takes_exits_1(store: Store) -> None:
+    """SPEC §17.1: before, doctor said "all is well" with due work and no worker running."""
+    app = store.app()
+    release = threading.Event()
+    app.task("resize")(lambda ctx, p: release.wait(30))
+    app.task("mail", queue="mail")(lambda ctx, p: None)
+    app.enqueue("resize")
+    app.enqueue("resize")
+    app.enqueue("mail")
+    app.enqueue("mail", delay=3600)  # not due: no worker is missing for it yet
+    report = doctor(store.url, "--json", code=1)
+    workers = by_name(report)["workers"]
+    assert workers["status"] == "warn" and workers["data"]["live"] == []
+    assert workers["data"]["unserved"] == [
+        {"queue": "default", "kind": "resize", "due": 2, "why": "queue"},
+        {"queue": "mail", "kind": "mail", "due": 1, "why": "queue"},
+    ]
+    assert [c["name"] for c in report["checks"] if c["status"] != "ok"] == (
+        ["workers"] if store.postgres else ["workers", "wake-up", "clock"]
+    )
+    text = doctor(store.url, code=1)
+    assert (
+        "3 due tasks wait for a worker that is not there: 2 in queue default (kind resize): "
+        "no live worker serves queue default; 1 in queue mail (kind mail): no live worker "
+        "serves queue mail (0 live workers: `jobtrail workers` lists them)"
+    ) in text
+    assert text.splitlines()[-1] == "1 problem(s) found"
+    # A worker for the default queue takes the resize tasks; mail still has none. Then one
+    # (of another process) serves queue mail but registers another kind.
+    handle = app.start_worker(queues=["default"], concurrency=2)
+    try:
+        beat = Presence(
+            app._driver,
+            "other:1:aa",
+            queues=["mail"],
+            kinds=["newsletter"],
+            concurrency=1,
+            version=None,
+            interval=5,
+            stale_after=60,
+        )
+        beat.beat(force=True)
+        deadline = time.monotonic() + 15
+        while app.list(state="queued", queue="default"):
+            assert time.monotonic() < deadline, "the worker did not take the resize tasks"
+            time.sleep(0.02)
+        workers = by_name(doctor(store.url, "--json", code=1))["workers"]
+        assert workers["data"]["unserved"] == [
+            {"queue": "mail", "kind": "mail", "due": 1, "why": "kind"}
+        ]
+        assert len(workers["data"]["live"]) == 2
+        assert (
+            "1 of kind mail (queue mail): no live worker registers kind mail" in (workers["detail"])
+        )
+        # Once a live worker takes every due task, all is well again.
+        Presence(
+            app._driver,
+            "other:2:bb",
+            queues=["mail"],
+            kinds=["mail"],
+            concurrency=1,
+            version=None,
+            interval=5,
+            stale_after=60,
+        ).beat(force=True)
+        ok = by_name(doctor(store.url, "--json", code=0))["workers"]
+        assert ok["status"] == "ok" and ok["detail"].startswith("3 live workers; every due task")
+    finally:
+        release.set()
+        handle.stop()
+
+
 def test_an_unmigrated_store_exits_1_naming_migrate(store: Store) -> None:
     report = doctor(store.url, "--json", code=1)
     schema = by_name(report)["schema"]
@@ -102,6 +185,20 @@ def test_a_schema_behind_the_code_names_the_missing_migration(store: Store) -> N
     versions = [v for v, _, _ in migrations(store.backend)]  # numbers may skip (reserved ones)
     assert schema["data"]["current"] == max(v for v in versions if v != expected)
     assert schema["data"]["missing"] == [expected]
+
+
+def test_a_workers_table_it_cannot_read_is_a_failure_not_a_crash(store: Store) -> None:
+    store.app()
+    if store.postgres:
+        with psycopg.connect(store.url, autocommit=True) as pg:
+            pg.execute("DROP TABLE jobtrail_workers")
+    else:
+        with sqlite3.connect(path_from_url(store.url)) as conn:
+            conn.execute("DROP TABLE jobtrail_workers")
+    workers = by_name(doctor(store.url, "--json", code=1))["workers"]
+    assert workers["status"] == "fail"
+    assert workers["detail"].startswith("cannot read the workers: ")
+    assert "jobtrail_workers" in workers["detail"]
 
 
 def _pg(**parts: Any) -> str:

@@ -188,8 +188,8 @@ DASHBOARD_SPEC = Path(__file__).with_name("dashboard_forms.openapi.json")
 def test_the_dashboard_spec_names_every_route(tmp_path: Path) -> None:
     from fastapi.routing import APIRoute
 
-    from jobtrail.dashboard import router as dashboard_router
     from jobtrail.web import create_app
+    from jobtrail.web.dashboard import router as dashboard_router
 
     described = {
         (method.upper(), path)

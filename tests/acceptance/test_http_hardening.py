@@ -37,7 +37,7 @@ def csp(response: httpx.Response) -> dict[str, str]:
 
 def test_html_pages_send_the_security_headers(served: Serve) -> None:
     task = httpx.post(served.base + "/api/tasks", json={"kind": "send"}, headers=ADM).json()["id"]
-    pages = ["/", f"/tasks/{task}", "/queues", "/dead", "/cron", "/login"]
+    pages = ["/", f"/tasks/{task}", "/queues", "/dead", "/cron", "/workers", "/login"]
     for path in pages:
         r = httpx.get(served.base + path, headers=ADM)
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/html"), path

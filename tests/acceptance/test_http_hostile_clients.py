@@ -68,7 +68,7 @@ def test_an_allowed_hosts_setting_names_the_hosts(tmp_path: Path) -> None:
             s.stop()
 
 
-def test_python_m_jobtrail_dashboard_checks_the_host_too(tmp_path: Path) -> None:
+def test_jobtrail_dashboard_checks_the_host_too(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path}/dash.db"
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBTRAIL_")}
     env["PYTHONPATH"] = SRC
@@ -78,7 +78,7 @@ def test_python_m_jobtrail_dashboard_checks_the_host_too(tmp_path: Path) -> None
     port = free_port()
     log = (tmp_path / "dash.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jobtrail.dashboard", "--db", db, "--port", str(port)],
+        [sys.executable, "-m", "jobtrail", "dashboard", "--db", db, "--port", str(port)],
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -108,7 +108,7 @@ class Served:
 
         import uvicorn
 
-        from jobtrail.dashboard import create_dashboard_app
+        from jobtrail.web.dashboard import create_dashboard_app
 
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))

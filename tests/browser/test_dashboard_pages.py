@@ -53,7 +53,15 @@ def test_pages_answer_and_actions_follow_the_state(site: tuple[str, Seeded]) -> 
     url, s = site
     assert fetch(url + "/queues?window=60")[0] == 200
     assert fetch(url + "/queues?window=7")[0] == 422
-    for path in ("/", "/queues", "/dead", "/cron", "/static/htmx.min.js", "/?state=dead"):
+    for path in (
+        "/",
+        "/queues",
+        "/dead",
+        "/cron",
+        "/workers",
+        "/static/htmx.min.js",
+        "/?state=dead",
+    ):
         assert fetch(url + path)[0] == 200, path
     status, js, headers = fetch(url + "/static/htmx.min.js")
     assert "htmx" in js and headers["content-type"].startswith("text/javascript")
@@ -201,7 +209,7 @@ def test_module_entry_serves_the_dashboard(tmp_path: object) -> None:
         port = sock.getsockname()[1]
     src = os.path.join(os.path.dirname(jobtrail.__file__), "..")
     env = {**os.environ, "PYTHONPATH": os.path.abspath(src)}
-    cmd = [sys.executable, "-m", "jobtrail.dashboard", "--db", url, "--port", str(port)]
+    cmd = [sys.executable, "-m", "jobtrail", "dashboard", "--db", url, "--port", str(port)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30

@@ -10,8 +10,17 @@ from urllib.parse import urlsplit, urlunsplit
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
 
 from _integration_helpers import WorkerDir, wait_until  # noqa: E402
+from _pg_cluster import PrivateCluster, _pg_version, private_cluster_missing  # noqa: E402
 
-__all__ = ["WorkerDir", "upstream", "via", "wait_until"]
+__all__ = [
+    "PrivateCluster",
+    "WorkerDir",
+    "_pg_version",
+    "private_cluster_missing",
+    "upstream",
+    "via",
+    "wait_until",
+]
 
 
 def upstream(url: str) -> tuple[str, int]:

@@ -21,6 +21,9 @@ import pytest
 from conftest import Store
 
 import jobtrail
+from jobtrail.core import transition
+from jobtrail.model.machine import State
+from jobtrail.store.base import Claim
 from jobtrail.store.postgres import PostgresDriver
 from jobtrail.worker import Worker, WorkerOptions
 
@@ -221,3 +224,72 @@ def test_worker_gets_past_stalled_connections(pg_store: Store) -> None:
             thread.join(timeout=15)
             app.close()
     assert not thread.is_alive()
+
+
+def test_a_statement_the_session_lost_is_store_unavailable_and_nothing_stored(
+    pg_store: Store,
+) -> None:
+    """What a transaction pooler does to a session-bound prepared statement (issue 40 (5):
+    ``app.enqueue`` raised psycopg's own ``InvalidSqlStatementName``), made on a direct
+    connection: the express connection's prepared insert is deallocated under it. The caller
+    gets ``StoreUnavailable`` saying nothing was stored, the cause chained; the next enqueue
+    works on a new connection."""
+    app = pg_store.app()
+    app.task("k")(lambda ctx, payload: None)
+    driver = _driver(app)
+    for n in range(2):  # prepares both inserts (the hand-off's and the plain one)
+        app.enqueue("k", {"n": n})
+    express = driver._express.conn
+    assert express is not None and driver._express.prepared
+    express.execute("DEALLOCATE ALL")  # as another server session behind a pooler would be
+    with pytest.raises(jobtrail.StoreUnavailable, match="nothing was stored") as caught:
+        app.enqueue("k", {"n": 1}, idempotency_key="lost")
+    assert caught.value.stored is False
+    assert type(caught.value.__cause__).__name__ == "InvalidSqlStatementName"
+    assert [t.idempotency_key for t in app.list(kind="k")] == [None, None]  # nothing stored
+    again = app.enqueue("k", {"n": 1}, idempotency_key="lost")
+    assert again.created and driver._express.conn is not express
+
+
+def test_a_claim_whose_answer_was_lost_starts_once_the_store_answers(pg_store: Store) -> None:
+    """Issue 40 (1): a worker's claim can commit while its answer is lost with the connection;
+    its tasks must reach a handler when the store is back, not wait out their 30 s lease. The
+    lost answer is made exactly: while the worker is cut off (its claims failing), the test
+    commits a claim of a task for the worker's owner id, as the worker's own statement would
+    have."""
+    direct = pg_store.app()
+    direct.task("tick")(lambda ctx, payload: None)
+    with FaultProxy(*upstream(pg_store.url)) as proxy:
+        app = jobtrail.App(via(pg_store.url, proxy.port), connect_timeout=1.0)
+        ran: list[str] = []
+        app.task("tick")(lambda ctx, payload: ran.append(ctx.task_id))  # the default 30 s lease
+        worker, thread = _background_worker(app)
+        try:
+            thread.start()
+            wait_until(lambda: worker.round_trips > 0, timeout=10, what="the worker's claims")
+            proxy.set_mode("drop")
+            proxy.cut()
+            tried = worker.round_trips
+            # every round trip fails while new connections are refused
+            wait_until(lambda: worker.round_trips >= tried + 2, timeout=10, what="failed claims")
+            task = direct.enqueue("tick", {"lost": 1})
+            request = Claim(
+                owner=worker.owner, queues=["default"], kinds=["tick"], limit=1, version=None
+            )
+            with direct._driver.transaction() as tx:
+                assert [str(r["id"]) for r in transition.claim(direct._driver, tx, request)] == [
+                    task.id
+                ]
+            proxy.set_mode("pass")
+            wait_until(
+                lambda: direct.get(task.id).state is State.SUCCEEDED,  # type: ignore[union-attr]
+                timeout=10,
+                what="the task claimed unseen to run (not wait out its 30 s lease)",
+                interval=0.05,
+            )
+            assert ran == [task.id]
+        finally:
+            proxy.set_mode("pass")
+            worker.stop()
+            thread.join(timeout=15)
+            app.close()

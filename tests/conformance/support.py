@@ -16,6 +16,7 @@ from jobtrail.core import transition
 from jobtrail.model.machine import State
 from jobtrail.model.models import Transition
 from jobtrail.store.base import Claim
+from jobtrail.worker.presence import Presence
 
 #: What a worker's owner id looks like (``host:pid:boot``, SPEC §5).
 OWNER_RE = re.compile(r"^[^:\s]+:\d+:[0-9a-f]+$")
@@ -190,3 +191,21 @@ def raw(app: jobtrail.App, sql: str, params: tuple[Any, ...] = ()) -> None:
 
 def state(app: jobtrail.App, task_id: str) -> State:
     return app.get(task_id).state
+
+
+def live_worker(app: jobtrail.App, owner: str, **row: Any) -> Presence:
+    """The heartbeat row of a worker that is not running here (another process, or one that
+    died), written through the worker's own ``Presence`` (SPEC §17.1); ``beat`` it again to
+    keep it live past its ``stale_after``."""
+    options: dict[str, Any] = {
+        "queues": ["default"],
+        "kinds": ["k"],
+        "concurrency": 1,
+        "version": None,
+        "interval": 0.05,
+        "stale_after": 60.0,
+        **row,
+    }
+    beat = Presence(app._driver, owner, **options)
+    beat.beat(force=True)
+    return beat

@@ -12,7 +12,7 @@ import pytest
 import jobtrail
 from jobtrail.model.models import iso
 
-from .support import DEAD_OWNER, claim_as_dead_worker, drain, run
+from .support import DEAD_OWNER, claim_as_dead_worker, drain, live_worker, run
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\s+(\S+)\s+(\S+)")
@@ -88,8 +88,11 @@ def test_why_not_running_delayed(app: jobtrail.App) -> None:
     assert task.run_at is not None
     assert "not due until " + iso(task.run_at) in text
     assert iso(task.run_at) in app.explain(task.id, lang="zh")
-    # a due queued task is about to run: no excuse is given
+    # a due queued task that a live worker takes is about to run: no excuse is given
+    # (without such a worker explain says so: test_live_workers.py)
     due = app.enqueue("k")
+    assert "no live worker serves queue default" in app.explain(due.id)
+    live_worker(app, "elsewhere:1:aa", queues=["default"], kinds=["k"])
     assert "not running" not in app.explain(due.id)
 
 

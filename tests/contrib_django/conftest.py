@@ -84,23 +84,31 @@ def migrate(alias: str) -> None:
     manage("jobtrail", "migrate", "--backend", alias)
 
 
-def manage(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """``python manage.py ARGS`` in its own process; fails the test on a non-zero exit."""
+def manage(
+    *args: str, timeout: float = 60, env: dict[str, str] | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``python manage.py ARGS`` in its own process (``env`` added to this one's); fails the
+    test on a non-zero exit unless ``check`` is false."""
     done = subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=PROJECT,
-        env={**os.environ, "PYTHONPATH": str(PROJECT)},
+        env={**os.environ, "PYTHONPATH": str(PROJECT), **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,
     )
-    assert done.returncode == 0, f"manage.py {' '.join(args)}: {done.stdout}\n{done.stderr}"
+    if check:
+        assert done.returncode == 0, f"manage.py {' '.join(args)}: {done.stdout}\n{done.stderr}"
     return done
 
 
-def work(alias: str, *extra: str) -> subprocess.CompletedProcess[str]:
+def work(
+    alias: str, *extra: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """A burst worker of the backend in its own process (one task at a time)."""
-    return manage("jobtrail", "worker", "--burst", "--backend", alias, "--concurrency", "1", *extra)
+    return manage(
+        "jobtrail", "worker", "--burst", "--backend", alias, "--concurrency", "1", *extra, env=env
+    )
 
 
 @pytest.fixture(params=ALIASES)

@@ -404,7 +404,7 @@ def test_validation_errors(alias: str) -> None:
         add.using(backend=alias, priority=-101)
     with pytest.raises(InvalidTask, match="aware"):
         add.using(backend=alias, run_after=timezone.now().replace(tzinfo=None))
-    with pytest.raises((InvalidTask, TypeError), match="JSON|serializ"):
+    with pytest.raises(TypeError, match="Unsupported type"):  # as the framework says
         add.using(backend=alias).enqueue(object(), 1)
     assert backend.app.list(limit=1) == before  # nothing written
 

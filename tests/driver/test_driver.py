@@ -417,6 +417,23 @@ def test_task_reads(world: dict[str, Any]) -> None:
         assert d.task_expired(tx, 10) == []
 
 
+@covers("task_held_by")
+def test_task_held_by(world: dict[str, Any]) -> None:
+    """The tasks leased to an owner, as a claim returns them (a worker's look after a round
+    trip whose answer was lost: it starts them from these rows)."""
+    d: Driver = world["d"]
+    with rolled_back(d) as tx:
+        rows = d.task_held_by(tx, owner=OWNER, limit=10)
+        assert [r["id"] for r in rows] == [world["leased"]]
+        assert rows[0]["attempts"] == 1 and rows[0]["kind"] == "k"
+        assert rows[0]["lease_seconds"] > 0 and rows[0]["payload"] is not None
+        assert d.task_held_by(tx, owner="someone-else", limit=10) == []
+        assert d.task_held_by(tx, owner=OWNER, limit=0) == []
+        # an expired lease is the sweeper's to decide, not the worker's to start
+        assert d.lease_extend(tx, world["leased"], OWNER, 1, 0) is not None
+        assert d.task_held_by(tx, owner=OWNER, limit=10) == []
+
+
 @covers("task_by_receipt", "task_receipt_expired", "task_dead_select", "dead_groups")
 def test_receipts_and_dead(world: dict[str, Any]) -> None:
     d: Driver = world["d"]
@@ -441,6 +458,57 @@ def test_dead_evidence_and_effects_of_tasks(world: dict[str, Any]) -> None:
             (world["leased"], "e", "intent")
         ]
         assert d.effect_list_for_tasks(tx, ids=json.dumps([world["queued"]])) == []
+
+
+def beat(d: Driver, owner: str, stale_after: float = 60.0, kinds: str = '["k"]') -> int:
+    with d.transaction() as tx:
+        return d.worker_beat(
+            tx,
+            id=owner,
+            host="h",
+            pid=7,
+            version="v1",
+            queues='["default"]',
+            kinds=kinds,
+            concurrency=3,
+            stale_after=stale_after,
+        )
+
+
+@covers("worker_beat", "worker_forget", "worker_list", "worker_held_tasks", "worker_due_groups")
+def test_worker_rows(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    assert beat(d, OWNER) == 1
+    assert beat(d, OWNER, kinds='["changed"]') == 1  # a beat moves last_seen_at only
+    with d.transaction(write=False) as tx:
+        [row] = d.worker_list(tx)
+        held = d.worker_held_tasks(tx)
+        due = d.worker_due_groups(tx)
+    assert (row["id"], row["host"], row["pid"], row["version"]) == (OWNER, "h", 7, "v1")
+    assert (row["queues"], row["kinds"], row["concurrency"]) == (["default"], ["k"], 3)
+    assert row["started_at"] <= row["last_seen_at"] <= row["db_now"]
+    assert row["started_at"].tzinfo is not None and row["stale_after"] == 60.0
+    assert [(int(h["id"]), h["lease_owner"], h["tenant"]) for h in held] == [
+        (world["leased"], OWNER, "")
+    ]
+    assert [(g["queue"], g["kind"], g["n"]) for g in due] == [("default", "k", 1)]
+    # silent past its stale_after: not listed, and deleted by the next beat of another worker
+    beat(d, "quiet:1:aa", stale_after=0.05)
+    time.sleep(0.2)
+    with d.transaction(write=False) as tx:
+        assert [r["id"] for r in d.worker_list(tx)] == [OWNER]
+    beat(d, OWNER)
+    # Had its row survived, this beat would only move last_seen_at (stale_after stays 0.05,
+    # and it stays unlisted); inserted anew, it is listed with the new stale_after.
+    beat(d, "quiet:1:aa", stale_after=60.0)
+    with d.transaction(write=False) as tx:
+        listed = {r["id"]: r["stale_after"] for r in d.worker_list(tx)}
+    assert listed == {OWNER: 60.0, "quiet:1:aa": 60.0}
+    with d.transaction() as tx:
+        assert d.worker_forget(tx, id="quiet:1:aa") == 1
+        assert d.worker_forget(tx, id=OWNER) == 1
+        assert d.worker_forget(tx, id=OWNER) == 0
+        assert d.worker_list(tx) == []
 
 
 @covers("replay_run_insert", "replay_run_tasks_insert", "replay_run_task_mark")

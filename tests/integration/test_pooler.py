@@ -100,11 +100,15 @@ def test_without_pooler_transaction_mode_breaks_on_prepared_statements(pooled: S
     for p in plain:
         p.task("k")(lambda ctx, payload: None)
     try:
-        with pytest.raises(
-            (psycopg.errors.DuplicatePreparedStatement, psycopg.errors.InvalidSqlStatementName)
-        ):
+        # the caller sees jobtrail's StoreUnavailable (nothing stored), psycopg's as the cause
+        with pytest.raises(jobtrail.StoreUnavailable, match="nothing was stored") as caught:
             for i in range(60):
                 plain[i % 3].enqueue("k", {"n": i})
+        assert caught.value.stored is False
+        assert isinstance(
+            caught.value.__cause__,
+            psycopg.errors.DuplicatePreparedStatement | psycopg.errors.InvalidSqlStatementName,
+        )
     finally:
         for p in plain:
             p.close()

@@ -29,7 +29,7 @@ OPTIONAL: set[str] = {
 
 
 #: the files of ``jobtrail serve``: only they may import the ``server`` extra's modules (the
-#: CLI's ``serve`` verb and ``python -m jobtrail.dashboard`` import them inside a function)
+#: CLI's ``serve`` and ``dashboard`` verbs import them inside a function)
 SERVER_FILES = ("web/", "cli/serve.py")
 
 

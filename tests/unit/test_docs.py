@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from jobtrail import docs
 from jobtrail.core.explain import sentence
 from jobtrail.model.machine import EDGES, TERMINAL, WINDOW_REASONS, Reason, State
+from tools import docs
 
 BLOCKS = ("state-diagram", "reason-codes")
 
@@ -248,9 +248,9 @@ def test_cli_state_machine_page(tmp_path: Path, capsys: pytest.CaptureFixture[st
 def test_runs_as_a_module(tmp_path: Path) -> None:
     readme = tmp_path / "README.md"
     readme.write_text(README, encoding="utf-8")
-    src = str(Path(docs.__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
-    cmd = [sys.executable, "-m", "jobtrail.docs", "--check", str(readme)]
+    root = str(Path(docs.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-m", "tools.docs", "--check", str(readme)]
     stale = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     assert stale.returncode == 1 and "state-diagram" in stale.stdout
     subprocess.run(cmd[:3] + [str(readme)], env=env, check=True, capture_output=True)

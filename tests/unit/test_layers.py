@@ -32,14 +32,8 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
         (
             "jobtrail",  # the root package: re-exports the public names
             "jobtrail.__main__",
-            "jobtrail.machine",  # stable import paths re-exporting jobtrail.model.*
-            "jobtrail.errors",
-            "jobtrail.models",
             "jobtrail.cli",
             "jobtrail.web",
-            "jobtrail.dashboard",  # the documented name of jobtrail.web.dashboard
-            "jobtrail.demo",
-            "jobtrail.docs",
             "jobtrail.contrib",  # integrations (Django), entry points of other frameworks
         ),
     ),
@@ -63,7 +57,13 @@ INNER_FLOORS: list[list[tuple[str, ...]]] = [
         ("jobtrail.store.types", "jobtrail.store.queries", "jobtrail.store.failures"),
     ],
     [
-        ("jobtrail.cli.commands", "jobtrail.cli.ops", "jobtrail.cli.serve"),
+        (
+            "jobtrail.cli.commands",
+            "jobtrail.cli.ops",
+            "jobtrail.cli.serve",
+            "jobtrail.cli.dashboard",
+            "jobtrail.cli.workers",
+        ),
         ("jobtrail.cli.base",),
         ("jobtrail.cli.format",),
     ],
@@ -87,6 +87,7 @@ INNER_FLOORS: list[list[tuple[str, ...]]] = [
             "jobtrail.model.errors",
             "jobtrail.model.models",
             "jobtrail.model.kinds",
+            "jobtrail.model.live",
         ),
         ("jobtrail.model.machine",),
     ],
@@ -96,7 +97,7 @@ INNER_FLOORS: list[list[tuple[str, ...]]] = [
         ("jobtrail.worker.handlers",),
         ("jobtrail.worker.outcomes",),
         ("jobtrail.worker.state",),
-        ("jobtrail.worker.pool", "jobtrail.worker.options"),
+        ("jobtrail.worker.pool", "jobtrail.worker.options", "jobtrail.worker.presence"),
     ],
 ]
 
@@ -223,6 +224,18 @@ def cycles(g: dict[str, set[str]]) -> list[list[str]]:
 def test_every_module_is_on_a_floor() -> None:
     for mod in modules():
         floor_of(mod)
+
+
+def test_the_package_root_holds_only_the_entry_and_packages() -> None:
+    """A module belongs in the package of its floor; the root keeps the public names
+    (``__init__.py``), ``python -m jobtrail`` (``__main__.py``) and ``py.typed``."""
+    stray = [
+        p.name
+        for p in ROOT.iterdir()
+        if p.name not in ("__init__.py", "__main__.py", "py.typed", "__pycache__")
+        and not (p.is_dir() and (p / "__init__.py").exists())
+    ]
+    assert sorted(stray) == []
 
 
 def test_no_module_imports_from_a_floor_above() -> None:

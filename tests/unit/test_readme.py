@@ -13,7 +13,7 @@ from pathlib import Path
 
 import test_doc_links as doc_links
 
-from jobtrail import docs
+from tools import docs
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -111,9 +111,9 @@ def test_generated_blocks_are_current() -> None:
 
 def test_ci_checks_every_generated_page() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
-    assert ".venv/bin/python -m jobtrail.docs --check README.md" in ci
-    assert ".venv/bin/python -m jobtrail.docs --check --state-machine docs/state_machine.md" in ci
-    assert ".venv/bin/python -m jobtrail.docs --check --cli docs/cli.md" in ci
+    assert ".venv/bin/python -m tools.docs --check README.md" in ci
+    assert ".venv/bin/python -m tools.docs --check --state-machine docs/state_machine.md" in ci
+    assert ".venv/bin/python -m tools.docs --check --cli docs/cli.md" in ci
 
 
 def test_readme_is_a_front_door() -> None:

@@ -7,7 +7,7 @@ import builtins
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..core import explain_facts
+from ..core import explain_facts, explain_workers
 from ..model import validate
 from ..model.timeparse import parse_duration
 from ..services import retention
@@ -184,6 +184,8 @@ class OpsAPI(RatesAPI):
     def _live_facts(self, tx: Tx, row: Row, lang: str) -> explain_facts.Facts:
         facts = explain_facts.gather(self._driver, tx, row, lang)
         facts.why[:0] = self._queue_facts(tx, row, lang)
+        if row["state"] == "queued":  # §17.1: due, and no live worker takes it?
+            facts.why += explain_workers.unserved(row, self._driver.worker_list(tx), lang)
         return facts
 
     def _queue_facts(self, tx: Tx, row: Row, lang: str) -> builtins.list[str]:

@@ -14,14 +14,17 @@ from ..model.errors import TaskFailed, TaskNotFound
 from ..model.machine import TERMINAL, State
 from ..model.models import Task, Transition, task_from_row
 from ..store.base import Row
+from .connections import dbapi_connection
 from .core import RESULT_POLL, _unfinished
 from .ops import OpsAPI  # _live_facts: why a task is not running now
 
 
 class ReadsAPI(OpsAPI):
-    def get(self, task_id: str | int) -> Task:
-        """The task's current snapshot; ``TaskNotFound`` for an unknown id."""
-        with self._driver.transaction(write=False) as tx:
+    def get(self, task_id: str | int, *, connection: Any = None) -> Task:
+        """The task's current snapshot; ``TaskNotFound`` for an unknown id. With
+        ``connection=`` (as ``enqueue`` takes it) it is read in the caller's open transaction,
+        which sees what that transaction wrote."""
+        with self._driver.transaction(write=False, connection=dbapi_connection(connection)) as tx:
             row = self._row(tx, task_id)
             steps = {
                 r["name"]: r["result"]
@@ -114,9 +117,11 @@ class ReadsAPI(OpsAPI):
             )
         return [task_from_row(r) for r in rows]
 
-    def transitions(self, task_id: str | int) -> builtins.list[Transition]:
-        """The task's transition log, in order."""
-        with self._driver.transaction(write=False) as tx:
+    def transitions(
+        self, task_id: str | int, *, connection: Any = None
+    ) -> builtins.list[Transition]:
+        """The task's transition log, in order (``connection=`` as ``get`` takes it)."""
+        with self._driver.transaction(write=False, connection=dbapi_connection(connection)) as tx:
             self._row(tx, task_id)
             rows = self._driver.transition_list(tx, self._parse_id(task_id))
         return [_transition_from_row(r) for r in rows]

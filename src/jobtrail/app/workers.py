@@ -7,6 +7,7 @@ from __future__ import annotations
 import builtins
 from typing import TYPE_CHECKING, Any
 
+from ..model import models, validate
 from ..model.kinds import KindSpec
 from ..model.urls import describe_url
 from ..services.outbox import Sink
@@ -131,6 +132,37 @@ class WorkersAPI(CronAPI):
             retention=self.retention,
             ended=self._report_ended,
         )
+
+    def workers(self, *, tenant: str | None = None) -> builtins.list[models.Worker]:
+        """The live workers (SPEC §17.1), oldest first: each running worker process's
+        heartbeat row — owner id ``host:pid:boot``, host, pid, code version, queues, kinds it
+        registers, concurrency, started, last seen — with the ids of the tasks leased to it
+        now. A stopped worker is not listed; one that died without stopping is forgotten once
+        its heartbeat is older than its ``stale_after`` (a minute by default). ``tenant``:
+        only that tenant's tasks are listed in ``tasks`` (a tenant's token, §15)."""
+        validate.filter_text(tenant, "tenant")
+        with self._driver.transaction(write=False) as tx:
+            rows = self._driver.worker_list(tx)
+            held = self._driver.worker_held_tasks(tx) if rows else []
+        tasks: dict[str, builtins.list[str]] = {}
+        for h in held:
+            if tenant is None or h["tenant"] == tenant:
+                tasks.setdefault(h["lease_owner"], []).append(str(h["id"]))
+        return [
+            models.Worker(
+                id=r["id"],
+                host=r["host"],
+                pid=r["pid"],
+                version=r["version"],
+                queues=list(r["queues"]),
+                kinds=list(r["kinds"]),
+                concurrency=r["concurrency"],
+                started_at=r["started_at"],
+                last_seen_at=r["last_seen_at"],
+                tasks=tasks.get(r["id"], []),
+            )
+            for r in rows
+        ]
 
     def check(self) -> builtins.list[dict[str, Any]]:
         """Every invariant violation in the store (``jobtrail.services.check``; read-only).

@@ -2,7 +2,15 @@
 importing the verb modules here registers them (they import ``base``, never this package), so
 ``jobtrail.cli:main`` (the console script) and ``jobtrail.cli.cli`` see every verb."""
 
-from . import commands, doctor, ops, replays, serve  # noqa: F401  (registers the verbs)
+from . import (  # noqa: F401  (registers the verbs)
+    commands,
+    dashboard,
+    doctor,
+    ops,
+    replays,
+    serve,
+    workers,
+)
 from .base import (
     EXIT_CODES,
     EXIT_INTERRUPTED,

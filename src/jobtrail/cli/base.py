@@ -66,7 +66,7 @@ SERVER_EXTRA = "jobtrail[server]"
 
 
 def missing_server_extra(what: str, exc: ImportError) -> str:
-    """The one line ``serve`` (and ``python -m jobtrail.dashboard``) says on a base install."""
+    """The one line ``serve`` (and ``dashboard``) says on a base install."""
     missing = exc.name or str(exc)
     return (
         f"{what} needs the {SERVER_EXTRA} extra ({missing} is not installed): "

@@ -493,7 +493,7 @@ def check(rt: Runtime) -> int:
 @click.option("--keep", metavar="PATH", help="Keep the demo database at PATH.")
 def demo(rt: Runtime, lang: str, keep: str | None) -> int:
     """Run the publish-note demo on a fresh SQLite file and explain every task."""
-    from .. import demo as demo_module
+    from . import demo as demo_module
 
     return demo_module.run(lang=lang, keep=keep)
 

@@ -35,6 +35,7 @@ _NAME = {
     "directory": "doctor.c_directory",
     "journal": "doctor.c_journal",
     "synchronous": "doctor.c_synchronous",
+    "workers": "doctor.c_workers",
 }
 
 
@@ -51,7 +52,8 @@ _NAME = {
 def doctor(rt: Runtime, timeout: float, lang: str) -> int:
     """Check the store: reachable (with the server's own answer), schema version, wake-ups
     (LISTEN/NOTIFY), clock difference, a pooler in between; on SQLite also the file, its
-    directory, WAL and synchronous. Exit 0 when all is well, 1 otherwise. Read-only."""
+    directory, WAL and synchronous; and that every due task has a live worker that takes it
+    (its queue served, its kind registered). Exit 0 when all is well, 1 otherwise. Read-only."""
     url = rt.db
     if url is None and rt.app_ref:
         url = load_app(rt.app_ref).url

@@ -73,9 +73,23 @@ def log_to_stderr(level: int = logging.INFO, style: str = "text") -> None:
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(PrintableFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    # a record a handler below the root already wrote (Django's console handler under
+    # `manage.py jobtrail worker` with DEBUG on, an application's own) is not written twice
+    handler.addFilter(_not_written_below)
     # DEBUG is jobtrail's own (a line per attempt); libraries stay at INFO and up
     logging.basicConfig(level=max(level, logging.INFO), handlers=[handler], force=True)
     logging.getLogger("jobtrail").setLevel(level)
+
+
+def _not_written_below(record: logging.LogRecord) -> bool:
+    """False when a handler of a logger between the record's and the root has written it."""
+    logger: logging.Logger | None = logging.getLogger(record.name)
+    while logger is not None and logger is not logging.root:
+        for below in logger.handlers:
+            if record.levelno >= below.level and below.filter(record):
+                return False
+        logger = logger.parent if logger.propagate else None
+    return True
 
 
 def _jsonable(value: Any) -> Any:

@@ -157,7 +157,16 @@ class UnknownKind(JobtrailError, LookupError):
 
 
 class StoreUnavailable(JobtrailError):
-    """The store could not be reached; nothing was written (or the outcome is unknown)."""
+    """The store could not be reached; nothing was written (or the outcome is unknown).
+
+    ``stored`` says which: ``False`` when nothing was stored (the connection was refused, or
+    the statement could not run on it), ``None`` when a connection broke after a write was
+    sent, so whether it committed is unknown (an enqueue retried with the same idempotency
+    key is stored once either way). The driver's own exception is the ``__cause__``."""
+
+    def __init__(self, *args: object, stored: bool | None = False) -> None:
+        super().__init__(*args)
+        self.stored = stored
 
 
 class SchemaMissing(StoreUnavailable):

@@ -31,6 +31,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "nav.queues": {"en": "Queues", "zh": "队列"},
     "nav.dead": {"en": "Dead letters", "zh": "死信"},
     "nav.cron": {"en": "Cron", "zh": "定时"},
+    "nav.workers": {"en": "Workers", "zh": "工作器"},
     "nav.sign_out": {"en": "Sign out", "zh": "退出登录"},
     "nav.language": {"en": "Language", "zh": "语言"},
     "lang.en": {"en": "English", "zh": "English"},
@@ -119,6 +120,28 @@ MESSAGES: dict[str, dict[str, str]] = {
     "task.raised_at": {"en": "raised at", "zh": "出错位置"},
     "task.traceback": {"en": "traceback", "zh": "调用栈"},
     "task.payload_show": {"en": "show (first {n} characters)", "zh": "显示（前 {n} 个字符）"},
+    # -- workers (SPEC §17.1) ----------------------------------------------------------------
+    "workers.title": {"en": "Live workers", "zh": "存活的工作器"},
+    "workers.note": {
+        "en": "Each running worker beats every few seconds; a stopped one leaves this list, one "
+        "that died is forgotten a minute after its last heartbeat. Tasks: those leased to it now.",
+        "zh": "运行中的工作器每隔几秒发出一次心跳；停止的工作器会离开此列表，意外退出的工作器在"
+        "最后一次心跳一分钟后被遗忘。任务：当前租给它的任务。",
+    },
+    "workers.col_id": {"en": "worker", "zh": "工作器"},
+    "workers.col_host": {"en": "host", "zh": "主机"},
+    "workers.col_pid": {"en": "pid", "zh": "进程号"},
+    "workers.col_version": {"en": "version", "zh": "版本"},
+    "workers.col_queues": {"en": "queues", "zh": "队列"},
+    "workers.col_kinds": {"en": "kinds", "zh": "类型"},
+    "workers.col_concurrency": {"en": "concurrency", "zh": "并发"},
+    "workers.col_started": {"en": "started", "zh": "启动于"},
+    "workers.col_last_seen": {"en": "last seen", "zh": "最近心跳"},
+    "workers.col_tasks": {"en": "tasks", "zh": "任务"},
+    "workers.none": {
+        "en": "No live workers: due tasks wait until one starts.",
+        "zh": "没有存活的工作器：到期的任务要等到有工作器启动才会运行。",
+    },
     # -- queues ------------------------------------------------------------------------------
     "queues.title": {"en": "Queues", "zh": "队列"},
     # a text with markup is for the dashboard only: its arguments are escaped there
@@ -358,6 +381,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "doctor.c_directory": {"en": "directory", "zh": "目录"},
     "doctor.c_journal": {"en": "journal", "zh": "日志模式"},
     "doctor.c_synchronous": {"en": "synchronous", "zh": "同步设置"},
+    "doctor.c_workers": {"en": "workers", "zh": "工作器"},
     # -- CLI: tables and cards ---------------------------------------------------------------
     "cli.no_tasks": {"en": "no tasks", "zh": "没有任务"},
     "cli.h_id": {"en": "ID", "zh": "编号"},
@@ -386,6 +410,19 @@ MESSAGES: dict[str, dict[str, str]] = {
     "cli.h_oldest": {"en": "OLDEST", "zh": "最早"},
     "cli.h_versions": {"en": "VERSIONS", "zh": "版本"},
     "cli.h_at": {"en": "AT", "zh": "时间"},
+    "cli.h_worker": {"en": "WORKER", "zh": "工作器"},
+    "cli.h_host": {"en": "HOST", "zh": "主机"},
+    "cli.h_pid": {"en": "PID", "zh": "进程号"},
+    "cli.h_version": {"en": "VERSION", "zh": "版本"},
+    "cli.h_queues": {"en": "QUEUES", "zh": "队列"},
+    "cli.h_kinds": {"en": "KINDS", "zh": "类型"},
+    "cli.h_concurrency": {"en": "CONCURRENCY", "zh": "并发"},
+    "cli.h_last_seen": {"en": "LAST SEEN", "zh": "最近心跳"},
+    "cli.h_holds": {"en": "HOLDS", "zh": "持有任务"},
+    "cli.no_workers": {
+        "en": "no live workers",
+        "zh": "没有存活的工作器",
+    },
     "cli.h_action": {"en": "ACTION", "zh": "操作"},
     "cli.h_by": {"en": "BY", "zh": "操作人"},
     "cli.h_note": {"en": "NOTE", "zh": "备注"},

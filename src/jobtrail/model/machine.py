@@ -3,7 +3,7 @@
 Everything else in jobtrail consults this module; it imports nothing of ours. A newcomer who
 wants to know "where does a task become dead?" greps ``EDGES`` and then the one transition path
 (``jobtrail.core.transition.apply``). The README's state diagram and reason-code table are generated
-from here (``python -m jobtrail.docs``) and a test fails when they drift.
+from here (``python -m tools.docs``) and a test fails when they drift.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Read-only snapshots handed to users: ``Task``, ``Transition``, ``CancelResult``."""
+"""Read-only snapshots handed to users: ``Task``, ``Transition``, ``CancelResult``,
+``Worker``."""
 
 from __future__ import annotations
 
@@ -127,6 +128,43 @@ class CancelResult:
             "outcome": self.outcome,
             "state": self.state.value,
             "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class Worker:
+    """A live worker process as its heartbeat row shows it (SPEC §17.1; ``app.workers()``).
+
+    Not the worker itself (``jobtrail.worker.Worker`` runs one): a snapshot of one, read from
+    the store. ``id`` is its owner id ``host:pid:boot``, the ``lease_owner`` of the tasks it
+    holds; ``queues`` and ``kinds`` are what it claims from; ``last_seen_at`` its latest
+    heartbeat (every few seconds while it runs); ``tasks`` the ids of the tasks leased to it
+    now (for a tenant's reader, only that tenant's)."""
+
+    id: str
+    host: str
+    pid: int
+    version: str | None
+    queues: list[str]
+    kinds: list[str]
+    concurrency: int
+    started_at: datetime
+    last_seen_at: datetime
+    tasks: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (times as ISO 8601 UTC)."""
+        return {
+            "id": self.id,
+            "host": self.host,
+            "pid": self.pid,
+            "version": self.version,
+            "queues": list(self.queues),
+            "kinds": list(self.kinds),
+            "concurrency": self.concurrency,
+            "started_at": iso(self.started_at),
+            "last_seen_at": iso(self.last_seen_at),
+            "tasks": list(self.tasks),
         }
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from ..model.errors import StoreUnavailable
 from ..model.machine import HELD, TERMINAL, State
 from . import flow, queries
+from .outage import OutageNotice
 from .reads import Reads
 from .statements import Statements
 from .types import (
@@ -100,6 +101,8 @@ class Driver(Statements, Reads, abc.ABC):
         #: the queues whose last unlimited claim found tasks of several tenants waiting
         #: (``_note_fair``): their next claim is the fair statement
         self.fair_queues: set[str] = set()
+        #: says an outage once and its end once (outage.py); the driver and the worker report
+        self.outage = OutageNotice(f"the {self.dialect} store")
 
     # -- connections and transactions -----------------------------------------------------
     @abc.abstractmethod

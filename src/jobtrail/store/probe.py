@@ -2,7 +2,8 @@
 server's own answer, the schema version against the one this code expects, the wake-up path
 (a LISTEN/NOTIFY round trip on PostgreSQL), the clock difference between this machine and the
 database, a pooler in between; on SQLite the file, its directory, the journal mode and the
-``synchronous`` setting.
+``synchronous`` setting; and the live workers (SPEC §17.1): due tasks that wait in a queue no
+live worker serves, or of a kind no live worker registers, are a warning.
 
 Read-only: no probe creates a database file, a table or a row (the NOTIFY goes to a channel of
 its own, so no worker wakes up). Works without an ``App``: a store too broken to open one is
@@ -11,6 +12,7 @@ what the doctor is for.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import sqlite3
@@ -19,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from ..model import live
 from ..model.urls import describe_url, redact_url
 from . import queries
 
@@ -101,6 +104,63 @@ def _schema(url: str, have: set[int] | None, dialect: str) -> Check:
     return Check("schema", OK, f"version {latest} (expected {latest})", data)
 
 
+#: Queue and kind pairs named in the workers check's line; the rest are counted.
+UNSERVED_SHOWN = 5
+
+
+def _workers(conn: Any, dialect: str) -> Check:
+    """Due work that no live worker takes (SPEC §17.1), with the store's own named reads."""
+    sql = queries.load(dialect)
+    try:
+        workers = [_decoded(r) for r in _dicts(conn.execute(sql["worker_list"]))]
+        groups = _dicts(conn.execute(sql["worker_due_groups"]))
+    except Exception as exc:  # the doctor reports what it cannot read; it never crashes
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return Check("workers", FAIL, f"cannot read the workers: {first}")
+    unserved = []
+    for g in groups:
+        why = live.missing(g["queue"], g["kind"], workers)
+        if why is not None:
+            unserved.append({"queue": g["queue"], "kind": g["kind"], "due": g["n"], "why": why})
+    data: dict[str, Any] = {"live": [w["id"] for w in workers], "unserved": unserved}
+    alive = f"{len(workers)} live worker{'' if len(workers) == 1 else 's'}"
+    if not unserved:
+        due = "every due task has one that takes it" if groups else "no task is due"
+        return Check("workers", OK, f"{alive}; {due}", data)
+    parts = []
+    for u in unserved[:UNSERVED_SHOWN]:
+        parts.append(
+            f"{u['due']} in queue {u['queue']} (kind {u['kind']}): no live worker serves queue "
+            f"{u['queue']}"
+            if u["why"] == live.NO_QUEUE
+            else f"{u['due']} of kind {u['kind']} (queue {u['queue']}): no live worker "
+            f"registers kind {u['kind']}"
+        )
+    if len(unserved) > UNSERVED_SHOWN:
+        parts.append(f"and {len(unserved) - UNSERVED_SHOWN} more queue/kind pairs")
+    waiting = sum(u["due"] for u in unserved)
+    return Check(
+        "workers",
+        WARN,
+        f"{waiting} due task{'' if waiting == 1 else 's'} wait for a worker that is not "
+        f"there: {'; '.join(parts)} ({alive}: `jobtrail workers` lists them)",
+        data,
+    )
+
+
+def _dicts(cur: Any) -> list[dict[str, Any]]:
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def _decoded(row: dict[str, Any]) -> dict[str, Any]:
+    """A worker row's ``queues`` and ``kinds`` as lists (JSON text on SQLite)."""
+    for key in ("queues", "kinds"):
+        if isinstance(row[key], str):
+            row[key] = json.loads(row[key])
+    return row
+
+
 # -- SQLite ----------------------------------------------------------------------------------
 def _sqlite(url: str, synchronous: str | None) -> list[Check]:
     from .sqlite import path_from_url
@@ -160,6 +220,7 @@ def _sqlite(url: str, synchronous: str | None) -> list[Check]:
     else:
         checks.append(Check("journal", NA, "no database file", {}))
         checks.append(_schema(url, None, "sqlite"))
+        checks.append(Check("workers", NA, "no database file", {}))
     checks.append(
         Check(
             "wake-up",
@@ -204,7 +265,13 @@ def _sqlite_file(url: str, path: str) -> list[Check]:
             if found
             else None
         )
-        checks.append(_schema(url, have, "sqlite"))
+        schema = _schema(url, have, "sqlite")
+        checks.append(schema)
+        checks.append(
+            _workers(conn, "sqlite")
+            if schema.status in (OK, WARN)
+            else Check("workers", NA, "no current schema to read")
+        )
         return checks
     except sqlite3.Error as exc:
         return [Check("schema", FAIL, f"cannot read {path}: {exc}", {})]
@@ -224,7 +291,7 @@ def _postgres(url: str, timeout: float, listen_url: str | None = None) -> list[C
         conn = psycopg.connect(url, **options)  # type: ignore[arg-type]
     except psycopg.Error as exc:
         checks = [Check("reachable", FAIL, connect_error_text(exc), {"url": redact_url(url)})]
-        for name in ("schema", "listen/notify", "clock", "pooler"):
+        for name in ("schema", "listen/notify", "clock", "pooler", "workers"):
             checks.append(Check(name, NA, "the database cannot be reached"))
         return checks
     try:
@@ -244,7 +311,8 @@ def _postgres(url: str, timeout: float, listen_url: str | None = None) -> list[C
                 {"url": redact_url(url), "server_version": version[0] if version else None},
             )
         ]
-        checks.append(_pg_schema(url, conn))
+        schema = _pg_schema(url, conn)
+        checks.append(schema)
         if listen_url:
             try:
                 listener = psycopg.connect(listen_url, **options)  # type: ignore[arg-type]
@@ -259,6 +327,11 @@ def _postgres(url: str, timeout: float, listen_url: str | None = None) -> list[C
             checks.append(_pg_notify(conn, other))
         checks.append(_pg_clock(conn))
         checks.append(_pg_pooler(conn, other))
+        checks.append(
+            _workers(conn, "postgres")
+            if schema.status in (OK, WARN)
+            else Check("workers", NA, "no current schema to read")
+        )
         return checks
     finally:
         conn.close()

@@ -302,6 +302,9 @@ class Statements:
     ) -> list[Row]:
         return tx.all("task_by_receipt", {"receipt_id": receipt_id, "kind": kind, "tenant": tenant})
 
+    def task_held_by(self, tx: Tx, *, owner: str, limit: int) -> list[Row]:
+        return tx.all("task_held_by", {"owner": owner, "limit": limit})
+
     def task_holder(self, tx: Tx, *, id: int) -> Row | None:
         return tx.one("task_holder", {"id": id})
 
@@ -331,6 +334,49 @@ class Statements:
 
     def effect_list_for_tasks(self, tx: Tx, *, ids: str) -> list[Row]:
         return tx.all("effect_list_for_tasks", {"ids": ids})
+
+    # -- live workers (SPEC §17.1): heartbeat rows, and what they are compared with -----------
+    def worker_beat(
+        self,
+        tx: Tx,
+        *,
+        id: str,
+        host: str,
+        pid: int,
+        version: str | None,
+        queues: str,
+        kinds: str,
+        concurrency: int,
+        stale_after: float,
+    ) -> int:
+        """A worker's heartbeat (``queues``/``kinds``: JSON arrays): its row inserted or its
+        ``last_seen_at`` moved on; the rows of workers silent past their ``stale_after`` are
+        deleted in the same transaction."""
+        return tx.run(
+            "worker_beat",
+            {
+                "id": id,
+                "host": host,
+                "pid": pid,
+                "version": version,
+                "queues": queues,
+                "kinds": kinds,
+                "concurrency": concurrency,
+                "stale_after": stale_after,
+            },
+        )
+
+    def worker_forget(self, tx: Tx, *, id: str) -> int:
+        return tx.run("worker_forget", {"id": id})
+
+    def worker_list(self, tx: Tx) -> list[Row]:
+        return tx.all("worker_list")
+
+    def worker_held_tasks(self, tx: Tx) -> list[Row]:
+        return tx.all("worker_held_tasks")
+
+    def worker_due_groups(self, tx: Tx) -> list[Row]:
+        return tx.all("worker_due_groups")
 
     # -- replay runs (SPEC §16.6) ----------------------------------------------------------------
     def replay_run_insert(

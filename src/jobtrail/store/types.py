@@ -54,6 +54,8 @@ TIME_COLUMNS = frozenset(
         "log_first_failure",
         "heartbeat_at",
         "batch_at",
+        "started_at",
+        "last_seen_at",
     }
 )
 

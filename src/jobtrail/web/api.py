@@ -6,7 +6,8 @@ threadpool.
 Tenant rule: a tenant-bound token sees only its tenant — another tenant's task answers 404
 exactly like an unknown id, lists are filtered to its tenant, an enqueue is forced into its
 tenant (naming another tenant in the body is 403), and the cross-tenant queue views
-(``/api/queues``, pause, resume, ``/metrics``) answer 403.
+(``/api/queues``, pause, resume, ``/metrics``) answer 403. ``/api/workers`` lists every live
+worker to any token, with only the token's tenant's tasks in each worker's ``tasks``.
 """
 
 from __future__ import annotations
@@ -289,6 +290,13 @@ def pause(queue: Queue, body: s.ActBody, app: Jobtrail, who: Actor) -> Any:
 def resume(queue: Queue, body: s.ActBody, app: Jobtrail, who: Actor) -> Any:
     untenanted(who)
     return plain(app.resume(queue, by=body.by, note=body.note or ""))
+
+
+@router.get("/api/workers", response_model=s.WorkersOut, responses=ERRORS)
+def workers(app: Jobtrail, who: Reader) -> dict[str, Any]:
+    """The live workers (SPEC §17.1). Any token may read them; a tenant-bound token sees only
+    its own tenant's tasks in each worker's ``tasks``."""
+    return {"workers": [w.to_dict() for w in app.workers(tenant=who.tenant)]}
 
 
 # -- dead letters and replay runs (SPEC §16.6): whole-store views, like the queues ------------

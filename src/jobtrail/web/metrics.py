@@ -60,6 +60,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from ..store.failures import unreachable
+
 if TYPE_CHECKING:
     from ..app import App
 
@@ -177,7 +179,9 @@ class StoreCollector(Collector):
             queues = self.app.queues()
             self.counters.advance(self.app)
         except Exception as exc:  # a scrape never fails: it says the store is down
-            log.warning("metrics: store unavailable (%s)", type(exc).__name__)
+            # an outage is logged once by the store's notice (store/outage.py), not per scrape
+            level = logging.DEBUG if unreachable(exc) else logging.WARNING
+            log.log(level, "metrics: store unavailable (%s)", type(exc).__name__)
             up.add_metric([], 0)
             yield up
             return

@@ -308,3 +308,24 @@ class ReplayRunStarted(ReplayRunOut):
     touched: list[tuple[str, str]] = Field(
         description="(task id, new state) of the run's first step, taken by this request"
     )
+
+
+class WorkerOut(BaseModel):
+    """A live worker (SPEC §17.1), from its heartbeat row."""
+
+    id: str = Field(description="owner id host:pid:boot (the lease_owner of its tasks)")
+    host: str
+    pid: int
+    version: str | None = Field(description="the code version its claims record")
+    queues: list[str] = Field(description="the queues it claims from")
+    kinds: list[str] = Field(description="the kinds it registers (has handlers for)")
+    concurrency: int
+    started_at: str
+    last_seen_at: str = Field(description="its latest heartbeat (every few seconds)")
+    tasks: list[str] = Field(
+        description="ids of the tasks leased to it now (a tenant's token: its tenant's only)"
+    )
+
+
+class WorkersOut(BaseModel):
+    workers: list[WorkerOut]

@@ -226,7 +226,8 @@ def _errors(web: FastAPI) -> None:
             log.error("store unusable: %s", exc)
             return _json(503, {"error": NO_SCHEMA}, **{"Retry-After": RETRY_AFTER})
         if is_unreachable(exc):
-            log.warning("store unavailable: %s", type(exc).__name__)
+            # the outage itself is logged once by the store's notice (store/outage.py)
+            log.debug("store unavailable: %s", type(exc).__name__)
             return _json(503, {"error": failures.UNREACHABLE}, **{"Retry-After": RETRY_AFTER})
         log.error("store error: %s", type(exc).__name__)
         return _json(500, {"error": f"store error: {type(exc).__name__}"})

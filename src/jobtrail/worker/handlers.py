@@ -25,6 +25,9 @@ log = logging.getLogger("jobtrail.worker")
 
 #: Seconds a stopping worker gives the coroutines still on its event loop to end.
 LOOP_SETTLE = 0.5
+#: How many task ids (with the attempt started) a worker remembers having started: far more
+#: than one claim can return, which is what ``_adopt_orphans`` (handoff.py) looks for.
+STARTED_KEPT = 4096
 
 
 class Handlers(Outcomes):
@@ -42,6 +45,11 @@ class Handlers(Outcomes):
         )
         with self._running_lock:
             self.running[attempt.task_id] = attempt
+            # what ran here is never started again by the look after a failed round trip
+            started = self._started
+            started[attempt.task_id] = attempt.number
+            if len(started) > STARTED_KEPT:
+                del started[next(iter(started))]
         return attempt
 
     def _start_rows(self, rows: list[dict[str, Any]]) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from . import logs
 from .lease import LeaseRenewal
 
 log = logging.getLogger("jobtrail.worker")
@@ -28,6 +29,7 @@ class IdleHandOff(LeaseRenewal):
     _armed: bool  # registered and nothing handed yet: a task may be handed to us any moment
     _armed_epoch: int  # the LISTEN connection's epoch when we registered
     _handed_seen: dict[int, None]  # handed task ids already started (insertion-ordered)
+    _unsure: bool  # a failed round may have left tasks leased to us unstarted (pump.py)
 
     def _init_handoff(self) -> None:
         self._registered = False
@@ -86,7 +88,7 @@ class IdleHandOff(LeaseRenewal):
         try:
             self.driver.idle_register(self.owner, self.options.queues, self._kinds, self.version)
         except Exception as exc:  # the store is away: we are found by claims as before
-            log.warning("idle registration failed: %s", type(exc).__name__)
+            logs.store_failed(self.driver, "idle registration", exc)
             return
         self._registered = self._armed = True
         self._armed_epoch = epoch
@@ -99,7 +101,7 @@ class IdleHandOff(LeaseRenewal):
         try:
             handed = self.driver.idle_unregister(self.owner)
         except Exception as exc:
-            log.warning("leaving the idle registry failed: %s", type(exc).__name__)
+            logs.store_failed(self.driver, "leaving the idle registry", exc)
             return None
         self._registered = self._armed = False
         started = self._take_handed()
@@ -113,9 +115,42 @@ class IdleHandOff(LeaseRenewal):
         try:
             with self.driver.transaction(write=False) as tx:
                 row = self.driver.task_get(tx, task_id)
-        except Exception as exc:  # its lease expires and the sweep decides, as after a crash
-            log.warning("reading handed task %d failed: %s", task_id, type(exc).__name__)
+        except Exception as exc:  # _adopt_orphans starts it once the store answers
+            self._unsure = True
+            logs.store_failed(self.driver, f"reading handed task {task_id}", exc)
             return 0
         if row is None or row["state"] != "leased" or row["lease_owner"] != self.owner:
             return 0
         return int(self._adopt(row))
+
+    def _adopt_orphans(self) -> int:
+        """After a round trip that failed (its claim may have committed with the answer lost
+        on the way, or a later statement of the round failed), start the tasks the store says
+        are leased to us that we do not run: a committed claim reaches a handler instead of
+        waiting out its lease (SPEC §17.1b). How many started; the look is retried after the
+        next round when it fails."""
+        try:
+            with self.driver.transaction(write=False) as tx:
+                rows = self.driver.task_held_by(tx, owner=self.owner, limit=10_000)
+        except Exception as exc:
+            log.debug("looking for tasks leased to us failed: %s", type(exc).__name__)
+            return 0
+        self._unsure = False
+        with self._running_lock:
+            # never an attempt this worker started: one whose outcome could not be written is
+            # the sweeper's to decide when its lease ends (§5), not ours to run again
+            orphans = [
+                row
+                for row in rows
+                if int(row["id"]) not in self.running
+                and self._started.get(int(row["id"])) != row["attempts"]
+            ]
+        started = sum(int(self._adopt(row)) for row in orphans)
+        if started:  # the outage itself was said once, by the driver's notice
+            log.debug(
+                "worker %s: started %d task(s) whose claim committed while the store's "
+                "answer was lost",
+                self.owner,
+                started,
+            )
+        return started

@@ -16,6 +16,8 @@ from typing import Any
 from ..core.context import Attempt
 from ..model.machine import State
 from ..model.oneline import one_line
+from ..store.base import Driver
+from ..store.failures import unreachable
 
 log = logging.getLogger("jobtrail.worker")
 
@@ -115,3 +117,14 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             out["traceback"] = self.formatException(record.exc_info)
         return json.dumps(out, ensure_ascii=False, default=str)
+
+
+def store_failed(driver: Driver, what: str, exc: BaseException, *, retry: str = "") -> None:
+    """A pass of the worker (``what``: claim, sweep, retention pass, ...) failed. The store
+    being away is said once per outage by the driver's notice (``store/outage.py``), so it is
+    only told; any other error is this line, at WARNING."""
+    if unreachable(exc):
+        driver.outage.failed(exc)
+        log.debug("%s failed (%s)%s", what, type(exc).__name__, retry)
+        return
+    log.warning("%s failed (%s)%s", what, type(exc).__name__, retry)

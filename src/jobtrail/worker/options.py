@@ -39,6 +39,12 @@ class WorkerOptions:
     #: A burst worker also waits for queued tasks due within this many seconds (retries,
     #: delays) before it returns; 0: returns once nothing is due now.
     drain: float = 0.0
+    #: Seconds between heartbeats of the worker's row (``worker/presence.py``, SPEC §17.1).
+    beat_interval: float = 5.0
+    #: Seconds of silence after which a worker that did not stop (SIGKILL, power loss) is
+    #: forgotten: no longer listed, its row deleted by the next beat of any worker. The beat
+    #: rides on the sweep, so the row gets at least three sweep intervals.
+    stale_after: float = 60.0
 
     def __post_init__(self) -> None:
         """Out of range is refused before the worker starts, with a ``ValueError`` naming the
@@ -58,6 +64,13 @@ class WorkerOptions:
         validate.seconds(self.drain, "drain", high=validate.MAX_GRACE)
         if self.drain and not self.burst:
             raise ValueError("drain is for a burst worker: pass burst=True (--burst) with it")
+        validate.seconds(self.beat_interval, "beat_interval", positive=True, high=validate.MAX_POLL)
+        validate.seconds(self.stale_after, "stale_after", positive=True, high=validate.MAX_GRACE)
+        if self.stale_after < 2 * self.beat_interval:
+            raise ValueError(
+                f"stale_after ({self.stale_after}s) must be at least twice beat_interval "
+                f"({self.beat_interval}s): a live worker would be taken for dead between beats"
+            )
 
 
 @dataclass(frozen=True)

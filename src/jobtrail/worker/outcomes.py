@@ -95,9 +95,11 @@ class Outcomes(WorkerState):
         delay = 0.05
         while True:
             try:
+                already = False
                 with self.driver.transaction() as tx:
                     if exc is None:
                         moved = self._write_success(tx, attempt)
+                        already = moved is None and self._succeeded_already(tx, attempt)
                     else:
                         moved = self._write_failure(tx, attempt, exc)
                 if moved and attempt.outbox:
@@ -108,6 +110,9 @@ class Outcomes(WorkerState):
                     logs.attempt_finished(
                         attempt, moved.to_state, moved.reason.value, category=category, exc=exc
                     )
+                elif already:
+                    # a batch whose commit's answer was lost (an outage): it was recorded
+                    logs.attempt_finished(attempt, State.SUCCEEDED, "completed")
                 else:
                     log.info(
                         "task %s attempt %d: outcome refused, the lease was lost",
@@ -167,6 +172,17 @@ class Outcomes(WorkerState):
                     )
                 return decision
         return None
+
+    def _succeeded_already(self, tx: Any, attempt: Attempt) -> bool:
+        """Whether this attempt's success is recorded already: the batch that carried it
+        committed, but its answer was lost with the connection. Only this attempt can have
+        completed it (the attempt number is the fencing token, §5)."""
+        row = self.driver.task_holder(tx, id=attempt.task_id)
+        return (
+            row is not None
+            and row["state"] == State.SUCCEEDED.value
+            and row["attempts"] == attempt.number
+        )
 
     def _write_failure(self, tx: Any, attempt: Attempt, exc: BaseException) -> Decision | None:
         row = self.driver.task_get(tx, attempt.task_id)

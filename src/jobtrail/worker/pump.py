@@ -38,6 +38,7 @@ from .handoff import IdleHandOff
 from .options import Collaborators, ProvidesCollaborators, WorkerOptions, make_owner_id
 from .pool import _Completions, _HandlerPool
 from .prefetch import Prefetch
+from .presence import Presence
 from .tally import Tally
 
 log = logging.getLogger("jobtrail.worker")
@@ -56,6 +57,7 @@ class Worker(IdleHandOff):
         self.owner = make_owner_id()
         self.version = collab.version
         self.running: dict[int, Attempt] = {}
+        self._started: dict[int, int] = {}
         self._running_lock = threading.Lock()
         self._stop = threading.Event()
         self._done = threading.Event()
@@ -76,7 +78,24 @@ class Worker(IdleHandOff):
         #: seconds until the next slot of a rate-limited queue the last claim found due work in
         self._slot: float | None = None
         self._kinds = [name for name, spec in collab.kinds.items() if spec.handler is not None]
+        #: a failure after part of a round trip committed (``_then``), raised once it is done
+        self._late: Exception | None = None
+        #: a failed round may have committed a claim: look for tasks leased to us (handoff.py)
+        self._unsure = False
         self._init_handoff()
+        self._presence = Presence(
+            self.driver,
+            self.owner,
+            queues=options.queues,
+            kinds=self._kinds,
+            concurrency=options.concurrency,
+            version=self.version,
+            interval=options.beat_interval,
+            # the beat rides on the sweep: a sweep interval longer than the beat's sets the pace
+            stale_after=max(
+                options.stale_after, 3 * max(options.beat_interval, options.sweep_interval)
+            ),
+        )
 
     # -- control -----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -104,6 +123,7 @@ class Worker(IdleHandOff):
             self.options.concurrency,
         )
         self._check_wakeups()
+        self._presence.beat(force=True)  # listed from its start (app.workers(), explain)
         self._completions.open()
         pruner = self._start_retention()
         try:
@@ -125,6 +145,7 @@ class Worker(IdleHandOff):
             self._stop_loop()
             if restore:
                 restore()
+            self._presence.leave()
         log.info(
             "worker %s stopped: %s, in %d round trips",
             self.owner,
@@ -218,13 +239,22 @@ class Worker(IdleHandOff):
                     claimed = self._round(done, free)
                     failures = 0
                 except Exception as exc:
+                    # A claim may have committed without its answer reaching us: the tasks
+                    # leased to us meanwhile are started once the store answers again.
+                    self._unsure = self._unsure or free > 0
                     failures += 1
-                    delay = min(5.0, 0.1 * 2 ** min(failures, 6))
-                    log.warning("claim failed (%s); retrying in %.1fs", type(exc).__name__, delay)
+                    # at most a second between tries: the store is back within seconds
+                    delay = min(1.0, 0.1 * 2 ** min(failures, 6))
+                    logs.store_failed(
+                        self.driver, "claim", exc, retry=f"; retrying in {delay:.1f}s"
+                    )
                     if not burst and time.monotonic() >= next_sweep:
                         next_sweep = self._sweep()  # other workers' expired leases all the same
                     self._stop.wait(delay)
                     continue
+                self.driver.outage.answered()
+                if self._unsure:
+                    claimed += self._adopt_orphans()
             if not burst and time.monotonic() >= next_sweep:
                 next_sweep = self._sweep()
             slot = self._slot  # a rate-limited queue's next slot, seconds (None: no such wait)
@@ -287,14 +317,16 @@ class Worker(IdleHandOff):
             # a short pause between batches leaves the store to the claims
             prune_retained(self.driver, retention, stop=self._done, pause=0.005)
         except Exception as exc:  # the store is down: keep running, try later
-            log.warning("retention pass failed: %s", type(exc).__name__)
+            logs.store_failed(self.driver, "retention pass", exc)
 
     def _sweep(self) -> float:
-        """Expired leases and receipt deadlines, then cron windows; returns the next time."""
+        """Expired leases and receipt deadlines, then cron windows, and this worker's heartbeat
+        when one is due; returns the next time."""
+        self._presence.beat()
         try:
             sweep(self.driver, self.collab.kinds, ended=self.collab.ended)
         except Exception as exc:  # the store is down: keep running, try later
-            log.warning("sweep failed: %s", type(exc).__name__)
+            logs.store_failed(self.driver, "sweep", exc)
         self.collab.cron_tick()  # cron windows (scheduler.py): leader-free, never raises
         return time.monotonic() + self.options.sweep_interval
 
@@ -305,6 +337,7 @@ class Worker(IdleHandOff):
         pairs = [(a.task_id, a.number) for a in done]
         results = {a.task_id: a.result for a in done if a.result is not None}
         self.round_trips += 1
+        self._late = None
         try:
             if pairs:
                 transition.check("batch", State.LEASED, State.SUCCEEDED, "completed")
@@ -320,7 +353,22 @@ class Worker(IdleHandOff):
             # The guard failed (a cancel was requested, or the lease was lost): decide alone.
             self._settle_alone([a for a in done if a.task_id not in moved])
         self._start_rows(rows)
+        late, self._late = self._late, None
+        if late is not None:  # what committed before it has been carried out above
+            raise late
         return len(rows)
+
+    def _then(
+        self, rows: list[dict[str, Any]], more: Callable[[], list[dict[str, Any]]]
+    ) -> list[dict[str, Any]]:
+        """``rows`` (committed) and what ``more`` claims after them. A failure in ``more``
+        must not lose ``rows``: the tasks are leased to us, and dropping them would leave them
+        to wait out their lease (issue 40); it is raised by ``_round`` once they started."""
+        try:
+            return rows + more()
+        except Exception as exc:
+            self._late = exc
+            return rows
 
     def _complete_and_claim(
         self, pairs: list[tuple[int, int]], free: int, results: dict[int, str]
@@ -358,7 +406,9 @@ class Worker(IdleHandOff):
                 if request is None:
                     return moved, []
                 rows = transition.claim(driver, tx, replace(request, skip_limited=True))
-            return moved, rows + self._claim_limited(request, free - len(rows), soon=not rows)
+            return moved, self._then(
+                rows, lambda: self._claim_limited(request, free - len(rows), soon=not rows)
+            )
         if request is None:
             with driver.single_statement(pinned=True) as tx:
                 return transition.complete_many(
@@ -372,16 +422,19 @@ class Worker(IdleHandOff):
                     moved = transition.complete_many(
                         driver, tx, self.owner, self.owner, pairs, results
                     )
-            return moved, self._claim_fast(request)
+            return moved, self._then([], lambda: self._claim_fast(request))
         with driver.single_statement(pinned=True) as tx:
             moved, rows = transition.complete_and_claim(
                 driver, tx, pairs, request, first, free, results
             )
+        # committed: a failure from here on keeps these rows (``_then``)
         rest = request.queues[1:]
         if len(rows) < free and rest:
-            rows += self._claim_fast(replace(request, queues=rest, limit=free - len(rows)))
+            more = replace(request, queues=rest, limit=free - len(rows))
+            rows = self._then(rows, lambda: self._claim_fast(more))
         elif len(rows) < free:
-            rows += self._claim_limited(request, free - len(rows), soon=not rows)
+            room = free - len(rows)
+            rows = self._then(rows, lambda: self._claim_limited(request, room, soon=not rows))
         return moved, rows
 
     def _claim_fast(self, request: Claim) -> list[dict[str, Any]]:
@@ -390,7 +443,8 @@ class Worker(IdleHandOff):
         their queue locks."""
         with self.driver.single_statement(pinned=True) as tx:
             rows = transition.claim_unlimited(self.driver, tx, request)
-        return rows + self._claim_limited(request, request.limit - len(rows), soon=not rows)
+        room = request.limit - len(rows)
+        return self._then(rows, lambda: self._claim_limited(request, room, soon=not rows))
 
     def _claim_limited(self, request: Claim, room: int, *, soon: bool) -> list[dict[str, Any]]:
         """Which queues are limited is re-read every sweep interval: it only decides where to
@@ -423,7 +477,7 @@ class Worker(IdleHandOff):
         try:
             return dispatch(self.driver, self.collab.sinks)
         except Exception as exc:  # the store is down: try again later
-            log.warning("outbox dispatch failed: %s", type(exc).__name__)
+            logs.store_failed(self.driver, "outbox dispatch", exc)
             return 0
 
     # -- stopping ------------------------------------------------------------------------------
@@ -432,12 +486,13 @@ class Worker(IdleHandOff):
         all finished or the grace period is over."""
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
+            self._presence.beat()  # still listed while its handlers finish (a long grace)
             done = self._completions.take()
             if done:
                 try:
                     self._round(done, 0)
                 except Exception as exc:  # they were handed to their own paths
-                    log.warning("writing completions failed (%s)", type(exc).__name__)
+                    logs.store_failed(self.driver, "writing completions", exc)
                 continue
             with self._running_lock:
                 if not self.running:

@@ -24,6 +24,7 @@ class WorkerState:
     owner: str
     version: str | None
     running: dict[int, Attempt]
+    _started: dict[int, int]  # task id -> the attempt this worker started (insertion-ordered)
     processed: int
     tally: Tally
     round_trips: int

@@ -4,6 +4,8 @@ SQLite file and a PostgreSQL schema named by the environment, one task backend f
 import os
 
 SECRET_KEY = "tests-only"
+# DEBUG on: Django's own console handler writes django.* records too (test_contract.py)
+DEBUG = os.environ.get("JT_DJ_DEBUG") == "1"
 USE_TZ = True
 TIME_ZONE = "UTC"
 INSTALLED_APPS = [
@@ -91,3 +93,8 @@ TASKS = {
         "OPTIONS": {"DATABASE_URL": os.environ["JT_DJ_PG_SEPARATE_URL"], **_OPTIONS},
     },
 }
+if os.environ.get("JT_DJ_FRESH_URL"):  # a store without jobtrail's schema (test_contract.py)
+    TASKS["fresh"] = {
+        "BACKEND": "jobtrail.contrib.django.JobtrailBackend",
+        "OPTIONS": {"DATABASE_URL": os.environ["JT_DJ_FRESH_URL"]},
+    }

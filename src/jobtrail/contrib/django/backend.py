@@ -10,15 +10,16 @@ Django database ``OPTIONS["DATABASE"]`` (default ``"default"``) and an enqueue i
 
 from __future__ import annotations
 
-import threading
+import json
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from django.db import connections, transaction
 from django.utils.module_loading import import_string
 
 from ...app import App
-from ...model.errors import TaskNotFound
+from ...model.errors import SchemaMissing, TaskNotFound
 from ...model.machine import State
 from ...model.models import Task, Transition
 from .compat import (
@@ -30,10 +31,15 @@ from .compat import (
     TaskResult,
     TaskResultDoesNotExist,
     TaskResultStatus,
+    normalize_json,
     task_enqueued,
     task_finished,
 )
 from .settings import database_url, kind_settings
+from .shared import Shared, connect_signals, shared_app
+from .shared import close as close_shared
+
+connect_signals()
 
 #: SPEC §16.4's status mapping.
 STATUS: dict[State, Any] = {
@@ -79,20 +85,27 @@ class JobtrailBackend(BaseTaskBackend):  # type: ignore[misc]
         self.task_settings: dict[str, dict[str, Any]] = dict(options.get("TASKS") or {})
         self.app_options: dict[str, Any] = dict(options.get("APP_OPTIONS") or {})
         self.modules: list[str] = list(options.get("MODULES") or [])
-        self._app: App | None = None
-        self._registered: set[str] = set()
-        self._lock = threading.Lock()
 
     # -- the jobtrail App behind the backend ---------------------------------------------------
     @property
     def app(self) -> App:
-        """The ``jobtrail.App`` this backend enqueues to (made on first use)."""
-        with self._lock:
-            if self._app is None:
-                url = self.database_url or database_url(self.database)
-                self._app = App(url, **self.app_options)
-                self._app.on_ended_outside_run(self._finished_outside_run)
-            return self._app
+        """The ``jobtrail.App`` this backend enqueues to: one per alias and database in the
+        process, shared by every instance of this backend (``shared.py``), made on first use."""
+        return self._shared().app
+
+    def _url(self) -> str:
+        return self.database_url or database_url(self.database)
+
+    def _shared(self) -> Shared:
+        url = self._url()
+
+        def make() -> App:
+            app = App(url, **self.app_options)
+            app.on_ended_outside_run(lambda stored: found.backend._finished_outside_run(stored))
+            return app
+
+        found = shared_app(self.alias, url, self.app_options, self, make)
+        return found
 
     def _finished_outside_run(self, stored: Task) -> None:
         """``task_finished`` for a Django task that a receipt's outcome or an expired lease
@@ -115,12 +128,14 @@ class JobtrailBackend(BaseTaskBackend):  # type: ignore[misc]
         from .runner import handler_for
 
         kind: str = task.module_path
-        app = self.app
-        with self._lock:
-            if kind not in self._registered:
+        shared = self._shared()
+        with shared.lock:
+            # the first instance to register a kind on the shared App sets its settings
+            if kind not in shared.registered:
                 settings = kind_settings(kind, task.func, self.task_settings)
-                app.task(kind, queue=task.queue_name, **settings)(handler_for(self, kind, task))
-                self._registered.add(kind)
+                handler = handler_for(self, kind, task)
+                shared.app.task(kind, queue=task.queue_name, **settings)(handler)
+                shared.registered.add(kind)
         return kind
 
     def discover(self) -> list[str]:
@@ -155,15 +170,11 @@ class JobtrailBackend(BaseTaskBackend):  # type: ignore[misc]
 
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         self.validate_task(task)
+        payload = payload_of(task, args, kwargs)
         kind = self.register(task)
-        payload = {"args": list(args), "kwargs": dict(kwargs)}
-        connection = None
-        django_conn = None
-        if self.in_django_database:
-            django_conn = connections[self.database]
-            if django_conn.in_atomic_block:
-                django_conn.ensure_connection()
-                connection = unwrap_django(django_conn)
+        # Django's connection only inside its atomic() block: outside one the App's own
+        # connection writes (and a SimpleTestCase, where Django's is forbidden, can enqueue)
+        connection = self._atomic_connection()
         try:
             stored = self.app.enqueue(
                 kind,
@@ -173,6 +184,8 @@ class JobtrailBackend(BaseTaskBackend):  # type: ignore[misc]
                 run_at=task.run_after,
                 connection=connection,
             )
+        except SchemaMissing as exc:
+            raise self.schema_missing(exc) from exc
         except (TypeError, ValueError) as exc:
             raise InvalidTask(f"{kind}: {exc}") from exc
         result = self._result(task, stored, [])
@@ -180,11 +193,34 @@ class JobtrailBackend(BaseTaskBackend):  # type: ignore[misc]
         def announce() -> None:
             task_enqueued.send(type(self), task_result=result)
 
-        if django_conn is not None:
+        if connection is not None:
             transaction.on_commit(announce, using=self.database)
         else:
             announce()
         return result
+
+    def _atomic_connection(self) -> Any:
+        """The DBAPI connection of Django's open ``atomic()`` block on the backend's database,
+        or ``None`` outside one (or with ``DATABASE_URL``). Reading ``in_atomic_block`` does
+        not touch the database."""
+        if not self.in_django_database:
+            return None
+        django_conn = connections[self.database]
+        if not django_conn.in_atomic_block:
+            return None
+        django_conn.ensure_connection()
+        return unwrap_django(django_conn)
+
+    def schema_missing(self, exc: SchemaMissing) -> SchemaMissing:
+        """``exc`` naming the command a Django project runs: ``python manage.py jobtrail
+        migrate`` (with ``--backend`` for another alias than ``"default"``)."""
+        command = "python manage.py jobtrail migrate" + (
+            f" --backend {self.alias}" if self.alias != "default" else ""
+        )
+        named = SchemaMissing(exc.url)
+        named.command = command
+        named.args = (f"the database {exc.url} has no jobtrail schema; run `{command}` first",)
+        return named
 
     async def aenqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         """With the tables in a Django database: the framework's own way, ``enqueue`` on
@@ -197,15 +233,18 @@ class JobtrailBackend(BaseTaskBackend):  # type: ignore[misc]
         if self.in_django_database:
             return await super().aenqueue(task, args, kwargs)
         self.validate_task(task)
+        payload = payload_of(task, args, kwargs)
         kind = self.register(task)
         try:
             stored = await self.app.aenqueue(
                 kind,
-                {"args": list(args), "kwargs": dict(kwargs)},
+                payload,
                 queue=task.queue_name,
                 priority=int(task.priority),
                 run_at=task.run_after,
             )
+        except SchemaMissing as exc:
+            raise self.schema_missing(exc) from exc
         except (TypeError, ValueError) as exc:
             raise InvalidTask(f"{kind}: {exc}") from exc
         result = self._result(task, stored, [])
@@ -213,25 +252,37 @@ class JobtrailBackend(BaseTaskBackend):  # type: ignore[misc]
         return result
 
     def get_result(self, result_id: str) -> Any:
+        """The task's result as the store has it; inside Django's ``atomic()`` block on the
+        backend's database it is read on that block's connection, so a task enqueued in the
+        block is found there (it exists nowhere else until the commit)."""
         app = self.app
+        connection = self._atomic_connection()
         try:
-            stored = app.get(result_id)
-            log = app.transitions(result_id)
+            stored = app.get(result_id, connection=connection)
+            log = app.transitions(result_id, connection=connection)
         except TaskNotFound:
             raise TaskResultDoesNotExist(result_id) from None
+        except SchemaMissing as exc:
+            raise self.schema_missing(exc) from exc
         task = self._task_of(stored)
         return self._result(task, stored, log)
 
     async def aget_result(self, result_id: str) -> Any:
-        """``get_result`` through jobtrail's async API, wherever the tables are: the read never
-        used Django's connection (it goes through the App's own), so it has no transaction of
-        Django's to join and need not queue on Django's thread-sensitive executor."""
+        """With the tables in a Django database: the framework's own way, as ``aenqueue``,
+        ``get_result`` on Django's thread-sensitive executor, where an ``atomic()`` block the
+        caller holds is open: a task enqueued in it is found there. With
+        ``OPTIONS["DATABASE_URL"]`` there is no Django transaction to read in, and jobtrail's
+        own async API reads it (``App.aget``, ``App.atransitions``)."""
+        if self.in_django_database:
+            return await super().aget_result(result_id)
         app = self.app
         try:
             stored = await app.aget(result_id)
             log = await app.atransitions(result_id)
         except TaskNotFound:
             raise TaskResultDoesNotExist(result_id) from None
+        except SchemaMissing as exc:
+            raise self.schema_missing(exc) from exc
         task = self._task_of(stored)
         return self._result(task, stored, log)
 
@@ -248,16 +299,19 @@ class JobtrailBackend(BaseTaskBackend):  # type: ignore[misc]
             raise TaskResultDoesNotExist(
                 f"task {stored.id} is of kind {stored.kind!r}, which is not a Django task"
             )
+        # the Task it was enqueued for (Django's TaskResult.task): run_after as given, or None
+        payload, _ = stored_json(stored)
+        run_after = payload.get(RUN_AFTER)
         return found.using(
             queue_name=stored.queue,
             priority=stored.priority,
             backend=self.alias,
-            run_after=stored.run_at if stored.state is State.QUEUED else None,
+            run_after=datetime.fromisoformat(run_after) if isinstance(run_after, str) else None,
         )
 
     def _result(self, task: Any, stored: Task, log: list[Transition]) -> Any:
         claims = [t for t in log if t.reason == "claimed"]
-        payload = stored.payload if isinstance(stored.payload, dict) else {}
+        payload, value = stored_json(stored)
         result = TaskResult(
             task=task,
             id=stored.id,
@@ -272,16 +326,43 @@ class JobtrailBackend(BaseTaskBackend):  # type: ignore[misc]
             errors=errors_of(log),
             worker_ids=[t.actor for t in claims],
         )
-        object.__setattr__(result, "_return_value", getattr(stored, "result", None))
+        object.__setattr__(result, "_return_value", value)
         return result
 
     def close(self) -> None:
-        """Release the App's connections (tests and the management command call it)."""
-        with self._lock:
-            if self._app is not None:
-                self._app.close()
-                self._app = None
-                self._registered.clear()
+        """Close this backend's App (shared with the other instances of its alias on its
+        database: they get a new one on their next use). The management command calls it
+        when its verb ends; ``shared.close_all()`` closes every backend's."""
+        close_shared(self.alias, self._url(), self.app_options)
+
+
+#: The payload key of ``run_after`` when the enqueue gave one (ISO 8601): what the fetched
+#: result's ``task.run_after`` says. Absent when none was given (the task was due at once).
+RUN_AFTER = "run_after"
+
+
+def stored_json(stored: Task) -> tuple[dict[str, Any], Any]:
+    """The task's payload and result. Read on Django's own PostgreSQL connection (inside
+    ``atomic()``) they come as JSON text, since Django loads ``jsonb`` as text; decoded here
+    (a Django task's payload is always an object, so text means "not decoded")."""
+    payload, value = stored.payload, getattr(stored, "result", None)
+    if isinstance(payload, str):
+        payload = json.loads(payload)
+        value = json.loads(value) if isinstance(value, str) else value
+    return (payload if isinstance(payload, dict) else {}), value
+
+
+def payload_of(task: Any, args: Any, kwargs: Any) -> dict[str, Any]:
+    """The jobtrail payload of an enqueue: the arguments normalised as Django's task framework
+    normalises them (``normalize_json``: tuples become lists, bytes UTF-8 text; a value it
+    cannot hold raises its ``TypeError``, "Unsupported type", and nothing is written), then
+    as JSON holds them (a dict's non-text keys become text, as in any JSON store)."""
+    body: dict[str, Any] = json.loads(
+        json.dumps({"args": normalize_json(list(args)), "kwargs": normalize_json(dict(kwargs))})
+    )
+    if task.run_after is not None:
+        body[RUN_AFTER] = task.run_after.isoformat()
+    return body
 
 
 def errors_of(log: list[Transition]) -> list[Any]:

@@ -45,3 +45,10 @@ task_backends: Any = _root.task_backends
 task_enqueued: Any = _signals.task_enqueued
 task_started: Any = _signals.task_started
 task_finished: Any = _signals.task_finished
+#: How the framework normalises arguments and return values to JSON (a ``TypeError``
+#: "Unsupported type: …" for what JSON cannot hold).
+normalize_json: Any = (
+    importlib.import_module("django.utils.json").normalize_json
+    if FRAMEWORK == "django.tasks"
+    else importlib.import_module("django_tasks.utils").normalize_json
+)

@@ -23,6 +23,7 @@ from .compat import (
     TaskContext,
     TaskError,
     TaskResultStatus,
+    normalize_json,
     task_finished,
     task_started,
 )
@@ -112,14 +113,12 @@ def _arguments(result: Any, ctx: Context) -> tuple[list[Any], dict[str, Any]]:
 
 
 def _json(value: Any) -> Any:
-    """The return value as JSON holds it (the framework's rule: tuples become lists; a value
-    JSON cannot hold fails the attempt with a ``TypeError`` naming it)."""
+    """The return value as the framework keeps it (``normalize_json``: tuples become lists,
+    bytes UTF-8 text; a value it cannot hold fails the attempt with its ``TypeError``,
+    "Unsupported type: …"), then as JSON holds it (non-text dict keys become text)."""
     import json
 
-    try:
-        return json.loads(json.dumps(value))
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"the task's return value is not JSON-serialisable: {exc}") from exc
+    return json.loads(json.dumps(normalize_json(value)))
 
 
 def _final(backend: JobtrailBackend, ctx: Context, exc: BaseException) -> bool:
@@ -127,8 +126,10 @@ def _final(backend: JobtrailBackend, ctx: Context, exc: BaseException) -> bool:
     the worker's own decision, ``decide_failure``, on what the handler knows — the kind's
     settings, this attempt, the cancel seen so far and the age of the retry budget (from the
     enqueue or the last replay). A lost lease writes nothing and is not an end; neither is an
-    interrupt (``KeyboardInterrupt``, a cancelled coroutine)."""
-    if not isinstance(exc, Exception) or isinstance(exc, LeaseLost):
+    interrupt (``KeyboardInterrupt``, a cancelled coroutine). Any other ``BaseException``
+    (``SystemExit`` from ``exit()``, say) is a failure the worker records like any other, and
+    ends the task as the framework's own backends end it."""
+    if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError | LeaseLost):
         return False
     elapsed = 0.0
     if ctx.spec.max_elapsed is not None:  # only then does the budget's age matter

@@ -17,6 +17,7 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ...model.errors import StoreUnavailable
+from ..outage import OutageNotice
 from .connection import (
     CHECK_AFTER_IDLE,
     FIRST_WAIT,
@@ -34,6 +35,20 @@ from .connection import (
 #: store the planner's estimate of the dead-letter reads (a fallback per dead task it cannot
 #: know is not taken) passed jit_above_cost, so each read compiled for 230 ms to run for 30.
 SESSION_SETTINGS = "SET TIME ZONE 'UTC'; SET jit = off"
+
+
+#: Errors that mean a statement did not run on this connection, whatever it was: a prepared
+#: statement the server session does not have, or has already (a transaction pooler handed
+#: the connection another session), or a connection psycopg had closed. Nothing was stored;
+#: another connection may work. Raised as ``StoreUnavailable`` (SPEC §17.1b: a caller never
+#: sees a driver's own exception), and the connection is dropped.
+SESSION_ERRORS: tuple[type[psycopg.Error], ...] = (
+    psycopg.errors.InvalidSqlStatementName,
+    psycopg.errors.DuplicatePreparedStatement,
+    psycopg.InterfaceError,
+)
+#: What a transaction turns into ``StoreUnavailable``.
+UNAVAILABLE: tuple[type[Exception], ...] = (psycopg.OperationalError, PoolTimeout, *SESSION_ERRORS)
 
 
 class RecentFirstPool(ConnectionPool[psycopg.Connection[Any]]):
@@ -55,6 +70,7 @@ class RecentFirstPool(ConnectionPool[psycopg.Connection[Any]]):
 
 class Checkout:
     url: str
+    outage: OutageNotice
     pool: ConnectionPool[psycopg.Connection[Any]]
     connect_timeout: float
     _pooled: bool
@@ -166,14 +182,24 @@ class Checkout:
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        conn = self._checkout()
+        try:
+            conn = self._checkout()
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            self.outage.failed(exc)
+            raise
         try:
             with conn:  # as ConnectionPool.connection(): commit or roll back, never close
                 yield conn
-        except psycopg.OperationalError:
-            if conn.closed:  # lost, not refused: the idle ones may be gone too
+        except psycopg.OperationalError as exc:
+            if conn.closed or conn.broken:  # lost, not refused: the idle ones may be gone too
                 self._broken_at = time.monotonic()
+                self.outage.failed(exc)
             raise
+        except SESSION_ERRORS:
+            conn.close()  # its session is not what we think: the pool replaces it
+            raise
+        else:
+            self.outage.answered()
         finally:
             self._checkin(conn)
 
@@ -197,6 +223,7 @@ class Checkout:
                     self._own_all.append(conn)
         except psycopg.OperationalError as exc:
             self._drop_own(holder, conn)
+            self.outage.failed(exc)
             if conn is None:  # the connect itself failed: the server's answer, at once
                 raise _unavailable(ConnectFailed(connect_error_text(exc))) from exc
             raise _unavailable(exc) from exc
@@ -211,11 +238,14 @@ class Checkout:
         self._leave(conn)
         self._last_used[conn] = time.monotonic()
         if error is None:
+            self.outage.answered()
             return
         missing = schema_missing(self.url, error)
         if missing is not None:
             raise missing from error
-        if isinstance(error, psycopg.OperationalError):
+        if isinstance(error, (psycopg.OperationalError, *SESSION_ERRORS)):
+            if conn.broken or conn.closed:
+                self.outage.failed(error)
             self._drop_own(holder, conn)
             raise _unavailable(error) from error
         if conn.broken or conn.closed:
@@ -235,8 +265,20 @@ class Checkout:
 
 def _unavailable(exc: BaseException) -> StoreUnavailable:
     if isinstance(exc, ConnectFailed):
-        return StoreUnavailable(f"cannot connect to PostgreSQL: {exc}")
-    return StoreUnavailable(f"PostgreSQL is unreachable: {type(exc).__name__}: {_first_line(exc)}")
+        return StoreUnavailable(f"cannot connect to PostgreSQL: {exc}; nothing was stored")
+    what = f"{type(exc).__name__}: {_first_line(exc)}"
+    if isinstance(exc, PoolTimeout):  # no connection was had: nothing was sent
+        return StoreUnavailable(f"PostgreSQL is unreachable: {what}; nothing was stored")
+    if isinstance(exc, SESSION_ERRORS):
+        return StoreUnavailable(
+            f"PostgreSQL could not run the statement on this connection ({what}); nothing "
+            "was stored, try again"
+        )
+    return StoreUnavailable(
+        f"PostgreSQL is unreachable: {what}; a write sent before the connection broke may "
+        "or may not have been stored",
+        stored=None,
+    )
 
 
 def _first_line(exc: BaseException) -> str:

@@ -22,6 +22,7 @@ from ..base import (
     TIME_COLUMNS,
     Row,
 )
+from ..outage import OutageNotice
 
 if TYPE_CHECKING:
     from .driver import PostgresDriver
@@ -66,8 +67,9 @@ class ConnectAttempts:
     notes each attempt's failure here (a success clears it), so a checkout that finds no
     connection raises the server's own answer at once instead (``_checkout``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, outage: OutageNotice | None = None) -> None:
         self.failure: str | None = None
+        self.outage = outage  # told of each failed attempt (one log line per outage)
 
     def connection_class(self) -> type[psycopg.Connection[Any]]:
         attempts = self
@@ -79,6 +81,8 @@ class ConnectAttempts:
                     conn = super().connect(conninfo, **kwargs)
                 except psycopg.OperationalError as exc:
                     attempts.failure = connect_error_text(exc)
+                    if attempts.outage is not None:
+                        attempts.outage.failed(attempts.failure)
                     raise
                 attempts.failure = None
                 return conn

@@ -38,8 +38,9 @@ from ..base import (
     loads_payload,
 )
 from ..bridge import in_bridge, run_bridged
+from ..outage import quiet_pool_logs, where
 from .aio import AsyncSide
-from .checkout import Checkout, RecentFirstPool, _unavailable
+from .checkout import UNAVAILABLE, Checkout, RecentFirstPool, _unavailable
 from .connection import (
     READ_TIMEOUT,
     TCP_SETTINGS,
@@ -86,6 +87,9 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
         # may run on another server session, so nothing may live in one (docs/postgres.md)
         self.pooler = check_pooler(pooler)
         self._pooled = self.pooler == "transaction"
+        host = given.get("host")
+        self.outage.where = where(str(host or ""), given.get("port"), pooler=bool(self.pooler))
+        quiet_pool_logs()  # psycopg_pool's check-outs and connection errors: outage.py
         self._listen_url = listen_url_for(url, self.pooler, listen_url)
         self.polls_only = self._listen_url is None
         self.connect_timeout = connect_timeout
@@ -119,7 +123,7 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
         # when a connection of this pool was last found broken: the idle ones are suspect
         self._broken_at = 0.0
         self.max_size = max(2, pool_size)
-        self._attempts = ConnectAttempts()
+        self._attempts = ConnectAttempts(self.outage)
         self.pool = RecentFirstPool(
             url,
             connection_class=self._attempts.connection_class(),
@@ -178,7 +182,7 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
         try:
             with self._connection() as conn, conn.transaction():
                 yield _Tx(conn, self.sql, utc=not self._pooled)
-        except (psycopg.OperationalError, PoolTimeout) as exc:
+        except UNAVAILABLE as exc:
             raise _unavailable(exc) from exc
         except psycopg.errors.UndefinedTable as exc:
             raise schema_missing(self.url, exc) or exc from exc
@@ -187,8 +191,11 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
         try:
             with self._async.transaction(self.sql, autocommit=autocommit) as tx:
                 yield tx
-        except (psycopg.OperationalError, PoolTimeout) as exc:
+        except UNAVAILABLE as exc:
+            if isinstance(exc, psycopg.OperationalError | PoolTimeout):
+                self.outage.failed(exc)  # the sync side's checkout tells it likewise
             raise _unavailable(exc) from exc
+        self.outage.answered()
 
     async def run_async(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         # on this loop's async connections, through the bridge: no thread
@@ -233,7 +240,7 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
         try:
             with self._connection() as conn:
                 yield _Tx(conn, self.sql, utc=not self._pooled)
-        except (psycopg.OperationalError, PoolTimeout) as exc:
+        except UNAVAILABLE as exc:
             raise _unavailable(exc) from exc
         except psycopg.errors.UndefinedTable as exc:
             raise schema_missing(self.url, exc) or exc from exc

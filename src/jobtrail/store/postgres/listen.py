@@ -22,6 +22,7 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ...model.urls import redact_url
+from ..outage import OutageNotice
 from .connection import LISTEN_PING, _Watchdog
 
 log = logging.getLogger("jobtrail.store")
@@ -60,6 +61,7 @@ class Listening:
     url: str
     pool: ConnectionPool[psycopg.Connection[Any]]
     polls_only: bool
+    outage: OutageNotice  # Driver.__init__
     _listen_url: str | None
     _connect_kwargs: dict[str, Any]
     _wakeup: threading.Event
@@ -217,7 +219,9 @@ class Listening:
                 self._listening.clear()
                 if self._closed.is_set():
                     return
-                log.warning(
+                # said once per outage by the driver's notice (outage.py), not at each retry
+                self.outage.failed(exc)
+                log.debug(
                     "LISTEN connection lost (%s); reconnecting in %.1fs", type(exc).__name__, delay
                 )
                 self._closed.wait(delay)

@@ -84,6 +84,7 @@ class SQLiteDriver(OffLoop, Driver):
         # opens the App: a later chdir never moves the database
         self.path = os.path.abspath(path_from_url(url))
         self.url = url
+        self.outage.where = f"the SQLite database {self.path}"
         self.busy_timeout = busy_timeout
         self._write_lock = WriteLock(busy_timeout)
         sync = (synchronous or os.environ.get("JOBTRAIL_SQLITE_SYNCHRONOUS") or "FULL").upper()
@@ -390,6 +391,12 @@ class SQLiteDriver(OffLoop, Driver):
 
     def _list(self, values: list[str]) -> str:
         return json.dumps(values)
+
+    def worker_beat(self, tx: Tx, **beat: Any) -> int:
+        # SQLite's upsert takes no CTE: the silent workers are forgotten by a statement of
+        # their own, in the beat's transaction
+        tx.run("worker_forget_stale", {"id": beat["id"]})
+        return super().worker_beat(tx, **beat)
 
     # -- batches: a constant number of statements per batch (json_each), each transition row
     # the same as the one-by-one path would append (seq, attempt and at copied from the task

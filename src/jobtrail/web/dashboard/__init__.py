@@ -2,7 +2,7 @@
 
 ``router(app, authorize=None)`` gives the routes to include in a larger FastAPI app (the HTTP
 API); ``create_dashboard_app(app)`` serves the dashboard alone
-(``python -m jobtrail.dashboard --app module:attr``).
+(``jobtrail dashboard --app module:attr``).
 """
 
 from __future__ import annotations

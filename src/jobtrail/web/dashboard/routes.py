@@ -194,9 +194,9 @@ def router(
     app: App, *, authorize: Authorize | None = None, session_cookie: str | None = None
 ) -> APIRouter:
     """The dashboard's routes for ``app``: pages ``/``, ``/tasks/{id}``, ``/queues``, ``/dead``,
-    ``/cron``, their form actions, and ``/static/...``. With ``session_cookie`` (the cookie a
-    ``/login`` of the including app sets) a page read with that cookie offers "Sign out", a
-    POST to ``/logout`` that the including app must serve."""
+    ``/cron``, ``/workers``, their form actions, and ``/static/...``. With ``session_cookie``
+    (the cookie a ``/login`` of the including app sets) a page read with that cookie offers
+    "Sign out", a POST to ``/logout`` that the including app must serve."""
     r = APIRouter(include_in_schema=False)
 
     def allow(request: Request, action: str) -> str | None:
@@ -541,5 +541,12 @@ def router(
             s["kind"]: app.cron_windows(s["kind"], limit=20, state="skipped") for s in schedules
         }
         return page(request, "cron.html", schedules=schedules, windows=windows, skipped=skipped)
+
+    # -- workers (SPEC §17.1) ---------------------------------------------------------------
+    @r.get("/workers", response_class=HTMLResponse)
+    def workers(request: Request) -> HTMLResponse:
+        # every reader sees the live workers; a tenant-bound one only its tenant's tasks
+        tenant = allow(request, "read")
+        return page(request, "workers.html", workers=app.workers(tenant=tenant))
 
     return r

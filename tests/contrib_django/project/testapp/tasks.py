@@ -100,3 +100,10 @@ def hangs(path: str) -> None:
     limit = time.monotonic() + 60
     while os.path.exists(path + ".hold") and time.monotonic() < limit:
         time.sleep(0.05)
+
+
+@task
+@jobtrail_options(max_attempts=1)
+def exits(code: int) -> None:
+    # a BaseException that is not an Exception: the task fails, and is finished
+    raise SystemExit(code)

@@ -604,6 +604,14 @@ RETURNING state, lease_expires_at;
 SELECT state, lease_owner, attempts, lease_expires_at > now() AS lease_valid
 FROM jobtrail_tasks WHERE id = %(id)s;
 
+-- name: task_held_by
+-- The tasks leased to a worker (the rows a claim returns): after a round trip whose answer was
+-- lost, the worker starts those it does not know it holds instead of leaving them to their
+-- lease (issue 40). Rare: only after a failed round.
+SELECT *, now() AS db_now FROM jobtrail_tasks
+WHERE state = 'leased' AND lease_owner = %(owner)s AND lease_expires_at > now()
+ORDER BY id LIMIT %(limit)s;
+
 -- name: task_list
 SELECT * FROM jobtrail_tasks
 WHERE (%(state)s::text IS NULL OR state = %(state)s::text)

@@ -228,6 +228,14 @@ SELECT state, lease_owner, attempts,
        lease_expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3) AS lease_valid
 FROM jobtrail_tasks WHERE id = :id;
 
+-- name: task_held_by
+-- The tasks leased to a worker: after a round trip whose answer was lost, the worker starts
+-- those it does not know it holds instead of leaving them to their lease (issue 40).
+SELECT *, round((julianday('now') - 2440587.5) * 86400.0, 3) AS db_now FROM jobtrail_tasks
+WHERE state = 'leased' AND lease_owner = :owner
+  AND lease_expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3)
+ORDER BY id LIMIT :limit;
+
 -- name: task_insert_many
 -- Several tasks without idempotency keys or parents in one statement (enqueue_many's common
 -- case; their transitions follow with transition_insert_enqueued). :rows is a JSON array of

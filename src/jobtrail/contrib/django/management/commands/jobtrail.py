@@ -2,20 +2,32 @@
 backend (``--backend ALIAS``, default ``"default"``), with Django's settings.
 
 ``worker`` takes ``--queues Q,...`` (without it: the backend's ``QUEUES``), ``--concurrency N``
-and ``--burst``, and first registers every task of the backend it can find."""
+and ``--burst``, and first registers every task of the backend it can find.
+
+``call_command("jobtrail", VERB, *ARGS, backend=ALIAS, stdout=…, stderr=…)`` does what
+``manage.py jobtrail VERB ARGS --backend ALIAS`` does (test fixtures, deploy scripts, data
+migrations): its output goes to ``stdout``/``stderr``, and a verb that fails raises
+``CommandError`` with the CLI's exit code as ``returncode`` instead of ending the process."""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import os
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
 from ..... import cli
+from .....model.errors import SchemaMissing
 from ... import runtime
 from ...compat import task_backends
 
 _DJANGO_GLOBAL = ("--settings", "--pythonpath")
+
+#: Verbs that may run on a store without jobtrail's schema (the rest are refused first, with
+#: the ``manage.py`` command that creates it).
+_NO_SCHEMA_NEEDED = frozenset({"migrate", "doctor"})
 
 
 class Command(BaseCommand):  # type: ignore[misc]
@@ -25,8 +37,36 @@ class Command(BaseCommand):  # type: ignore[misc]
         "(--backend ALIAS picks the TASKS entry; `manage.py jobtrail --help` lists the verbs)"
     )
 
+    def add_arguments(self, parser: Any) -> None:
+        # what call_command parses: the verb and its own arguments, handed to jobtrail's CLI
+        parser.add_argument("--backend", default="default", help="the TASKS entry")
+        parser.add_argument("verb", help="a jobtrail verb: migrate, worker, explain, …")
+        parser.add_argument("verb_args", nargs=argparse.REMAINDER, help="the verb's arguments")
+
     def run_from_argv(self, argv: list[str]) -> None:
-        args = _strip_django_options(argv[2:])
+        # manage.py: jobtrail's own parser sees every argument (its --help lists the verbs)
+        try:
+            code = self._run(_strip_django_options(argv[2:]))
+        except CommandError as exc:  # one line, as Django's own run_from_argv prints it
+            self.stderr.write(f"{type(exc).__name__}: {exc}")
+            raise SystemExit(exc.returncode) from None
+        if code:
+            raise SystemExit(code)
+
+    def handle(self, *_: Any, **options: Any) -> None:
+        args = [str(options["verb"]), *map(str, options.get("verb_args") or [])]
+        if "--backend" not in args and not any(a.startswith("--backend=") for a in args):
+            args += ["--backend", str(options.get("backend") or "default")]
+        with (
+            contextlib.redirect_stdout(self.stdout._out),
+            contextlib.redirect_stderr(self.stderr._out),
+        ):
+            code = self._run(args)
+        if code:
+            raise CommandError(f"jobtrail {args[0]} exited with status {code}", returncode=code)
+
+    def _run(self, args: list[str]) -> int:
+        """Run one jobtrail verb on the chosen backend; its exit status."""
         alias, args = _take_option(args, "--backend", "default")
         from ...backend import JobtrailBackend
 
@@ -39,6 +79,9 @@ class Command(BaseCommand):  # type: ignore[misc]
                 f"TASKS[{alias!r}] is a {type(backend).__name__}, not "
                 "jobtrail.contrib.django.JobtrailBackend"
             )
+        verb = next((a for a in args if not a.startswith("-")), None)
+        if verb is not None and verb not in _NO_SCHEMA_NEEDED and "--help" not in args:
+            _require_schema(backend)
         if args and args[0] == "worker":
             args = ["worker", *_worker_args(backend, args[1:])]
             backend.discover()
@@ -46,12 +89,22 @@ class Command(BaseCommand):  # type: ignore[misc]
         os.environ["JOBTRAIL_APP"] = "jobtrail.contrib.django.runtime:app"
         try:
             cli.main(args)
+        except SystemExit as exc:  # the CLI always ends so
+            code = exc.code
+            return code if isinstance(code, int) else (0 if code is None else 1)
         finally:
-            backend.close()
             runtime.app = None
+            backend.close()
+        return 0  # pragma: no cover - cli.main always exits
 
-    def handle(self, *args: Any, **options: Any) -> None:  # pragma: no cover - run_from_argv
-        raise CommandError("run as `manage.py jobtrail VERB ...`")
+
+def _require_schema(backend: Any) -> None:
+    """``CommandError`` naming ``manage.py jobtrail migrate`` when the backend's store has no
+    jobtrail schema (the CLI's own message names the plain ``jobtrail migrate --db``)."""
+    try:
+        backend.app.list(limit=1)
+    except SchemaMissing as exc:
+        raise CommandError(str(backend.schema_missing(exc))) from None
 
 
 def _worker_args(backend: Any, args: list[str]) -> list[str]:

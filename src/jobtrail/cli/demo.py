@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .app import App
-from .core.context import Context
-from .model import i18n
-from .model.errors import PermanentError, TransientError
-from .model.machine import State
+from ..app import App
+from ..core.context import Context
+from ..model import i18n
+from ..model.errors import PermanentError, TransientError
+from ..model.machine import State
 
 
 class Platform:
@@ -184,7 +184,7 @@ def run(lang: str = "en", keep: str | None = None, out: Any = None) -> int:
             [
                 sys.executable,
                 "-c",
-                "import sys; from jobtrail.demo import crash_worker_main; "
+                "import sys; from jobtrail.cli.demo import crash_worker_main; "
                 "crash_worker_main(sys.argv[1], sys.argv[2])",
                 url,
                 str(workdir),

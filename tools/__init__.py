@@ -1,0 +1,1 @@
+"""Developer tools run from a checkout (``python -m tools.docs``); not part of the wheel."""
