@@ -1,6 +1,6 @@
 """Exceptions users raise (outcomes of a handler) and receive (refusals of the store).
 
-Handlers signal outcomes with a category that is an enum, never a match on message text (§7).
+Handlers signal outcomes with a category that is an enum, never a match on message text.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class Snooze(JobtrailError):  # noqa: N818 - the public name is fixed by the spe
 
 
 class TaskFailed(JobtrailError):  # noqa: N818 - the public name is fixed by the spec
-    """Raised by ``app.result`` for a task that ended ``dead`` or ``cancelled`` (§16.1): it
+    """Raised by ``app.result`` for a task that ended ``dead`` or ``cancelled``: it
     has no result and never will. ``task`` is the snapshot read; ``state``, ``reason``,
     ``category`` and ``error`` are its state, last reason code, last error category and
     last error (``error_category`` is ``category`` under the name ``Transition`` and

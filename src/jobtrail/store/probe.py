@@ -1,8 +1,8 @@
-"""The store's health as ``jobtrail doctor`` reports it (SPEC §16.5): reachability with the
+"""The store's health as ``jobtrail doctor`` reports it: reachability with the
 server's own answer, the schema version against the one this code expects, the wake-up path
 (a LISTEN/NOTIFY round trip on PostgreSQL), the clock difference between this machine and the
 database, a pooler in between; on SQLite the file, its directory, the journal mode and the
-``synchronous`` setting; and the live workers (SPEC §17.1): due tasks that wait in a queue no
+``synchronous`` setting; and the live workers: due tasks that wait in a queue no
 live worker serves, or of a kind no live worker registers, are a warning.
 
 Read-only: no probe creates a database file, a table or a row (the NOTIFY goes to a channel of
@@ -109,7 +109,7 @@ UNSERVED_SHOWN = 5
 
 
 def _workers(conn: Any, dialect: str) -> Check:
-    """Due work that no live worker takes (SPEC §17.1), with the store's own named reads."""
+    """Due work that no live worker takes, with the store's own named reads."""
     sql = queries.load(dialect)
     try:
         workers = [_decoded(r) for r in _dicts(conn.execute(sql["worker_list"]))]

@@ -40,8 +40,8 @@ SESSION_SETTINGS = "SET TIME ZONE 'UTC'; SET jit = off"
 #: Errors that mean a statement did not run on this connection, whatever it was: a prepared
 #: statement the server session does not have, or has already (a transaction pooler handed
 #: the connection another session), or a connection psycopg had closed. Nothing was stored;
-#: another connection may work. Raised as ``StoreUnavailable`` (SPEC §17.1b: a caller never
-#: sees a driver's own exception), and the connection is dropped.
+#: another connection may work. Raised as ``StoreUnavailable`` (a caller never sees a driver's
+#: own exception), and the connection is dropped.
 SESSION_ERRORS: tuple[type[psycopg.Error], ...] = (
     psycopg.errors.InvalidSqlStatementName,
     psycopg.errors.DuplicatePreparedStatement,
