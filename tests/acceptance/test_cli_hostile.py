@@ -1,4 +1,4 @@
-"""Hostile input through the real ``jobtrail`` CLI (§14, §16.7), on both backends: an argument
+"""Hostile input through the real ``jobtrail`` CLI, on both backends: an argument
 that is not text (an undecodable byte: NUL itself cannot travel in argv) or a number or
 duration out of range is exit 2 with one line naming the option, never a traceback, and changes
 nothing; a store that cannot write is one line and exit 1; and stored text with terminal control

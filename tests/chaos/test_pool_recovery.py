@@ -1,4 +1,4 @@
-"""The PostgreSQL connection pool after network faults, through the fault proxy (SPEC §14: the
+"""The PostgreSQL connection pool after network faults, through the fault proxy (the
 worker keeps running, backs off, reconnects and loses no task).
 
 Found by the 5,000-task chaos soak (seed 3): after fault-proxy cuts, workers whose pool held

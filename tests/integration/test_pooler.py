@@ -1,4 +1,4 @@
-"""PostgreSQL behind a real PgBouncer (``tests/bouncer.py``, SPEC §16.5): ``pooler=`` and
+"""PostgreSQL behind a real PgBouncer (``tests/bouncer.py``, docs/postgres.md): ``pooler=`` and
 ``listen_url``, the worker's start-up NOTIFY check, transaction mode's polling, session mode,
 a PgBouncer killed and restarted under a running worker, and the soak through it.
 
