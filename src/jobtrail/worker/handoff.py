@@ -52,6 +52,9 @@ class IdleHandOff(LeaseRenewal):
         task_id = int(row["id"])
         if task_id in self._handed_seen:
             return False
+        with self._running_lock:
+            if task_id in self.running:  # claimed again since (its hand-off's lease expired)
+                return False
         self._handed_seen[task_id] = None
         if len(self._handed_seen) > SEEN:
             del self._handed_seen[next(iter(self._handed_seen))]
@@ -116,6 +119,14 @@ class IdleHandOff(LeaseRenewal):
         except Exception as exc:  # its lease expires and the sweep decides, as after a crash
             log.warning("reading handed task %d failed: %s", task_id, type(exc).__name__)
             return 0
-        if row is None or row["state"] != "leased" or row["lease_owner"] != self.owner:
+        # only the handed attempt (a hand-off leases attempt 1): once its lease expired the
+        # task may have been claimed again, by this very worker too, and that attempt is
+        # already running here or done (issue 38: attempt 2 ran twice in one worker)
+        if (
+            row is None
+            or row["state"] != "leased"
+            or row["lease_owner"] != self.owner
+            or int(row["attempts"]) != 1
+        ):
             return 0
         return int(self._adopt(row))
