@@ -44,7 +44,7 @@ def _done(app: jobtrail.App, n: int) -> bool:
 
 @pytest.mark.parametrize(
     ("pooler", "enqueuer"),
-    [("unset", "pooled"), ("unset", "direct"), ("transaction", "pooled")],
+    [("unset", "pooled"), ("unset", "direct"), ("transaction", "pooled"), ("session", "pooled")],
 )
 def test_through_pgbouncer_in_transaction_mode_every_task_runs_once(
     pooled: Store, tmp_path: Path, pooler: str, enqueuer: str
@@ -52,8 +52,8 @@ def test_through_pgbouncer_in_transaction_mode_every_task_runs_once(
     """``enqueuer``: whether the test's enqueues go through the workers' URL (with their
     setting) or straight to PostgreSQL (the workers' side alone: that is how the issue saw the
     duplicates, the pooled enqueue failing first)."""
-    options = {"pooler": "transaction"} if pooler == "transaction" else {}
-    env = {"JOBTRAIL_POOLER": "transaction"} if pooler == "transaction" else {}
+    options = {} if pooler == "unset" else {"pooler": pooler}
+    env = {} if pooler == "unset" else {"JOBTRAIL_POOLER": pooler}
     watch = jobtrail.App(pooled.direct_url)  # reads what happened, past the pooler
     watch.migrate()
     if enqueuer == "pooled":  # the same URL as the workers, with the same setting
@@ -117,6 +117,18 @@ def test_through_pgbouncer_in_transaction_mode_every_task_runs_once(
         f"{SESSION_ERRORS} {confused} times"
     )
     assert set(per_task) == set(ids), f"lost: {sorted(set(ids) - set(per_task))[:10]}"
+    # a worker without pooler="transaction" says once that it runs as with it (session: once
+    # it met another session; unset: once it found the pooler at start)
+    said = [
+        [line for line in out.splitlines() if "is reached through a" in line] for out in outputs
+    ]
+    if pooler == "transaction":
+        assert said == [[]] * WORKERS, said
+    elif pooler == "unset":
+        assert [len(s) for s in said] == [1] * WORKERS, said
+    else:  # a worker that never met another session has nothing to say
+        assert all(len(s) <= 1 for s in said), said
+    assert all('pooler="transaction"' in s[0] and "listen_url" in s[0] for s in said if s), said
     assert all(p.returncode == 0 for p in procs), outputs
     assert watch.check() == []
     watch.close()

@@ -25,6 +25,7 @@ from psycopg import pq
 from psycopg.rows import tuple_row
 from psycopg_pool import PoolTimeout
 
+from ...model.errors import StoreUnavailable
 from .. import queries
 from ..base import (
     Claim,
@@ -56,11 +57,12 @@ from .direct import DirectStatement
 from .handoff import HandOff
 from .insert import insert_statement, int_array, text_array
 from .listen import Channels, Listening, listen_url_for
+from .pooler import PoolerSense, session_mixup
 
 log = logging.getLogger("jobtrail.store")
 
 
-class PostgresDriver(Checkout, Listening, HandOff, Driver):
+class PostgresDriver(Checkout, Listening, HandOff, PoolerSense, Driver):
     dialect = "postgres"
     logs_in_statement = True
     claims_in_one_statement = True
@@ -86,8 +88,9 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
         # may run on another server session, so nothing may live in one (docs/postgres.md)
         self.pooler = check_pooler(pooler)
         self._pooled = self.pooler == "transaction"
+        # without pooler=, the first connection is looked at for a pooler (pooler.py): until
+        # then this URL is only where LISTEN would go
         self._listen_url = listen_url_for(url, self.pooler, listen_url)
-        self.polls_only = self._listen_url is None
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout if read_timeout and read_timeout > 0 else None
         self._watchdog = _Watchdog(self.read_timeout) if self.read_timeout else None
@@ -154,6 +157,7 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
         self._probe: str | None = None
         self._channels: Channels | None = None
         self._init_handoff()
+        self._init_pooler_sense(listen_url is not None)
 
     # -- transactions --------------------------------------------------------------------------
     @contextmanager
@@ -182,6 +186,10 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
             raise _unavailable(exc) from exc
         except psycopg.errors.UndefinedTable as exc:
             raise schema_missing(self.url, exc) or exc from exc
+        except psycopg.Error as exc:
+            if session_mixup(exc):
+                raise self._mixed_sessions(exc) from exc
+            raise
 
     def _async_transaction(self, *, autocommit: bool = False) -> Iterator[_Tx]:
         try:
@@ -237,6 +245,10 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
             raise _unavailable(exc) from exc
         except psycopg.errors.UndefinedTable as exc:
             raise schema_missing(self.url, exc) or exc from exc
+        except psycopg.Error as exc:
+            if session_mixup(exc):
+                raise self._mixed_sessions(exc) from exc
+            raise
 
     def _caller_transaction(self, conn: Any) -> Iterator[_Tx]:
         if not isinstance(conn, psycopg.Connection):
@@ -349,6 +361,15 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
     def task_insert_alone(self, new: NewTask) -> tuple[Row, bool]:
         # one round trip: insert, transition and NOTIFY in one autocommit statement (or the
         # hand-off to an idle worker: handoff.py)
+        try:
+            with self.single_statement() as tx:
+                tx.handoff = self._may_hand_off()
+                return self.task_insert(tx, new)
+        except StoreUnavailable as exc:
+            if not session_mixup(exc.__cause__):
+                raise
+        # the statement met another server session before it ran (pooler.py): once more,
+        # now without prepared statements
         with self.single_statement() as tx:
             tx.handoff = self._may_hand_off()
             return self.task_insert(tx, new)
