@@ -12,6 +12,7 @@ idle connection too.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import weakref
@@ -197,9 +198,16 @@ class PostgresDriver(Checkout, Listening, HandOff, PoolerSense, Driver):
                 yield tx
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise _unavailable(exc) from exc
+        except psycopg.Error as exc:
+            if session_mixup(exc):
+                raise self._mixed_sessions(exc) from exc
+            raise
 
     async def run_async(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        # on this loop's async connections, through the bridge: no thread
+        # on this loop's async connections, through the bridge: no thread; their pool is made
+        # once the look at start (pooler.py) has been made, on a connection of the sync pool
+        if not self._sensed.is_set():
+            await asyncio.to_thread(self._settle_pooler)
         await self._async.pool()
         return await run_bridged(fn, *args, **kwargs)
 
