@@ -349,12 +349,17 @@ def _pg_pooler(conn: Any, other: Any) -> Check:
         )
     if found.proxied:
         data["mode"] = "session or proxy"
+        app = (
+            "without pooler= the App takes it for a transaction pooler and warns; set "
+            'pooler="session" if it keeps each client\'s session'
+            if found.pooler
+            else "the App keeps its sessions"
+        )
         return Check(
             "pooler",
             OK,
             f"a pooler or proxy ({found.why()}); the backend stays the same (session mode or a "
-            "plain proxy: without pooler= the App takes it for a transaction pooler and warns; "
-            'pooler="session" keeps sessions)',
+            f"plain proxy: {app})",
             data,
         )
     data["mode"] = None
