@@ -133,7 +133,9 @@ class PoolerSense:
 
     @property
     def hands_off(self) -> bool:
-        return not self.polls_only and self._listen_proven is not False
+        # the proof first: a worker reads this each idle turn, and a look not made yet (the
+        # store away since start) would be tried again each time
+        return self._listen_proven is not False and not self.polls_only
 
     def _settle_pooler(self) -> bool:
         """Whether the look at start has been made: if not, through a connection of the pool
@@ -155,7 +157,19 @@ class PoolerSense:
         with self._sense_lock:
             if self._sensed.is_set():
                 return
-            found = signs(conn)
+            try:
+                found = signs(conn)
+            except psycopg.OperationalError:
+                raise  # the connection broke: the next one looks
+            except psycopg.Error as exc:  # something in between refused the look: take it
+                self._take_pooled(  # for a transaction pooler
+                    f"PostgreSQL at {redact_url(self.url)}: the look for a pooler failed "
+                    f"({type(exc).__name__}) and pooler= is not set: running as with "
+                    'pooler="transaction"; set pooler="transaction" (and a listen_url) or '
+                    'pooler="session" to say what is in between'
+                )
+                self._sensed.set()
+                return
             if found.pooler:
                 listen = (
                     "LISTEN at listen_url"
