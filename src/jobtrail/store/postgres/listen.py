@@ -112,6 +112,7 @@ class Listening:
         if self._listen_url is None:
             return None
         if self._heard.is_set():
+            self._listen_proven = True
             return True
         self._ensure_listener()
         if not self._listening.wait(max(0.0, deadline - time.monotonic())):
