@@ -67,7 +67,6 @@ class Checkout:
     _closed: threading.Event
     _listener_lock: threading.Lock
     _own_all: list[psycopg.Connection[Any]]
-    _sensed: threading.Event
     _sense: Callable[[psycopg.Connection[Any]], None]
     _mixed_sessions: Callable[[BaseException], StoreUnavailable]
 
@@ -77,7 +76,7 @@ class Checkout:
     # A connection that breaks anyway fails its transaction as StoreUnavailable, is discarded,
     # and the caller's retry gets a checked one.
     def _configure(self, conn: psycopg.Connection[Any], *, generic_plans: bool = False) -> None:
-        if not self._sensed.is_set():  # pooler= unset: is a pooler in between? (pooler.py)
+        if not self._pooled:  # is a pooler in between after all? (pooler.py)
             self._enter(conn)
             try:
                 self._sense(conn)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,8 +101,10 @@ class PoolerSense:
     setting), and a pooler found makes the driver run as with ``pooler="transaction"`` (no
     prepared statements, no session settings, no LISTEN but at an explicit ``listen_url``, so
     no hand-off either) with one WARNING. Until the look is made nothing listens
-    (``_settle_pooler``), and should a pooler slip past it anyway a statement that meets another
-    session (``session_mixup``) switches the driver the same way, its error becoming a
+    (``_settle_pooler``). Unless pooled, each new connection is looked at too: two live
+    connections given one server session show a transaction pooler (``pooler="session"`` given
+    for one); and should one slip past both, a statement that meets another session
+    (``session_mixup``) switches the driver the same way, its error becoming a
     ``StoreUnavailable`` that names the setting (the worker retries it; a single enqueue sends
     its statement again)."""
 
@@ -119,6 +122,8 @@ class PoolerSense:
         if self.pooler is not None:
             self._sensed.set()
         self._sense_lock = threading.RLock()
+        # the server backend each live connection of ours was given (the look's answer)
+        self._backends: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         # whether the worker's start-up NOTIFY reached the LISTEN connection (check_wakeups):
         # None until asked; a LISTEN that does not hear its own NOTIFY is no proof of a live
         # session, so nothing is handed to a worker of this driver (hands_off)
@@ -151,26 +156,31 @@ class PoolerSense:
         return self._sensed.is_set()
 
     def _sense(self, conn: Any) -> None:
-        """The look at start, on ``conn`` (called for each new connection until it is made)."""
-        if self._sensed.is_set():
+        """The look, on each new connection ``conn`` while the driver is not pooled. The
+        first, with ``pooler=`` unset: a pooler answered the start-up. Every one: two live
+        connections of this driver were given one server session, which only a transaction
+        pooler does (``pooler="session"`` given for one, or a pooler the first look missed)."""
+        if self._pooled:
             return
         with self._sense_lock:
-            if self._sensed.is_set():
+            if self._pooled:
                 return
+            first = not self._sensed.is_set()
             try:
                 found = signs(conn)
             except psycopg.OperationalError:
                 raise  # the connection broke: the next one looks
-            except psycopg.Error as exc:  # something in between refused the look: take it
-                self._take_pooled(  # for a transaction pooler
-                    f"PostgreSQL at {redact_url(self.url)}: the look for a pooler failed "
-                    f"({type(exc).__name__}) and pooler= is not set: running as with "
-                    'pooler="transaction"; set pooler="transaction" (and a listen_url) or '
-                    'pooler="session" to say what is in between'
-                )
+            except psycopg.Error as exc:  # something in between refused the look
+                if first:  # pooler= unset: take it for a transaction pooler
+                    self._take_pooled(
+                        f"PostgreSQL at {redact_url(self.url)}: the look for a pooler failed "
+                        f"({type(exc).__name__}) and pooler= is not set: running as with "
+                        'pooler="transaction"; set pooler="transaction" (and a listen_url) or '
+                        'pooler="session" to say what is in between'
+                    )
                 self._sensed.set()
                 return
-            if found.pooler:
+            if first and found.pooler:
                 listen = (
                     "LISTEN at listen_url"
                     if self._listen_given
@@ -184,6 +194,20 @@ class PoolerSense:
                     f'{listen}); set pooler="transaction" and listen_url to say so, or '
                     'pooler="session" if the pooler keeps each client\'s session'
                 )
+            elif any(
+                pid == found.backend_pid and not other.closed
+                for other, pid in list(self._backends.items())
+            ):
+                setting = f'pooler="{self.pooler}"' if self.pooler else "pooler= not set"
+                self._take_pooled(
+                    f"PostgreSQL at {redact_url(self.url)} is reached through a transaction "
+                    f"pooler ({setting}, but two connections of this process were given one "
+                    'server session): running as with pooler="transaction" from now on; set '
+                    'pooler="transaction" (and a listen_url, a direct or session-pooled URL, '
+                    "for LISTEN)"
+                )
+            else:
+                self._backends[conn] = found.backend_pid
             self._sensed.set()
 
     def _take_pooled(self, warning: str) -> None:
