@@ -46,7 +46,13 @@ class Cli:
     def __init__(self, cwd: Path, url: str) -> None:
         (cwd / "hostileapp.py").write_text(APP_MODULE)
         self.cwd = cwd
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("JOBTRAIL_")}
+        # behind PgBouncer the store fixture's JOBTRAIL_POOLER stays, as a deployment sets it
+        # (without it the App says once that it found the pooler, on stderr)
+        self.env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("JOBTRAIL_") or k == "JOBTRAIL_POOLER"
+        }
         self.env.update(PYTHONPATH=str(SRC), JOBTRAIL_DATABASE_URL=url)
 
     def __call__(self, *args: str | bytes, code: int = 0) -> subprocess.CompletedProcess[str]:

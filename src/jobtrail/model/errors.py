@@ -162,11 +162,17 @@ class StoreUnavailable(JobtrailError):
     ``stored`` says which: ``False`` when nothing was stored (the connection was refused, or
     the statement could not run on it), ``None`` when a connection broke after a write was
     sent, so whether it committed is unknown (an enqueue retried with the same idempotency
-    key is stored once either way). The driver's own exception is the ``__cause__``."""
+    key is stored once either way). The driver's own exception is the ``__cause__``.
 
-    def __init__(self, *args: object, stored: bool | None = False) -> None:
+    ``outage`` is ``False`` when the store answered but this statement could not run on the
+    connection it was sent on (a transaction pooler the App was not told of handed it another
+    server session; the App has switched to the pooler-safe behaviour and said so once): try
+    again at once, nothing is away."""
+
+    def __init__(self, *args: object, stored: bool | None = False, outage: bool = True) -> None:
         super().__init__(*args)
         self.stored = stored
+        self.outage = outage
 
 
 class SchemaMissing(StoreUnavailable):

@@ -394,19 +394,21 @@ def _pg_clock(conn: Any) -> Check:
 
 
 def _pg_pooler(conn: Any, other: Any) -> Check:
-    """A pooler shows in two ways. Any proxy: the port we reached is not the one the server
-    listens on. A transaction-mode pooler: the server backend behind one connection changes
-    between transactions, or two connections share one backend (a direct connection has one
-    backend of its own for its whole life)."""
+    """A pooler shows in two ways. Any pooler or proxy: ``postgres/pooler.py``'s signs (the
+    backend key or the port), the look the App itself makes at start. A transaction-mode
+    pooler: the server backend behind one connection changes between transactions, or two
+    connections share one backend (a direct connection has one backend of its own for its
+    whole life)."""
+    from .postgres.pooler import signs
+
+    found = signs(conn)
     pids = [conn.execute("SELECT pg_backend_pid()").fetchone()[0] for _ in range(3)]
     other_pid = other.execute("SELECT pg_backend_pid()").fetchone()[0] if other else None
-    server_port = conn.execute("SELECT current_setting('port')").fetchone()[0]
-    reached = conn.info.port
     data: dict[str, Any] = {
         "backend_pids": pids,
         "other_backend_pid": other_pid,
-        "port": reached,
-        "server_port": int(server_port),
+        "port": found.port,
+        "server_port": found.server_port,
     }
     if len(set(pids)) > 1 or other_pid in pids:
         data["mode"] = "transaction"
@@ -418,13 +420,19 @@ def _pg_pooler(conn: Any, other: Any) -> Check:
             "direct or session-pooled listen URL",
             data,
         )
-    if int(server_port) != int(reached):
+    if found.proxied:
         data["mode"] = "session or proxy"
+        app = (
+            "without pooler= the App takes it for a transaction pooler and warns; set "
+            'pooler="session" if it keeps each client\'s session'
+            if found.pooler
+            else "the App keeps its sessions"
+        )
         return Check(
             "pooler",
             OK,
-            f"a pooler or proxy: port {reached} is answered by a server listening on "
-            f"{server_port}; the backend stays the same (session mode or a plain proxy)",
+            f"a pooler or proxy ({found.why()}); the backend stays the same (session mode or a "
+            f"plain proxy: {app})",
             data,
         )
     data["mode"] = None
