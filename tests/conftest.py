@@ -6,7 +6,7 @@ SQLite: a new file per test. PostgreSQL: a new schema per test in the database n
 ``pgbouncer-tx``: the same PostgreSQL through a real PgBouncer in ``pool_mode=transaction``
 (``tests/bouncer.py``) with ``App(pooler="transaction")``, for the tests in ``POOLED_SCOPE``
 that take ``backend``, but those in ``NOT_POOLED``; ``pgbouncer-tx-auto``: the same PgBouncer
-with ``pooler=`` not set (SPEC §17.1: the App must find the pooler by itself), for the tests in
+with ``pooler=`` not set (the App must find the pooler by itself), for the tests in
 ``AUTO_SCOPE``. ``JOBTRAIL_TEST_POOLED`` says whether a run takes these pooled cases, only
 them, or none (``POOLED`` below).
 

@@ -1,4 +1,4 @@
-"""No configuration makes a task run twice (SPEC §17.1, issue 38): three real worker processes of
+"""No configuration makes a task run twice (issue 38): three real worker processes of
 concurrency 4 and 120 single enqueues, paced so the workers go idle between them, all through a
 real PgBouncer in transaction mode (``tests/bouncer.py``), with ``pooler=`` unset and with
 ``pooler="transaction"``. Each handler run appends ``<task id> <attempt>`` to a file; every task

@@ -1,7 +1,7 @@
 """Whether a PostgreSQL connection reaches the server through a pooler or proxy, in one round
 trip: what ``jobtrail doctor`` reports (``store/probe.py``, which adds its own look at the
 transaction mode) and what the driver checks on its first connection when ``pooler=`` is not
-set (SPEC §17.1: a transaction pooler found at start makes the App take the pooler-safe
+set (a transaction pooler found at start makes the App take the pooler-safe
 behaviour by itself).
 
 Two signs, both free of false alarms on a direct connection. A pooler: the backend process id
