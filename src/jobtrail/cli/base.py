@@ -1,4 +1,4 @@
-"""The ``jobtrail`` command line (SPEC §13): a thin layer over ``App``'s public methods.
+"""The ``jobtrail`` command line (docs/cli.md): a thin layer over ``App``'s public methods.
 
 This module holds the group, ``Fail``, ``Runtime`` and ``verb``; the verbs live in
 ``commands.py``, ``ops.py`` and ``serve.py``, registered by ``cli/__init__.py``.

@@ -360,7 +360,7 @@ class Statements:
         services/retention.py."""
         return tx.run("prune_transitions", {"ids": ids})
 
-    # -- retention (SPEC §16.5): bounded prune batches by state, and their counts ---------------
+    # -- retention: bounded prune batches by state, and their counts ----------------------------
     def retention_select(self, tx: Tx, *, state: str, older_than: float, limit: int) -> list[Row]:
         # one statement per partial index: through the parameter alone no plan could use it
         """The oldest tasks of ``state`` past ``older_than`` s, locked (SKIP LOCKED) for one batch;
@@ -443,7 +443,7 @@ class Statements:
         App.dead_preview."""
         return tx.all("effect_list_for_tasks", {"ids": ids})
 
-    # -- live workers (SPEC §17.1): heartbeat rows, and what they are compared with -----------
+    # -- live workers: heartbeat rows-------------, and what they are compared with -----------
     def worker_beat(
         self,
         tx: Tx,
@@ -492,7 +492,7 @@ class Statements:
         driver)."""
         return tx.all("worker_due_groups")
 
-    # -- replay runs (SPEC §16.6) ----------------------------------------------------------------
+    # -- replay runs -----------------------------------------------------------------------------
     def replay_run_insert(
         self,
         tx: Tx,
