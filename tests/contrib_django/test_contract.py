@@ -9,6 +9,7 @@ logged once. Each runs on the SQLite backend and the PostgreSQL one."""
 from __future__ import annotations
 
 import io
+import os
 import secrets
 from collections.abc import Iterator
 from datetime import timedelta
@@ -151,6 +152,9 @@ def test_call_command_runs_a_verb_as_manage_py_does(alias: str) -> None:
     with pytest.raises(CommandError) as failed:
         call_command("jobtrail", "status", "987654321", backend=alias, stdout=out, stderr=err)
     assert failed.value.returncode != 0 and "987654321" in err.getvalue()
+    # the calls leave the process's environment as they found it: a later jobtrail command
+    # of the same process (a test suite's) must not find the Django App named in it
+    assert "JOBTRAIL_APP" not in os.environ
 
 
 @pytest.fixture

@@ -86,6 +86,9 @@ class Command(BaseCommand):  # type: ignore[misc]
             args = ["worker", *_worker_args(backend, args[1:])]
             backend.discover()
         runtime.app = backend.app
+        # for this call only: call_command runs in the caller's process (a test suite, a
+        # deploy script), whose later jobtrail commands must not find the Django App named
+        before = os.environ.get("JOBTRAIL_APP")
         os.environ["JOBTRAIL_APP"] = "jobtrail.contrib.django.runtime:app"
         try:
             cli.main(args)
@@ -93,6 +96,10 @@ class Command(BaseCommand):  # type: ignore[misc]
             code = exc.code
             return code if isinstance(code, int) else (0 if code is None else 1)
         finally:
+            if before is None:
+                os.environ.pop("JOBTRAIL_APP", None)
+            else:
+                os.environ["JOBTRAIL_APP"] = before
             runtime.app = None
             backend.close()
         return 0  # pragma: no cover - cli.main always exits
