@@ -116,6 +116,14 @@ AUTO_SCOPE = (
 )
 #: The pooled backends: ``pooler="transaction"`` given, and not given.
 POOLED_BACKENDS = {"pgbouncer-tx": POOLED_SCOPE, "pgbouncer-tx-auto": AUTO_SCOPE}
+#: One pooled backend only (``.ci/run`` runs each in a process of its own, side by side); all
+#: of them when unset.
+POOLED_BACKEND = os.environ.get("JOBTRAIL_TEST_POOLED_BACKEND", "").strip()
+if POOLED_BACKEND and POOLED_BACKEND not in POOLED_BACKENDS:
+    raise pytest.UsageError(
+        f"JOBTRAIL_TEST_POOLED_BACKEND={POOLED_BACKEND!r}: expected one of "
+        + ", ".join(POOLED_BACKENDS)
+    )
 #: The tests in scope that do not run through a transaction pooler, each for a session feature
 #: such a pooler cannot give (test id without its ``[...]``: why, and the test of what the
 #: pooled store does instead).
@@ -176,10 +184,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             drop.append(item)
             continue
         callspec = getattr(item, "callspec", None)
-        scope = POOLED_BACKENDS.get(callspec.params.get("backend")) if callspec else None
+        backend = callspec.params.get("backend") if callspec else None
+        scope = POOLED_BACKENDS.get(backend) if isinstance(backend, str) else None
         if scope is not None:
             test = item.nodeid.split("[", 1)[0]
             wanted = POOLED != "skip" and test.startswith(scope) and test not in NOT_POOLED
+            wanted = wanted and POOLED_BACKEND in ("", backend)
         else:
             wanted = POOLED != "only"
         (keep if wanted else drop).append(item)
