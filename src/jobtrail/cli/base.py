@@ -74,6 +74,28 @@ def missing_server_extra(what: str, exc: ImportError) -> str:
     )
 
 
+def http_limits(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--read-timeout`` and ``--max-connections``: the bounds of a server verb (``serve``,
+    ``dashboard``) on slow and idle clients."""
+    command = click.option(
+        "--max-connections",
+        type=click.IntRange(1, 1_000_000),
+        default=None,
+        envvar="JOBTRAIL_MAX_CONNECTIONS",
+        help="Open connections at most; more are closed at once. Default: 1000, or half the "
+        "open-files limit when lower. Env: JOBTRAIL_MAX_CONNECTIONS.",
+    )(command)
+    return click.option(
+        "--read-timeout",
+        type=click.FloatRange(0.1, 3600),
+        default=30.0,
+        show_default=True,
+        envvar="JOBTRAIL_READ_TIMEOUT",
+        help="Seconds a request's headers and body may take to arrive; a slower or silent "
+        "connection is closed. Env: JOBTRAIL_READ_TIMEOUT.",
+    )(command)
+
+
 class Fail(Exception):
     """An expected error: one line on stderr and an exit code."""
 

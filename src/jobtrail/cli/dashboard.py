@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from .base import Fail, Runtime, missing_server_extra, verb
+from .base import Fail, Runtime, http_limits, missing_server_extra, verb
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -31,23 +31,7 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
     help="A Host name to answer (repeatable). Default: 127.0.0.1, localhost and [::1] "
     "(DNS rebinding). Env: JOBTRAIL_ALLOWED_HOSTS (comma-separated).",
 )
-@click.option(
-    "--read-timeout",
-    type=click.FloatRange(0.1, 3600),
-    default=30.0,
-    show_default=True,
-    envvar="JOBTRAIL_READ_TIMEOUT",
-    help="Seconds a request's headers and body may take to arrive; a slower or silent "
-    "connection is closed. Env: JOBTRAIL_READ_TIMEOUT.",
-)
-@click.option(
-    "--max-connections",
-    type=click.IntRange(1, 1_000_000),
-    default=None,
-    envvar="JOBTRAIL_MAX_CONNECTIONS",
-    help="Open connections at most; more are closed at once. Default: 1000, or half the "
-    "open-files limit when lower. Env: JOBTRAIL_MAX_CONNECTIONS.",
-)
+@http_limits
 def dashboard(
     rt: Runtime,
     host: str,

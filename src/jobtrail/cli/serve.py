@@ -11,7 +11,7 @@ import click
 
 from ..store import failures
 from . import format as fmt
-from .base import Fail, Runtime, missing_server_extra, verb
+from .base import Fail, Runtime, http_limits, missing_server_extra, verb
 
 
 @verb("serve")
@@ -43,23 +43,7 @@ from .base import Fail, Runtime, missing_server_extra, verb
     "believed. Default: none, the client address is the peer's. "
     "Env: JOBTRAIL_FORWARDED_ALLOW_IPS.",
 )
-@click.option(
-    "--read-timeout",
-    type=click.FloatRange(0.1, 3600),
-    default=30.0,
-    show_default=True,
-    envvar="JOBTRAIL_READ_TIMEOUT",
-    help="Seconds a request's headers and body may take to arrive; a slower or silent "
-    "connection is closed. Env: JOBTRAIL_READ_TIMEOUT.",
-)
-@click.option(
-    "--max-connections",
-    type=click.IntRange(1, 1_000_000),
-    default=None,
-    envvar="JOBTRAIL_MAX_CONNECTIONS",
-    help="Open connections at most; more are closed at once. Default: 1000, or half the "
-    "open-files limit when lower. Env: JOBTRAIL_MAX_CONNECTIONS.",
-)
+@http_limits
 def serve(
     rt: Runtime,
     host: str,

@@ -85,17 +85,22 @@ class HostGuard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.hosts is not None and scope["type"] == "http":
             if host_name(Headers(scope=scope).get("host")) not in self.hosts:
-                body = json.dumps({"error": REFUSED}).encode()
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 400,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
+                await send_error(send, 400, REFUSED)
                 return
         await self.app(scope, receive, send)
+
+
+async def send_error(send: Send, status: int, error: str) -> None:
+    """Answer ``{"error": error}`` with ``status`` from an ASGI middleware, before the app."""
+    body = json.dumps({"error": error}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

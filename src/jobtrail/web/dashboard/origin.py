@@ -20,12 +20,13 @@ before any route runs or any body is read.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..hosts import send_error
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 EXEMPT = ("/api/", "/webhooks/")
@@ -109,17 +110,6 @@ class OriginGuard:
                 session_cookie=self.session_cookie,
             )
             if why is not None:
-                body = json.dumps({"error": why}).encode()
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 403,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
+                await send_error(send, 403, why)
                 return
         await self.app(scope, receive, send)
