@@ -1,4 +1,4 @@
-"""What does the fair claim (SPEC §16.6: priority, then tenants in turn, then due time) cost
+"""What does the fair claim (priority, then tenants in turn, then due time) cost
 with many tenants? Loads N due tasks (default 50,000) spread over T tenants (1 and 1,000)
 into a fresh PostgreSQL schema or SQLite file, then times claims of a batch (default 10) the
 way a worker makes them (PostgreSQL: the one-statement claim; SQLite: the claim transaction)

@@ -1,4 +1,4 @@
-"""SPEC §17.1: what the live workers' heartbeat costs a worker's claims.
+"""What the live workers' heartbeat costs a worker's claims.
 
     python bench/heartbeat.py --before-src /tmp/jt-before/src       # the code before, to compare
     python bench/heartbeat.py --n 20000 --rounds 3 --backends pg,sqlite

@@ -1,5 +1,5 @@
 # ruff: noqa: S608
-"""Retention on PostgreSQL (SPEC §16.5, issue 18): does pruning hold claims up, and does the
+"""Retention on PostgreSQL (issue 18): does pruning hold claims up, and does the
 store level off?
 
     python bench/retention.py prune  --tasks 1000000    # claim latency before and during a prune

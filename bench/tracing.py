@@ -1,4 +1,4 @@
-"""The cost of tracing (SPEC §16.5, issue 18): enqueue and processing rates with the
+"""The cost of tracing (issue 18): enqueue and processing rates with the
 OpenTelemetry SDK on and off, same run, same machine.
 
     python bench/tracing.py                       # N=5,000 no-op tasks, 3 rounds, both backends

@@ -5,8 +5,10 @@ SQLite: a new file per test. PostgreSQL: a new schema per test in the database n
 ``CI=true`` a PostgreSQL test that cannot connect fails; elsewhere it is skipped.
 ``pgbouncer-tx``: the same PostgreSQL through a real PgBouncer in ``pool_mode=transaction``
 (``tests/bouncer.py``) with ``App(pooler="transaction")``, for the tests in ``POOLED_SCOPE``
-that take ``backend``, but those in ``NOT_POOLED``; ``JOBTRAIL_TEST_POOLED`` says whether a run
-takes them, only them, or none (``POOLED`` below).
+that take ``backend``, but those in ``NOT_POOLED``; ``pgbouncer-tx-auto``: the same PgBouncer
+with ``pooler=`` not set (the App must find the pooler by itself), for the tests in
+``AUTO_SCOPE``. ``JOBTRAIL_TEST_POOLED`` says whether a run takes these pooled cases, only
+them, or none (``POOLED`` below).
 
 Under ``CI=true`` no test may skip at all: a test that needs something the machine lacks
 (PostgreSQL, root for a private cluster, Chromium, schemathesis) calls ``unavailable(reason)``,
@@ -102,6 +104,18 @@ POOLED_SCOPE = (
     "tests/browser/test_dashboard.py",
     "tests/browser/test_dashboard_zh.py",
 )
+#: Where ``pgbouncer-tx-auto`` cases run (the same PgBouncer, ``pooler=`` not set; issue 38):
+#: the conformance suite and the crash and race tests of worker processes, the part of
+#: ``POOLED_SCOPE`` that shows a task runs once. The rest of ``POOLED_SCOPE`` would double the
+#: pooled run's ~580 cases for paths the driver takes alike once it has found the pooler.
+AUTO_SCOPE = (
+    "tests/conformance/",
+    "tests/integration/test_crash.py",
+    "tests/integration/test_effect_crash.py",
+    "tests/integration/test_races.py",
+)
+#: The pooled backends: ``pooler="transaction"`` given, and not given.
+POOLED_BACKENDS = {"pgbouncer-tx": POOLED_SCOPE, "pgbouncer-tx-auto": AUTO_SCOPE}
 #: The tests in scope that do not run through a transaction pooler, each for a session feature
 #: such a pooler cannot give (test id without its ``[...]``: why, and the test of what the
 #: pooled store does instead).
@@ -162,10 +176,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             drop.append(item)
             continue
         callspec = getattr(item, "callspec", None)
-        pooled = callspec is not None and callspec.params.get("backend") == "pgbouncer-tx"
-        if pooled:
+        scope = POOLED_BACKENDS.get(callspec.params.get("backend")) if callspec else None
+        if scope is not None:
             test = item.nodeid.split("[", 1)[0]
-            wanted = POOLED != "skip" and test.startswith(POOLED_SCOPE) and test not in NOT_POOLED
+            wanted = POOLED != "skip" and test.startswith(scope) and test not in NOT_POOLED
         else:
             wanted = POOLED != "only"
         (keep if wanted else drop).append(item)
@@ -250,7 +264,7 @@ def make_store(backend: str, tmp_path: Path) -> Store:
     with psycopg.connect(PG_URL, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
 
-    pooled = bouncer().add(schema) if backend == "pgbouncer-tx" else None
+    pooled = bouncer().add(schema) if backend in POOLED_BACKENDS else None
 
     def drop() -> None:
         if pooled is not None and _bouncer is not None:
@@ -263,13 +277,13 @@ def make_store(backend: str, tmp_path: Path) -> Store:
             backend,
             pooled["transaction"],
             drop,
-            {"pooler": "transaction"},
+            {"pooler": "transaction"} if backend == "pgbouncer-tx" else {},
             direct_url=schema_url(schema),
         )
     return Store(backend, schema_url(schema), drop)
 
 
-@pytest.fixture(params=[*BACKENDS, "pgbouncer-tx"])
+@pytest.fixture(params=[*BACKENDS, *POOLED_BACKENDS])
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 

@@ -41,28 +41,8 @@ _WINDOW_GUARDS = {
 }
 
 
-#: Guards of ``machine.EDGES`` written as references to sections of a design document that is not
-#: in the repository, and the words the tables print instead (a test fails on any "§" in a
-#: generated page: reword new ones here, or better in ``machine.py`` itself).
-_GUARD_WORDS = {
-    "see §7": (
-        "a PermanentError or permanent category (or unclassified with retry_unclassified=False) "
-        "→ permanent_error; else the last attempt → attempts_exhausted; else the next wait would "
-        "pass max_elapsed → retry_budget_exhausted"
-    ),
-    "classified like §7": (
-        "a transient category (or unclassified, unless retry_unclassified=False) with attempts "
-        "left → queued after backoff; else dead"
-    ),
-    "§10 aggregation": (
-        "the workflow rule, in the child's transaction: any child dead → dead; all succeeded → "
-        "succeeded; all finished, some cancelled → cancelled"
-    ),
-}
-
-
 def _guard(edge: Edge) -> str:
-    return _GUARD_WORDS.get(edge.guard, edge.guard) or "—"
+    return edge.guard or "—"
 
 
 def _reasons(reasons: Iterable[Reason]) -> list[Reason]:

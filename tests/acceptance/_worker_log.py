@@ -1,5 +1,5 @@
 """What a CLI's stderr may hold: a traceback only inside a worker's record of a failed attempt
-(§16.1: logged with its traceback, each line indented, §17.1b), never a crash of the CLI
+(logged with its traceback, each line indented), never a crash of the CLI
 itself."""
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """``pip install jobtrail`` (no extra) brings the library, the worker and the CLI on both
-backends; the HTTP API, the dashboard and /metrics come with ``jobtrail[server]`` (SPEC 17.1
-"A package that can be released").
+backends; the HTTP API, the dashboard and /metrics come with ``jobtrail[server]``.
 
 These run the real code in subprocesses where the server extra's modules cannot be imported
 (a ``sitecustomize`` refuses them, as on a base install) and record every attempt to import

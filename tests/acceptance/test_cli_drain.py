@@ -1,4 +1,4 @@
-"""``jobtrail worker --burst --drain S`` (SPEC §17.1): the real CLI waits for a retry due
+"""``jobtrail worker --burst --drain S``: the real CLI waits for a retry due
 within S seconds before it exits; a bad --drain is refused (exit 2) before anything runs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hostile input through the real ``jobtrail`` CLI (§14, §16.7), on both backends: an argument
+"""Hostile input through the real ``jobtrail`` CLI, on both backends: an argument
 that is not text (an undecodable byte: NUL itself cannot travel in argv) or a number or
 duration out of range is exit 2 with one line naming the option, never a traceback, and changes
 nothing; a store that cannot write is one line and exit 1; and stored text with terminal control
@@ -46,7 +46,13 @@ class Cli:
     def __init__(self, cwd: Path, url: str) -> None:
         (cwd / "hostileapp.py").write_text(APP_MODULE)
         self.cwd = cwd
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("JOBTRAIL_")}
+        # behind PgBouncer the store fixture's JOBTRAIL_POOLER stays, as a deployment sets it
+        # (without it the App says once that it found the pooler, on stderr)
+        self.env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("JOBTRAIL_") or k == "JOBTRAIL_POOLER"
+        }
         self.env.update(PYTHONPATH=str(SRC), JOBTRAIL_DATABASE_URL=url)
 
     def __call__(self, *args: str | bytes, code: int = 0) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,4 @@
-"""The operator verbs of the real ``jobtrail`` CLI (SPEC §12, §15), run as subprocesses against
+"""The operator verbs of the real ``jobtrail`` CLI, run as subprocesses against
 a fresh SQLite file: pause, resume, limit, queues (and their history), stats, dead, dismiss and
 prune. Exit 0 on success, 2 on bad input, with one ``jobtrail: error:`` line on stderr.
 """
@@ -114,11 +114,11 @@ def test_operator_verbs(cli: Cli) -> None:
         "FIRST", "FAILURE", "LAST", "FAILURE", "LAST", "ERROR",
     ]  # fmt: skip
     assert table[1].split()[:3] == ["permanent_error", "boom", "1"]
-    # the group's evidence, then its newest tasks' own (SPEC §16.6)
+    # the group's evidence, then its newest tasks' own
     assert table[1].split()[5:7] == ["invalid_input", "1"]
     assert table[2] == "permanent_error / boom:"
     assert table[3].split()[:5] == ["task", dead, "invalid_input", "attempts", "1/1"]
-    # the last error's text beside its category (SPEC §17.1)
+    # the last error's text beside its category
     assert table[1].endswith("invalid_input: PermanentError: bad input")
     assert table[3].endswith("  error PermanentError: bad input")
     assert "input sha256:" in table[3]

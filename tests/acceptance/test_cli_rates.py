@@ -1,4 +1,4 @@
-"""``jobtrail rate`` and ``jobtrail resume --ramp`` (SPEC §16.6), run as subprocesses against a
+"""``jobtrail rate`` and ``jobtrail resume --ramp``, run as subprocesses against a
 fresh SQLite file: set, show, lift, audit; bad values exit 2 with one error line and write
 nothing."""
 

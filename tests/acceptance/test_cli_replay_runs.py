@@ -1,4 +1,4 @@
-"""SPEC §16.6 through the real ``jobtrail`` CLI (subprocesses on a SQLite file): ``dead-preview``
+"""Replay runs through the real ``jobtrail`` CLI (subprocesses on a SQLite file): ``dead-preview``
 with the effects a replay performs again and skips, ``replay-dead --batch-size
 --stop-after-failures`` stopping while a worker (in this process) fails the replayed tasks
 again, ``replay-runs`` printing the stopped run, and ``dead`` with its evidence."""

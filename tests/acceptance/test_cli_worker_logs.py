@@ -1,4 +1,4 @@
-"""``jobtrail worker --log-level --log-format`` as a real subprocess (§16.1): the start line
+"""``jobtrail worker --log-level --log-format`` as a real subprocess: the start line
 names the database (no password; a relative SQLite path shown absolute), queues, kinds and
 concurrency; a retried failure logs at WARNING and a dead one at ERROR, each with its
 traceback; DEBUG adds one line per finished attempt; JSON lines carry task id, kind, attempt,
@@ -140,8 +140,8 @@ FORGING_APP = textwrap.dedent("""
 
 
 def test_a_handlers_error_text_cannot_start_a_log_line(tmp_path: Path) -> None:
-    """§17.1b: the exception text of a handler (payload text here) is escaped in the summary
-    line and every traceback line is indented, so no line of the log begins with it."""
+    """Log lines are one line: the exception text of a handler (payload text here) is escaped in the
+    summary line and every traceback line is indented, so no line of the log begins with it."""
     (tmp_path / "forgeapp.py").write_text(FORGING_APP)
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBTRAIL_")}
     env["JOBTRAIL_DATABASE_URL"] = "sqlite:///forge.db"
@@ -171,7 +171,7 @@ def test_a_handlers_error_text_cannot_start_a_log_line(tmp_path: Path) -> None:
 def test_an_idle_worker_logs_its_start_and_its_stop_only(
     backend: str, cwd: Path, tmp_path: Path
 ) -> None:
-    """SPEC §17.1 (issue 38, Logs): at the default level an idle worker writes its start line
+    """Quiet logs (issue 38, Logs): at the default level an idle worker writes its start line
     and, when stopped, its stop — no library's routine chatter (psycopg_pool logged each
     check-out at INFO: ~20 lines a second from an idle PostgreSQL worker)."""
     store = make_store(backend, tmp_path)

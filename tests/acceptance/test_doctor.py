@@ -1,4 +1,4 @@
-"""``jobtrail doctor`` (SPEC §16.5) as a subprocess on both backends: a healthy store exits 0,
+"""``jobtrail doctor`` as a subprocess on both backends: a healthy store exits 0,
 an unmigrated, outdated or unreachable one exits 1 naming the cause (the server's own answer,
 the command to run); read-only (no file created, nothing written)."""
 
@@ -87,7 +87,7 @@ def test_a_healthy_store_exits_0(store: Store) -> None:
 
 
 def test_due_work_that_no_live_worker_takes_exits_1(store: Store) -> None:
-    """SPEC §17.1: before, doctor said "all is well" with due work and no worker running."""
+    """Live workers: before, doctor said "all is well" with due work and no worker running."""
     app = store.app()
     release = threading.Event()
     app.task("resize")(lambda ctx, p: release.wait(30))

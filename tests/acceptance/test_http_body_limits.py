@@ -1,4 +1,4 @@
-"""Request bodies are bounded while they are read (§16.7), through a real ``jobtrail serve``.
+"""Request bodies are bounded while they are read, through a real ``jobtrail serve``.
 
 A client streams a chunked body with no ``Content-Length`` to every route that takes a body —
 the API, a dashboard form, ``/login`` and the webhook route — without any token: the server

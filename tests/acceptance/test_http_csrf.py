@@ -1,4 +1,4 @@
-"""The dashboard takes a state-changing request only from its own origin (§16.7), through a
+"""The dashboard takes a state-changing request only from its own origin, through a
 real ``jobtrail serve``: every combination of ``Origin`` and ``Sec-Fetch-Site`` a browser (or a
 non-browser client) can send, for a form action, ``/login`` and ``/logout``.
 

@@ -1,4 +1,4 @@
-"""Hardening of the dashboard and the API (§16.7), through a real ``jobtrail serve``: the
+"""Hardening of the dashboard and the API, through a real ``jobtrail serve``: the
 security headers on every kind of answer, ``/logout``, the throttle on failed sign-ins and
 tokens, and when the session cookie is ``Secure``."""
 

@@ -1,4 +1,4 @@
-"""Hostile input through the real ``jobtrail serve`` process (§14, §16.7), on both backends:
+"""Hostile input through the real ``jobtrail serve`` process, on both backends:
 every bad request is a 4xx whose body is ``{"error": "<message naming the field>"}``, never a
 500, and changes nothing; a store that cannot write (a real full disk on SQLite, a read-only or
 full PostgreSQL) is a 503 with ``Retry-After`` that says nothing was stored."""

@@ -1,4 +1,4 @@
-"""``jobtrail serve`` under hostile clients (SPEC §17.1b), through real servers and sockets:
+"""``jobtrail serve`` under hostile clients, through real servers and sockets:
 DNS rebinding (the ``Host`` check), the failed-token throttle keyed on the peer, and the read
 deadline and connection cap (an idle or trickling socket is closed; past the cap a new
 connection is closed at once; each condition logged once a minute)."""

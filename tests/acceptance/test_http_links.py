@@ -1,4 +1,4 @@
-"""Names put into the dashboard's links and form actions are URL-encoded (§16.7), and a
+"""Names put into the dashboard's links and form actions are URL-encoded, and a
 tenant-bound token's pages name no other tenant's queue — through a real ``jobtrail serve``.
 
 A queue named ``../tasks/17/cancel?`` used to turn its Resume button into

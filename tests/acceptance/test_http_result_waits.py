@@ -1,5 +1,5 @@
 """Result waits (``GET /api/tasks/{id}/result?timeout=30``) through a real ``jobtrail serve``
-on both backends (SPEC §17.1b): 50 waits hold neither the server's 40 request threads nor a
+on both backends: 50 waits hold neither the server's 40 request threads nor a
 PostgreSQL connection each, so every other request is answered at once meanwhile; a token's
 11th wait is 429 with ``Retry-After``; and the waits end when the task finishes."""
 

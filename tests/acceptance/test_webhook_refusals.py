@@ -1,4 +1,4 @@
-"""SPEC §16.7 through the real processes: a webhook kind is refused by ``jobtrail serve``'s
+"""Webhook kinds through the real processes: a webhook kind is refused by ``jobtrail serve``'s
 ``POST /api/tasks`` (422, a tenant-bound admin token included: the forgery of the finding)
 and by ``jobtrail enqueue`` (exit 2), and nothing is stored; the signed route still makes
 its task."""

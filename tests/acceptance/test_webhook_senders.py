@@ -1,4 +1,4 @@
-"""SPEC §17.1b through a real ``jobtrail serve`` on both backends: deliveries signed by the
+"""Webhook schemes through a real ``jobtrail serve`` on both backends: deliveries signed by the
 providers' own libraries (``standardwebhooks``, ``svix``, ``stripe`` from the package index)
 are accepted under every header spelling those senders use, a retried delivery is one task,
 and a delivery is deduplicated on what its sender signed — never on an unsigned header, never

@@ -229,7 +229,7 @@ def test_module_entry_serves_the_dashboard(tmp_path: object) -> None:
 
 
 def test_dead_letters_show_evidence_effects_and_replay_runs(site: tuple[str, Seeded]) -> None:
-    """SPEC §16.6 on the dead-letter page: each group's and task's evidence, the effects a
+    """Dead-letter evidence on the dead-letter page: each group's and task's evidence, the effects a
     replay performs again or skips in the preview, and the recorded replay runs."""
     url, s = site
     page = fetch(url + "/dead")[1]

@@ -326,7 +326,7 @@ def run(
         res.problems.append(f"tasks not terminal: {open_left}")
     for log in logs:
         text = log.read_text(errors="replace") if log.exists() else ""
-        in_failed_attempt = False  # a failed attempt is logged with its traceback (§16.1)
+        in_failed_attempt = False  # a failed attempt is logged with its traceback
         for line in text.splitlines():
             if _RECORD.match(line):
                 in_failed_attempt = bool(_FAILED_ATTEMPT.match(line))

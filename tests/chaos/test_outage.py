@@ -1,4 +1,4 @@
-"""Database outages (SPEC §14, §17.1b): a worker keeps running, backs off, reconnects and
+"""Database outages: a worker keeps running, backs off, reconnects and
 loses no task; an enqueue that could not be stored raises StoreUnavailable and leaves nothing
 behind. Through the fault proxy, and (issue 40) under load with a real crash: a private
 PostgreSQL cluster stopped with ``-m immediate``, or a transaction-mode PgBouncer SIGKILLed —

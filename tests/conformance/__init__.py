@@ -1,1 +1,1 @@
-"""Behavioural conformance suite: every test runs on SQLite and on PostgreSQL (SPEC §2)."""
+"""Behavioural conformance suite: every test runs on SQLite and on PostgreSQL."""

@@ -31,7 +31,7 @@ def register(app: jobtrail.App) -> jobtrail.App:
 
 def client(app: jobtrail.App, tokens: str = TOKENS, secrets: str | None = None) -> TestClient:
     """A client of ``create_app``; without tokens at the loopback address, the only ``Host``
-    such a server answers (§17.1b)."""
+    such a server answers."""
     web = create_app(app, tokens=tokens, webhook_secrets=secrets or f"pay={SECRET}")
     base = "http://testserver" if tokens else "http://127.0.0.1"
     return TestClient(web, raise_server_exceptions=False, base_url=base)

@@ -18,7 +18,7 @@ from jobtrail.model.models import Transition
 from jobtrail.store.base import Claim
 from jobtrail.worker.presence import Presence
 
-#: What a worker's owner id looks like (``host:pid:boot``, SPEC §5).
+#: What a worker's owner id looks like (``host:pid:boot``).
 OWNER_RE = re.compile(r"^[^:\s]+:\d+:[0-9a-f]+$")
 DEAD_OWNER = "dead:1:x"
 HELD = ("leased", "cancel_requested")
@@ -195,7 +195,7 @@ def state(app: jobtrail.App, task_id: str) -> State:
 
 def live_worker(app: jobtrail.App, owner: str, **row: Any) -> Presence:
     """The heartbeat row of a worker that is not running here (another process, or one that
-    died), written through the worker's own ``Presence`` (SPEC §17.1); ``beat`` it again to
+    died), written through the worker's own ``Presence``; ``beat`` it again to
     keep it live past its ``stale_after``."""
     options: dict[str, Any] = {
         "queues": ["default"],

@@ -1,4 +1,4 @@
-"""SPEC §16.3: the async API — ``aenqueue``, ``aenqueue_many``, ``aget``, ``alist``,
+"""The async API — ``aenqueue``, ``aenqueue_many``, ``aget``, ``alist``,
 ``atransitions``, ``aexplain``, ``acancel``, ``areplay`` — takes the sync methods' arguments,
 gives their answers and raises their errors, on both backends; on PostgreSQL it runs on psycopg
 async connections and ``connection=`` takes the caller's ``AsyncConnection``."""
@@ -317,7 +317,7 @@ def test_an_unreachable_postgres_is_store_unavailable_as_for_enqueue(tmp_path: A
 
 
 def test_aresult_answers_as_result(app: jobtrail.App) -> None:
-    """§16.1 from a coroutine: the result of a succeeded task, ``TaskFailed`` for a dead one,
+    """Results from a coroutine: the result of a succeeded task, ``TaskFailed`` for a dead one,
     ``TimeoutError`` at once without ``timeout`` and after it with one, bad input refused."""
     app.task("answer")(lambda ctx, p: {"double": p["n"] * 2})
     _kinds(app)

@@ -1,4 +1,4 @@
-"""SPEC §16.3: async handlers get ``await ctx.astep`` / ``await ctx.aeffect`` (once per task,
+"""Async handlers get ``await ctx.astep`` / ``await ctx.aeffect`` (once per task,
 as ``step``/``effect``); an async function handed to the sync ``step``/``effect`` is a clear
 ``TypeError`` naming the async method, before anything is stored; ``app.start_worker`` runs a
 worker on a thread and ``stop(grace=)`` stops it as SIGTERM does. Both backends."""
@@ -235,9 +235,9 @@ def test_start_worker_inside_a_running_event_loop(app: jobtrail.App) -> None:
 def test_an_async_handler_that_blocks_the_loop_is_logged(
     app: jobtrail.App, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """SPEC §17.1: an ``async def`` handler calling ``time.sleep`` stalled the other async
-    handlers of its worker and nothing was logged. Now one WARNING names it (task id, kind, how
-    long); a well-behaved neighbour is not named."""
+    """A blocked event loop is reported: an ``async def`` handler calling ``time.sleep`` stalled the
+    other async handlers of its worker and nothing was logged. Now one WARNING names it (task id,
+    kind, how long); a well-behaved neighbour is not named."""
     neighbour_done = threading.Event()
 
     @app.task("blocks_loop")

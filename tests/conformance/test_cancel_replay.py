@@ -1,4 +1,4 @@
-"""SPEC §4 (repeated cancels), §9, §15: two-phase cancel, replay, batch replay by reason and
+"""Repeated cancels, two-phase cancel, replay, batch replay by reason and
 time range, and the audited operator actions."""
 
 from __future__ import annotations

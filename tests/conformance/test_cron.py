@@ -1,4 +1,4 @@
-"""Cron (SPEC §12, §15) on both backends: windows by the database clock, one task per window,
+"""Cron on both backends: windows by the database clock, one task per window,
 first run without backfill, the catch-up bound, paused queues, schedule changes.
 
 Downtime is simulated without waiting: ``rewind`` moves a schedule's anchor (the time its

@@ -1,6 +1,6 @@
-"""§16.1 on the dashboard's task page, both backends: the result of a succeeded task, the
+"""Results on the dashboard's task page, both backends: the result of a succeeded task, the
 raising frame of each failure and its whole traceback on demand (a <details>), en and zh,
-and the §16.1 wording in the timeline."""
+and the wording of results and failures in the timeline."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §17.1 "words that match what happened": the dead-letter views — ``app.dead()``,
+"""Words that match what happened: the dead-letter views — ``app.dead()``,
 ``GET /api/dead``, the dashboard's dead-letter page and ``jobtrail dead`` — show the last
 error's text (its first line, bounded) beside its category, not the category alone (an
 ``unclassified`` group said nothing of what failed). Both backends."""

@@ -1,4 +1,4 @@
-"""``run_worker(burst=True, drain=S)`` (SPEC §17.1 "drain for tests and CI"), on both backends:
+"""``run_worker(burst=True, drain=S)`` (drain for tests and CI), on both backends:
 a burst worker also waits for its tasks that become due within ``S`` seconds, and returns once
 nothing is due within that horizon and nothing it holds is running."""
 

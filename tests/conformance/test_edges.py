@@ -1,6 +1,6 @@
-"""SPEC §4: the edge table, walked. Every edge of ``jobtrail.model.machine.EDGES`` is driven here
-with a real task through the public API (worker and sweeper included) and its transition row
-checked."""
+"""The edge table (docs/state_machine.md), walked. Every edge of ``jobtrail.model.machine.EDGES`` is
+driven here with a real task through the public API (worker and sweeper included) and its transition
+row checked."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ from .support import (
     wait_for,
 )
 
-# SPEC §4 as literal data: (number, sources, targets, reasons, actor). "" is ∅, "*" any state.
+# The edges as literal data, written apart from machine.py: (number, sources, targets,
+# reasons, actor). "" is ∅, "*" any state.
 SPEC_EDGES = [
     ("1", "", "queued", "enqueued", "caller"),
     ("2", "", "waiting", "enqueued", "caller"),
@@ -694,7 +695,7 @@ def test_edge_3_claims_only_due_tasks(app: jobtrail.App) -> None:
     assert app.get(due.id).state == "succeeded"
 
 
-# -- leases in a live worker (§5) -------------------------------------------------------------
+# -- leases in a live worker ------------------------------------------------------------------
 
 
 def test_running_handler_keeps_its_lease_alive(app: jobtrail.App) -> None:

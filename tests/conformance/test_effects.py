@@ -1,4 +1,4 @@
-"""Steps, effects and cancellation boundaries (SPEC §8, §15 reconcile hooks), on both backends.
+"""Steps, effects and cancellation boundaries (and reconcile hooks), on both backends.
 
 Every handler that must be in a known place while the test acts blocks on a ``threading.Event``;
 the test waits for the state it needs with a deadline (never a bare sleep).
@@ -208,8 +208,9 @@ class ProviderError(Exception):
 
 @pytest.mark.parametrize("status", [418, 429, 503])
 def test_an_http_refusal_is_retried_by_a_non_reentrant_kind(app: jobtrail.App, status: int) -> None:
-    """SPEC §17.1: an exception carrying HTTP 400-499 or 503 proves the provider refused, so a
-    ``reentrant=False`` kind retries it like any failure (it went dead as EffectUncertain)."""
+    """What an effect's failure proves: an exception carrying HTTP 400-499 or 503 proves the
+    provider refused, so a ``reentrant=False`` kind retries it like any failure (it went dead as
+    EffectUncertain)."""
     calls: list[str] = []
     during: list[str] = []
     task_ids: list[str] = []

@@ -1,4 +1,4 @@
-"""SPEC §6, §14, §15: enqueue — idempotency, timing, priority, bulk, transactional enqueue on
+"""Enqueue: idempotency, timing, priority, bulk, transactional enqueue on
 the caller's own connection, and bad input that changes nothing."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def kapp(app: jobtrail.App) -> jobtrail.App:
     return app
 
 
-# -- idempotency (§6.2) ----------------------------------------------------------------------
+# -- idempotency -----------------------------------------------------------------------------
 
 
 def test_same_key_returns_the_same_task(kapp: jobtrail.App) -> None:
@@ -114,7 +114,7 @@ def test_intent_key_works_as_an_idempotency_key(kapp: jobtrail.App) -> None:
     assert kapp.get(a.id).idempotency_key == key
 
 
-# -- timing and order (§6, §15) --------------------------------------------------------------
+# -- timing and order ------------------------------------------------------------------------
 
 
 def test_delay_makes_a_task_not_due(app: jobtrail.App) -> None:
@@ -161,7 +161,7 @@ def test_priority_then_run_at_then_enqueue_order(app: jobtrail.App) -> None:
     assert order == ["p5-old", "p5-a", "p5-b", "p0-old", "p0-a", "p0-b", "p-1"]
 
 
-# -- bulk (§15) ------------------------------------------------------------------------------
+# -- bulk ------------------------------------------------------------------------------------
 
 
 def test_enqueue_many_stores_all_in_order(kapp: jobtrail.App) -> None:
@@ -331,7 +331,7 @@ def test_enqueue_many_rolls_back_on_a_conflict_in_the_store(kapp: jobtrail.App) 
     assert [t.id for t in kapp.list()] == [existing.id]
 
 
-# -- transactional enqueue on the caller's connection (§6.1) ----------------------------------
+# -- transactional enqueue on the caller's connection -----------------------------------------
 
 
 def _caller_connection(store) -> Any:
@@ -437,7 +437,7 @@ def test_wrong_connection_type_is_refused(store, kapp) -> None:
     assert kapp.list() == []
 
 
-# -- bad input changes nothing (§14) ---------------------------------------------------------
+# -- bad input changes nothing ---------------------------------------------------------------
 
 NAIVE = datetime(2030, 1, 1, 12, 0, 0)
 

@@ -1,4 +1,4 @@
-"""SPEC §11, §13, §14: explanations built from the log, "why is it not running", languages,
+"""Explanations built from the log, "why is it not running", languages,
 and unknown ids."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SPEC §16.2: ``@app.task`` returns a handle (callable as the function, ``.kind``,
+"""``@app.task`` returns a handle (callable as the function, ``.kind``,
 ``.enqueue``, ``.enqueue_many``, ``.aenqueue``), and a payload annotated with a dataclass or a
 pydantic model is checked at enqueue (nothing written when it is wrong) and rebuilt for the
 handler, on both backends."""

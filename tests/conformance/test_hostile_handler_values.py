@@ -1,5 +1,5 @@
 """What a handler hands the store, and what a receipt's confirmation carries, refused or kept
-alike on both backends (§14, §16.7). Before: a NUL in an exception's message, a step or topic
+alike on both backends. Before: a NUL in an exception's message, a step or topic
 name, a receipt id or a return value was a PostgreSQL ``DataError`` (the failure itself not
 recorded: ``OutcomeNotRecorded``, retried) and stored as it was by SQLite; a receipt timeout of
 1e300 s stored a deadline SQLite could not read back (``app.get`` raised ``OverflowError``);

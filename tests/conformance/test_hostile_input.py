@@ -1,4 +1,4 @@
-"""Hostile input at the App (§14, §16.7), on both backends: a NUL character or a lone surrogate
+"""Hostile input at the App, on both backends: a NUL character or a lone surrogate
 in a filter or an operator's text, and a number or duration out of range, are a ``ValueError``
 naming the field — before the store sees them (PostgreSQL would answer with its own error, SQLite
 would store the NUL or overflow) — and nothing changes. The API, the CLI and the dashboard all

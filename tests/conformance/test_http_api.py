@@ -1,4 +1,4 @@
-"""The JSON API in process (TestClient) on both backends: routes, status codes (§15),
+"""The JSON API in process (TestClient) on both backends: routes, status codes,
 tokens and tenant isolation."""
 
 from __future__ import annotations

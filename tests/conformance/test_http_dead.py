@@ -1,4 +1,4 @@
-"""SPEC §16.6 over the JSON API on both backends: ``GET /api/dead`` with the dead letters'
+"""Dead letters over the JSON API on both backends: ``GET /api/dead`` with the dead letters'
 evidence (never the payload) and ``GET /api/replay-runs``; both span tenants, so a
 tenant-bound token is refused."""
 

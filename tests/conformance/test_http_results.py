@@ -1,4 +1,4 @@
-"""§16.1 over HTTP on both backends: ``GET /api/tasks/{id}`` carries ``result``, the
+"""Results over HTTP on both backends: ``GET /api/tasks/{id}`` carries ``result``, the
 transitions carry ``traceback`` and ``error_class``, and ``GET /api/tasks/{id}/result``
 answers 200 / 202 / 409 / 404 / 422 in the one error shape."""
 

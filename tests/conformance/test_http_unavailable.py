@@ -1,4 +1,4 @@
-"""Store unreachable (§15): 503 with Retry-After, never a 2xx for a task that was not stored."""
+"""Store unreachable: 503 with Retry-After, never a 2xx for a task that was not stored."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §1, §4, §5, §11, §14: moves that are not edges are refused — by the API, by the one
+"""Moves that are not edges are refused — by the API, by the one
 transition path, and by the database itself (append-only log, CHECK constraints)."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ SOURCES: list[State | None] = [None, *State]
 
 
 def _spec_allowed(source: State | None, target: State, reason: Reason, *, paired: bool) -> bool:
-    """Whether SPEC §4 allows the move. ``paired``: rows that list several targets and as many
+    """Whether an edge allows the move. ``paired``: rows that list several targets and as many
     reasons pair them in order (edge 18: cancelled by lease_expired_cancelled, dead by
     lease_expired_effect_uncertain; edge 20: one reason per target)."""
     pairs = {
@@ -196,7 +196,7 @@ def test_annotate_corrects_must_name_an_existing_transition(app: jobtrail.App) -
 
 
 def test_late_worker_write_is_refused_once_the_lease_expired(app: jobtrail.App) -> None:
-    """§5: every worker write requires an unexpired lease, even before any sweeper ran."""
+    """Every worker write requires an unexpired lease, even before any sweeper ran."""
     app.task("k", lease_seconds=0.2)(lambda ctx, p: None)
     task = app.enqueue("k")
     claim_as_dead_worker(app, "k")
@@ -225,7 +225,7 @@ def test_late_worker_write_is_refused_once_the_lease_expired(app: jobtrail.App) 
 
 
 def test_stale_attempt_cannot_write_over_a_newer_one(app: jobtrail.App) -> None:
-    """§5: the attempt number is the fencing token."""
+    """The attempt number is the fencing token."""
     app.task("k", lease_seconds=0.2)(lambda ctx, p: None)
     task = app.enqueue("k")
     claim_as_dead_worker(app, "k")

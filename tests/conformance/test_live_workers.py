@@ -1,4 +1,4 @@
-"""SPEC §17.1 "Live workers" on both backends: a running worker's heartbeat row and what it
+"""Live workers on both backends: a running worker's heartbeat row and what it
 shows (``app.workers()``, ``GET /api/workers`` with its tenant rule), a stopped worker gone,
 a silent one forgotten after its ``stale_after``, and ``explain`` of a due task that no live
 worker takes. (A SIGKILLed worker process: ``tests/integration/test_live_workers_crash.py``.)"""

@@ -1,4 +1,4 @@
-"""Operations (SPEC §12, §15 Limits / Queues / Dismissing) on both backends.
+"""Operations (limits, queues, dismissing) on both backends.
 
 Pause and resume, concurrency limits enforced inside the claim, the audit of queue changes,
 explanations of held-back tasks, dead-letter groups and dismissing, queue health against a

@@ -1,4 +1,4 @@
-"""The outbox (SPEC §8 ``ctx.emit``, §15 sinks), on both backends."""
+"""The outbox (``ctx.emit``, sinks), on both backends."""
 
 from __future__ import annotations
 

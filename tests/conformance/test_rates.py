@@ -1,4 +1,4 @@
-"""Rate limits, ramps and fair claims between tenants (SPEC §16.6), the same on both backends.
+"""Rate limits, ramps and fair claims between tenants, the same on both backends.
 
 Claims go through the claim seam (``transition.claim``) as a worker's do, so the tests can
 count what one claim takes. The buckets are decided by the database clock: a claim right

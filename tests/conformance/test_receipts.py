@@ -1,4 +1,4 @@
-"""Receipts (SPEC §8, edges 9–12 and 17, §15 ``check_receipt``), on both backends."""
+"""Receipts (edges 9–12 and 17, ``check_receipt``), on both backends."""
 
 from __future__ import annotations
 
@@ -224,7 +224,7 @@ def test_a_receipt_id_already_awaited_by_another_task_is_decided_by_the_worker(
 ) -> None:
     """Two tasks whose providers hand out the same receipt id (e.g. two platforms numbering
     their receipts from 1). The worker holding the second task is alive: it, not the sweeper,
-    must decide that attempt (SPEC §5: the sweeper handles holders that stopped renewing)."""
+    must decide that attempt (the sweeper handles holders that stopped renewing)."""
 
     @app.task("submit_same", lease_seconds=0.5, max_attempts=1)
     def submit_same(ctx: jobtrail.Context, payload: Any) -> None:

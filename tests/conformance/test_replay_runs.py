@@ -1,4 +1,4 @@
-"""SPEC §16.6 on both backends: replay runs (batches, a stop condition, the record and the
+"""Replay runs on both backends (batches, a stop condition, the record and the
 transitions that name the run), the effects a replay preview lists, and the evidence of the
 dead-letter view."""
 

@@ -1,4 +1,4 @@
-"""SPEC §16.6, issue 19, on both backends: a replay run started from the dashboard or
+"""Replay runs, issue 19, on both backends: a replay run started from the dashboard or
 ``POST /api/replay-runs`` is *detached*. The request takes its first step and answers; the
 sweep of a real worker carries it on batch by batch, with the same stop conditions as a run
 from the CLI (``stop_after_failures``, the batch timeout); its progress is visible in the

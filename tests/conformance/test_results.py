@@ -1,4 +1,4 @@
-"""SPEC §16.1: a handler's return value stored with its completing transition (the batch path
+"""A handler's return value stored with its completing transition (the batch path
 and the single path), ``Task.result``, ``app.result`` (waiting on the store's wake-ups) and
 ``TaskFailed``; values that cannot be stored refused as ``invalid_input``."""
 

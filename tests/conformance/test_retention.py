@@ -1,4 +1,4 @@
-"""Retention (SPEC §16.5) on both backends: the worker prunes finished tasks older than their
+"""Retention on both backends: the worker prunes finished tasks older than their
 state's retention, in bounded batches, keeps dead tasks by default and never touches an
 unfinished task; what it pruned is counted in the store (``stats``, ``/metrics``)."""
 

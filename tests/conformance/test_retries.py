@@ -1,4 +1,4 @@
-"""SPEC §7, §15: error categories, retries with full-jitter backoff, retry_after, budgets,
+"""Error categories, retries with full-jitter backoff, retry_after, budgets,
 per-attempt timeouts, and attempts that lost their lease."""
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def test_dashboard_is_served_with_the_api_tokens(app: jobtrail.App) -> None:
 
 
 def test_no_tokens_means_open_on_loopback(app: jobtrail.App) -> None:
-    # (loopback: without tokens only the loopback Host names are answered, §17.1b)
+    # (loopback: without tokens only the loopback Host names are answered)
     with TestClient(create_app(app, tokens=""), base_url="http://127.0.0.1") as web:
         assert web.get("/").status_code == 200
         assert web.get("/queues").status_code == 200

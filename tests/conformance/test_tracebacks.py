@@ -1,4 +1,4 @@
-"""SPEC §16.1: every failed attempt's transition keeps its formatted traceback (frames only,
+"""Every failed attempt's transition keeps its formatted traceback (frames only,
 the last 16 KiB) and its exception's class path; ``explain`` shows the raising frame and
 says "unclassified error, retried by default", never "transient"; a plain success is
 "finished" and only a confirmed effect says so."""

@@ -1,4 +1,4 @@
-"""Tracing (SPEC §16.5) on both backends, with the OpenTelemetry SDK's in-memory exporter: a
+"""Tracing on both backends, with the OpenTelemetry SDK's in-memory exporter: a
 PRODUCER span per enqueue whose context is stored with the task, a CONSUMER span per attempt
 (the first a child of that context, later ones new traces linked to it), the messaging
 attributes, and the error status and category of a failed attempt."""

@@ -1,4 +1,4 @@
-"""SPEC §16.7 on both backends: only the webhook route makes webhook tasks, and a receipt is
+"""Webhook kinds on both backends: only the webhook route makes webhook tasks, and a receipt is
 confirmed or failed only within the tenant of the task it belongs to.
 
 The finding these tests pin down: any admin token, a tenant-bound one too, could

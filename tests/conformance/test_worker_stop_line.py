@@ -1,4 +1,4 @@
-"""SPEC §17.1: the worker's stop line counts tasks and attempts separately (it said "stopped
+"""The worker's stop line counts tasks and attempts separately (it said "stopped
 after 4 tasks" of two tasks, one of them tried three times). Both backends."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Parents and children (SPEC §10, §15), on both backends."""
+"""Parents and children, on both backends."""
 
 from __future__ import annotations
 

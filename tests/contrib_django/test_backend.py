@@ -1,4 +1,4 @@
-"""The framework's contract on jobtrail (SPEC §16.4), ported from what the reference backends
+"""The framework's contract on jobtrail (docs/django.md), ported from what the reference backends
 test: enqueue → worker → SUCCESSFUL with the return value, rollback, run_after, priority, async,
 takes_context, failures with class path and traceback, validation, and the signals the worker
 process sends. Each test runs on the SQLite backend and the PostgreSQL one."""

@@ -1,6 +1,6 @@
-"""``connection=`` with SQLAlchemy 2 (SPEC §16.4): a ``Connection`` or ``Session`` on sqlite3
-or psycopg 3; the task belongs to that transaction (rollback → no task, commit → a worker runs
-it). On both backends, and ``examples/sqlalchemy_app.py`` run as a user runs it."""
+"""``connection=`` with SQLAlchemy 2 (docs/sqlalchemy.md): a ``Connection`` or ``Session`` on
+sqlite3 or psycopg 3; the task belongs to that transaction (rollback → no task, commit → a worker
+runs it). On both backends, and ``examples/sqlalchemy_app.py`` run as a user runs it."""
 
 from __future__ import annotations
 

@@ -268,7 +268,7 @@ def test_batch_completion(world: dict[str, Any]) -> None:
 
 
 def test_batch_completion_stores_the_return_values(world: dict[str, Any]) -> None:
-    """§16.1: each completed task's result (JSON text) is written by the batch statement; a
+    """Each completed task's result (JSON text) is written by the batch statement; a
     task without one keeps none; a JSON null is none."""
     d: Driver = world["d"]
     leased = world["leased"]
@@ -347,7 +347,7 @@ def test_move_and_transitions(world: dict[str, Any]) -> None:
 
 
 def test_a_move_keeps_result_traceback_and_error_class(world: dict[str, Any]) -> None:
-    """§16.1 through the single-task move: a success stores its result; a failure's
+    """Results and tracebacks through the single-task move: a success stores its result; a failure's
     transition its traceback and error class (and a plain transition has neither)."""
     d: Driver = world["d"]
     leased = world["leased"]

@@ -1,4 +1,4 @@
-"""Bad input fuzzing (SPEC §6.1, §14): every generated payload is either stored and read back
+"""Bad input fuzzing: every generated payload is either stored and read back
 equal, or refused with TypeError/ValueError naming the problem and nothing written — with the
 same outcome on SQLite and PostgreSQL (each example runs against both, and the outcomes are
 compared). And CLI argument fuzzing: exit code 2 with a one-line error, never a traceback,

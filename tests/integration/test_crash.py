@@ -1,9 +1,9 @@
 """A real worker process killed with SIGKILL mid-handler, and one stopped with SIGTERM.
 
-SPEC §5 (the sweeper decides an expired lease; the old process is never asked to clean up),
-§4 edges 7 and 8, §8 (reentrant kinds are requeued after a crash, non-reentrant kinds go to
-``dead`` as ``lease_expired_effect_uncertain``) and §13 (``run_worker`` stops on SIGTERM after
-letting running handlers reach an outcome).
+The sweeper decides an expired lease (the old process is never asked to clean up): edges 7 and
+8 of docs/state_machine.md, where reentrant kinds are requeued after a crash and non-reentrant
+kinds go to ``dead`` as ``lease_expired_effect_uncertain``; and ``run_worker`` stops on SIGTERM
+after letting running handlers reach an outcome.
 
 The worker subprocess runs ``runner.py`` (``crashapp.app.run_worker()``), written into
 ``tmp_path`` together with ``crashapp.py`` by ``WorkerDir``.

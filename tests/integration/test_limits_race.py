@@ -1,4 +1,4 @@
-"""Concurrency limits hold across worker processes racing for the same queue (SPEC §12).
+"""Concurrency limits hold across worker processes racing for the same queue.
 
 Three worker processes (spawned, each with its own ``App``) claim from one queue limited to 3
 leased in total and 2 per tenant, while the test samples the store every few milliseconds.

@@ -1,4 +1,4 @@
-"""SPEC §17.1 with real worker processes: one stopped by SIGTERM removes its heartbeat row at
+"""Live workers with real worker processes: one stopped by SIGTERM removes its heartbeat row at
 once; one killed by SIGKILL stays listed until its heartbeat is older than its
 ``stale_after`` (3 s here instead of the default minute), then is forgotten.
 

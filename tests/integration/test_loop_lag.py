@@ -1,4 +1,4 @@
-"""SPEC §16.3 / issue 17: one ``aenqueue`` does not block the event loop longer than 1 ms, on both
+"""The async API, issue 17: one ``aenqueue`` does not block the event loop longer than 1 ms, on both
 backends (a blocking ``enqueue`` on the loop, measured the same way, is printed beside it; a 2
 ms ``time.sleep`` on the loop is the control that the probe sees blocking).
 

@@ -1,4 +1,4 @@
-"""PostgreSQL restarts and outages under a running worker (SPEC §14: the worker keeps running,
+"""PostgreSQL restarts and outages under a running worker (the worker keeps running,
 backs off, reconnects and loses no task; an enqueue that cannot be made durable raises).
 
 These tests stop and restart a PostgreSQL server, so they are PostgreSQL only and marked

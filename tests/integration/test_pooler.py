@@ -1,4 +1,4 @@
-"""PostgreSQL behind a real PgBouncer (``tests/bouncer.py``, SPEC §16.5): ``pooler=`` and
+"""PostgreSQL behind a real PgBouncer (``tests/bouncer.py``, docs/postgres.md): ``pooler=`` and
 ``listen_url``, the worker's start-up NOTIFY check, transaction mode's polling, session mode,
 a PgBouncer killed and restarted under a running worker, and the soak through it.
 
@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from _integration_helpers import wait_until
 from conftest import PG_URL, Store, bouncer, make_store
@@ -89,33 +88,80 @@ def test_a_listen_url_that_is_not_postgresql_is_refused() -> None:
 
 
 # -- the failure this fixes ------------------------------------------------------------------------
-def test_without_pooler_transaction_mode_breaks_on_prepared_statements(pooled: Store) -> None:
-    # the plain driver prepares its hot statements on its connections: through a transaction
-    # pooler two clients' statements share server sessions (PgBouncer hands the last idle one
-    # out again), so the second client's PREPARE of the same name collides (what the issue
-    # saw: DuplicatePreparedStatement, then InvalidSqlStatementName); with
-    # pooler="transaction" the same alternation goes through
-    app = _app(pooled)
+def test_a_wrong_pooler_setting_costs_speed_never_a_prepared_statement_error(
+    pooled: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    # pooler="session" through a transaction pooler: the driver prepares its hot statements on
+    # its connections, and two clients' statements share server sessions (PgBouncer hands the
+    # last idle one out again), so a second client's PREPARE of the same name collided
+    # (DuplicatePreparedStatement, then InvalidSqlStatementName: issue 38). Now the statement
+    # that meets another session switches its App to pooler="transaction"'s behaviour, with
+    # one WARNING naming the setting, and the enqueue is sent again: every one succeeds
+    _app(pooled)  # migrated
+    caplog.set_level(logging.WARNING, logger="jobtrail.store")
     plain = [jobtrail.App(pooled.url, pooler="session") for _ in range(3)]
     for p in plain:
         p.task("k")(lambda ctx, payload: None)
     try:
-        # the caller sees jobtrail's StoreUnavailable (nothing stored), psycopg's as the cause
-        with pytest.raises(jobtrail.StoreUnavailable, match="nothing was stored") as caught:
-            for i in range(60):
-                plain[i % 3].enqueue("k", {"n": i})
-        assert caught.value.stored is False
-        assert isinstance(
-            caught.value.__cause__,
-            psycopg.errors.DuplicatePreparedStatement | psycopg.errors.InvalidSqlStatementName,
-        )
+        ids = [plain[i % 3].enqueue("k", {"n": i}).id for i in range(60)]
     finally:
         for p in plain:
             p.close()
-    apps = [app, _app(pooled)]
-    ids = [apps[i % 2].enqueue("k", {"n": i}).id for i in range(40)]
-    assert app.run_worker(burst=True, concurrency=4, poll_interval=0.05) >= 40
+    warned = [r.getMessage() for r in caplog.records if "is reached through a" in r.getMessage()]
+    assert 1 <= len(warned) <= 3, warned  # one per App at most: those that met another session
+    assert all('pooler="session"' in w and 'set pooler="transaction"' in w for w in warned)
+    app = pooled.apps[0]
+    assert app.run_worker(burst=True, concurrency=4, poll_interval=0.05) >= 60
     assert _succeeded(app, ids)
+
+
+def test_without_pooler_the_app_finds_the_transaction_pooler_and_says_so_once(
+    pooled: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    # no pooler=: the first connection shows a pooler (its backend key is PgBouncer's), so the
+    # App runs as with pooler="transaction" and logs one WARNING naming the two settings
+    jobtrail.App(pooled.direct_url).migrate()
+    caplog.set_level(logging.WARNING, logger="jobtrail.store")
+    app = jobtrail.App(pooled.url)
+    try:
+        app.task("k")(lambda ctx, payload: payload["n"])
+        ids = [app.enqueue("k", {"n": i}).id for i in range(30)]
+        assert app._driver.polls_only and not app._driver.hands_off
+        assert app.run_worker(burst=True, concurrency=4, poll_interval=0.05) == 30
+        assert _succeeded(app, ids)
+    finally:
+        app.close()
+    warned = [r for r in caplog.records if "is reached through a pooler" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].levelno == logging.WARNING, caplog.text
+    text = warned[0].getMessage()
+    assert 'pooler="transaction"' in text and "listen_url" in text, text
+
+
+def test_with_a_listen_url_and_no_pooler_the_app_listens_there(pooled: Store) -> None:
+    # the pooler found at start, LISTEN at the direct listen_url given: workers are woken and
+    # handed idle jobs as with pooler="transaction"
+    jobtrail.App(pooled.direct_url).migrate()
+    app = jobtrail.App(pooled.url, listen_url=pooled.direct_url)
+    try:
+        app.task("k")(lambda ctx, payload: payload["n"])
+        assert not app._driver.polls_only and app._driver.check_wakeups() is True
+        assert app._driver._pooled
+    finally:
+        app.close()
+
+
+def test_a_direct_connection_is_not_taken_for_a_pooler(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="jobtrail.store")
+    s = make_store("postgres", tmp_path)
+    try:
+        app = s.app()
+        assert not app._driver.polls_only and not app._driver._pooled
+        assert app._driver.check_wakeups() is True and app._driver.hands_off
+    finally:
+        s.close()
+    assert "reached through" not in caplog.text
 
 
 # -- LISTEN ----------------------------------------------------------------------------------------

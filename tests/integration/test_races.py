@@ -1,8 +1,8 @@
 """Races with real concurrency (spawned processes and threads) on both backends.
 
-SPEC §1 (every change is a conditional update; zero rows affected means somebody else moved
-the task first), §2 (the database clock decides), §4 (edges 3, 13, 14, 15, 16), §5 (leases,
-fencing by owner + attempt + unexpired lease) and §9 (two-phase cancel).
+Every change is a conditional update (zero rows affected means somebody else moved the task
+first); the database clock decides; edges 3, 13, 14, 15, 16 of docs/state_machine.md; leases,
+fenced by owner + attempt + unexpired lease; and two-phase cancel.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rate limits and ramps hold across worker processes claiming the same queue (SPEC §16.6).
+"""Rate limits and ramps hold across worker processes claiming the same queue.
 
 Several worker processes (spawned, each with its own ``App``) claim from one rate-limited
 queue with a deep backlog; the claim times come from the transitions log afterwards. A token

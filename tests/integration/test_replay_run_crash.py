@@ -1,4 +1,4 @@
-"""SPEC §16.6, issue 19: a replay run whose driving process dies is seen for what it is. A real
+"""Replay runs, issue 19: a replay run whose driving process dies is seen for what it is. A real
 ``jobtrail replay-dead`` subprocess drives a run whose first batch cannot settle (no worker
 runs), beats its heartbeat while it waits, and is killed with SIGKILL; the sweep then stops the
 run as ``interrupted`` (naming the driver that stopped beating), the tasks it did not replay stay

@@ -21,7 +21,7 @@ PACKAGE = ROOT / "src" / "jobtrail"
 #: imported only where the feature is asked for, with a message naming the extra
 OPTIONAL: set[str] = {
     # the `otel` extra: imported only inside jobtrail/core/tracing.py's functions, after
-    # tracing.available() found it installed; without it nothing is traced (SPEC §16.5)
+    # tracing.available() found it installed; without it nothing is traced
     "opentelemetry",
     # the `django` extra: imported only by jobtrail.contrib.django (jobtrail[django])
     "django",

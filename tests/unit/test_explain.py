@@ -1,4 +1,4 @@
-"""Narratives rendered from a task snapshot and its transition log (SPEC §11)."""
+"""Narratives rendered from a task snapshot and its transition log."""
 
 from __future__ import annotations
 

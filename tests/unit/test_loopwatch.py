@@ -1,4 +1,4 @@
-"""The blocked-loop report (SPEC §17.1, ``worker.loopwatch``): a step of an async handler's
+"""The blocked-loop report (``worker.loopwatch``): a step of an async handler's
 coroutine longer than ``BLOCKED`` is one WARNING naming the task, at most one a minute."""
 
 from __future__ import annotations

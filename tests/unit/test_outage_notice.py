@@ -1,4 +1,4 @@
-"""One line per outage (SPEC §17.1b, store/outage.py): the notice's words and timing, on a
+"""One line per outage (store/outage.py): the notice's words and timing, on a
 clock the test moves; and the filter that keeps psycopg_pool's records about jobtrail's
 pools out of the log."""
 

@@ -1,4 +1,4 @@
-"""SPEC §16.2: the task handle is generic in the payload type. mypy (strict) checks
+"""Task handles: the task handle is generic in the payload type. mypy (strict) checks
 ``tests/typing/handles_typed.py``: the handle of ``def publish(ctx, payload: Note)`` is
 ``TaskHandle[Note]``, its ``enqueue`` returns a ``Task``, and the lines marked ``# E:`` — a
 dict or an int where a ``Note`` is due, a string priority — are errors, and only those."""

@@ -1,4 +1,4 @@
-"""The pure parts of the hostile-client guards (§17.1b): how a ``Host`` header is read, which
+"""The pure parts of the hostile-client guards: how a ``Host`` header is read, which
 names are answered, the once-a-minute log, and text made into one log line."""
 
 from __future__ import annotations

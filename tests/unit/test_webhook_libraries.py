@@ -1,4 +1,4 @@
-"""Each webhook scheme against its provider's own library (SPEC §17.1b): the provider's
+"""Each webhook scheme against its provider's own library: the provider's
 verifier accepts what jobtrail's test signer signs, and jobtrail's verifier accepts what the
 provider's signer signs — so the tests that sign with our helpers test the real scheme."""
 

@@ -1,4 +1,4 @@
-"""The private path of webhook tasks stays private (SPEC §16.7): ``_new_task`` makes a webhook
+"""The private path of webhook tasks stays private: ``_new_task`` makes a webhook
 kind only with ``webhook_route=True``, and the one caller that passes it is
 ``receive_webhook``, the route of a verified delivery. No public method takes the flag, so no
 caller's arguments can reach it."""

@@ -1,4 +1,4 @@
-"""``jobtrail doctor`` (SPEC §16.5): is the store fit to run jobtrail? The checks are
+"""``jobtrail doctor``: is the store fit to run jobtrail? The checks are
 ``store/probe.py``'s; this verb prints them (a line each, or ``--json``) and exits 0 when all
 is well, 1 otherwise (``EXIT_CODES``).
 

@@ -49,7 +49,7 @@ def printable(text: str) -> str:
 
 
 class PrintableFormatter(logging.Formatter):
-    """Log lines for a terminal and for log files (§17.1b): a record's line is one line — every
+    """Log lines for a terminal and for log files: a record's line is one line — every
     control character in it escaped, a newline of a handler's error text as ``\x0a`` — and each
     line of a traceback is indented, so no line of the log begins with text a payload chose."""
 

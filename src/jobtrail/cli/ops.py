@@ -1,4 +1,4 @@
-"""Operator verbs of the CLI (§12): stats, pause, resume, limit, queues, prune (``dead`` is in
+"""Operator verbs of the CLI: stats, pause, resume, limit, queues, prune (``dead`` is in
 ``replays.py``).
 
 Registered on the ``jobtrail`` group by importing this module (``cli/__init__.py`` does).
@@ -235,7 +235,7 @@ def prune(rt: Runtime, older_than: str) -> int:
     return EXIT_OK
 
 
-# -- rates (SPEC §16.6) ----------------------------------------------------------------------
+# -- rates -----------------------------------------------------------------------------------
 def rate_parts(q: dict[str, Any], lang: str) -> list[str]:
     """The rate of a queue as ``queues`` prints it (nothing without a rate)."""
     out = []

@@ -1,4 +1,4 @@
-"""Dead-letter verbs of the CLI (SPEC §12, §16.6): ``dead`` with its evidence, ``dead-preview``
+"""Dead-letter verbs of the CLI: ``dead`` with its evidence, ``dead-preview``
 (what a batch replay would touch, with the effects it would perform again or skip) and
 ``replay-runs`` (the recorded batch replays and how each ended).
 

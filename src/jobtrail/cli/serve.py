@@ -1,4 +1,4 @@
-"""``jobtrail serve``: the HTTP API (§13) under uvicorn.
+"""``jobtrail serve``: the HTTP API (docs/http.md) under uvicorn.
 
 Registered on the ``jobtrail`` group by importing this module (``cli/__init__.py`` does).
 """

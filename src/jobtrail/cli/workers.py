@@ -1,4 +1,4 @@
-"""``jobtrail workers`` (SPEC §17.1): the live workers, one line each, from their heartbeat
+"""``jobtrail workers``: the live workers, one line each, from their heartbeat
 rows (``app.workers()``).
 
 Registered on the ``jobtrail`` group by importing this module (``cli/__init__.py`` does).

@@ -56,7 +56,7 @@ class Attempt:
     #: Messages from ``ctx.emit``, committed with the completing transition.
     outbox: list[tuple[str, str]] = field(default_factory=list)
     #: The handler's return value as JSON text (``results.encode_result``), written with the
-    #: completing transition (§16.1); ``None`` when it returned nothing.
+    #: completing transition; ``None`` when it returned nothing.
     result: str | None = None
     #: Traced (a recording tracer when it was claimed) and the trace context stored with the
     #: task at its enqueue (``tracing.carrier``), if any.
@@ -84,7 +84,7 @@ class Attempt:
                 self.lost_why = why
 
 
-#: HTTP statuses that prove a provider refused a call (SPEC §17.1): a client error, or 503 (the
+#: HTTP statuses that prove a provider refused a call: a client error, or 503 (the
 #: service says it did not take the request). 500/502/504 prove nothing: the request may have
 #: been carried out before the answer broke.
 REFUSED_STATUSES = frozenset(range(400, 500)) | {503}
@@ -178,7 +178,7 @@ class Context:
             if not self._attempt.effect_confirmed:
                 raise Cancelled(f"task {self.task_id}: cancel requested")
 
-    # -- steps and effects (§8) ------------------------------------------------------------------
+    # -- steps and effects -----------------------------------------------------------------------
     def step(self, name: str, fn: Callable[[], Any]) -> Any:
         """Run ``fn()`` once per task: a confirmed step returns its stored JSON result without
         running again, so a retry resumes after the last confirmed step. ``fn`` must be a

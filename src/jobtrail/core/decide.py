@@ -174,7 +174,7 @@ def decide_receipt_failure(
     error: str | None,
     rng: random.Random | None = None,
 ) -> Decision:
-    """A provider reported that a submission failed (edge 11): classified like §7."""
+    """A provider reported that a submission failed (edge 11): classified like a handler's error."""
     retry_unclassified = spec.retry_unclassified if spec else True
     permanent = category.permanent or (
         category is ErrorCategory.UNCLASSIFIED and not retry_unclassified
@@ -219,8 +219,8 @@ def decide_receipt_outcome(
     max_attempts: int,
 ) -> Decision:
     """A receipt confirmed by the caller or a webhook (``App.confirm_receipt``, edges 10–11):
-    ``ok`` → succeeded; else the provider's failure, classified like §7 (``category`` a code,
-    default ``unclassified``; an unknown code is a ``ValueError``)."""
+    ``ok`` → succeeded; else the provider's failure, classified like a handler's error
+    (``category`` a code, default ``unclassified``; an unknown code is a ``ValueError``)."""
     if ok:
         return Decision(State.SUCCEEDED, Reason.RECEIPT_CONFIRMED)
     try:
@@ -236,8 +236,8 @@ def decide_receipt_verdict(
     verdict: object, *, spec: KindSpec | None, attempts: int, max_attempts: int
 ) -> Decision:
     """A receipt past its deadline (the sweeper, edge 12): the kind's ``check_receipt`` answer
-    ``True`` → succeeded, ``False`` → failed (classified like §7), anything else (no hook,
-    ``None``, an exception) → dead by ``receipt_timeout``."""
+    ``True`` → succeeded, ``False`` → failed (classified like a handler's error),
+    anything else (no hook, ``None``, an exception) → dead by ``receipt_timeout``."""
     if verdict is True or verdict is False:
         return decide_receipt_outcome(
             verdict,
@@ -266,7 +266,7 @@ class CancelDecision:
 
 
 def decide_cancel(state: State) -> CancelDecision:
-    """Two-phase cancel (§9): ``queued`` → ``cancelled``; ``leased`` → ``cancel_requested``
+    """Two-phase cancel: ``queued`` → ``cancelled``; ``leased`` → ``cancel_requested``
     (the worker confirms at a boundary); ``awaiting_receipt`` → refused (recorded, too late);
     repeats and terminal tasks move nothing."""
     if state is State.WAITING:

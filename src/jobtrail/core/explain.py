@@ -1,4 +1,4 @@
-"""Narratives: a task's story rendered from its snapshot and its transition log (SPEC §11).
+"""Narratives: a task's story rendered from its snapshot and its transition log.
 
 Pure functions: the caller (``App.explain``, the CLI, the dashboard) reads the task, its
 transitions, the database's current time and any live facts about the store (a paused queue, a
@@ -174,7 +174,7 @@ _TEXT: dict[str, dict[str, str]] = {
         "corrects": "corrects #{seq}",
         "effects_checked": "external effects checked",
         "cron_window": "for cron window {w} ({cron}, {tz})",
-        # §16.1: the wording that depends on more than the reason code
+        # the wording that depends on more than the reason code
         "completed_effect": "finished; the side effect is confirmed",
         "too_late_no_effect": (
             "the handler finished before it reached a boundary where the cancel could stop it "
@@ -390,7 +390,7 @@ def _details(t: Transition, lang: str, effect_confirmed: bool = False) -> str:
     if version:
         head += text["version"].format(v=version)
     run = t.data.get("replay_run") if t.reason == Reason.REPLAYED else None
-    if run is not None:  # §16.6: a batch replay's transition names its run
+    if run is not None:  # a batch replay's transition names its run
         head += text["replay_run"].format(n=run)
     if t.error_category or t.error:
         head += text["failed"].format(err=_short_error(t.error_category, t.error, lang))
@@ -413,7 +413,7 @@ def _details(t: Transition, lang: str, effect_confirmed: bool = False) -> str:
 
 
 def transition_sentence(t: Transition, lang: str = "en", effect_confirmed: bool = False) -> str:
-    """The sentence for one transition: its reason's, except where §16.1 needs more than the
+    """The sentence for one transition: its reason's, except where it depends on more than the
     code — an unclassified error's retry ("unclassified error, retried by default", never
     "transient") and a completion, "finished", that says "the side effect is confirmed" only
     when ``effect_confirmed`` (the task has a confirmed effect)."""
@@ -426,7 +426,7 @@ def transition_sentence(t: Transition, lang: str = "en", effect_confirmed: bool 
 
 
 def _reason_sentence(reason: str, to: State, lang: str, effect_confirmed: bool) -> str:
-    """A reason's sentence where it depends on what happened (SPEC §17.1): ``cancel_too_late``
+    """A reason's sentence where it depends on what happened: ``cancel_too_late``
     "came after the submission" only when an effect is confirmed or the handler submitted
     (it went to ``awaiting_receipt``); otherwise the handler simply finished before any
     boundary could see the cancel."""
@@ -488,11 +488,11 @@ def render(
 
     ``now`` is the database's current time; ``extra`` as for :func:`why_not_running`.
     ``effect_confirmed``: the task has a confirmed effect, so its completion says so (a
-    plain success is only "finished", §16.1).
+    plain success is only "finished").
     """
     _check_lang(lang)
     ordered = sorted(transitions, key=lambda t: t.seq)
-    # Columns widen for the few codes and states longer than the §11 layout, so they never touch.
+    # Columns widen for the few codes and states longer than the usual layout, so they never touch.
     reason_w = max([_REASON_WIDTH - 1, *(len(t.reason) for t in ordered)]) + 1
     state_w = max([_STATE_WIDTH - 1, *(len(t.to_state.value) for t in ordered)]) + 1
     lines = _header(task, now, lang, extra, effect_confirmed)

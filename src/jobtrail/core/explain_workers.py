@@ -1,4 +1,4 @@
-"""The live-worker line of an explanation (SPEC §17.1): a due task that no live worker can
+"""The live-worker line of an explanation: a due task that no live worker can
 take says so — "no live worker serves queue Q" / "no live worker registers kind K" — and
 names the workers that are live. Pure: the caller reads the rows (``worker_list``)."""
 

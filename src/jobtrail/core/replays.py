@@ -1,4 +1,4 @@
-"""Pure pieces of replay runs, replay previews and dead-letter evidence (SPEC §16.6).
+"""Pure pieces of replay runs, replay previews and dead-letter evidence.
 
 Nothing here touches the store or a clock. ``stop_code`` is the one decision a replay run makes
 between batches; ``split_effects`` says which effects a replay would perform again and which it
@@ -17,7 +17,7 @@ from typing import Any
 from ..model import i18n
 from ..model.models import iso
 
-#: The longest error text a dead-letter view shows (its first line; SPEC §17.1).
+#: The longest error text a dead-letter view shows (its first line).
 ERROR_LINE = 160
 
 

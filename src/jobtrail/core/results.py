@@ -1,4 +1,4 @@
-"""What an attempt leaves behind for people (§16.1): its return value as JSON text within the
+"""What an attempt leaves behind for people: its return value as JSON text within the
 ``result_limit``, and a failure's traceback (frames only, the last 16 KiB) and class path."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan
 
 class ResultNotStorable(PermanentError):  # noqa: N818 - an outcome, like PermanentError
     """A handler returned a value that cannot be stored: the attempt ends ``dead`` /
-    ``permanent_error``, category ``invalid_input`` (§16.1)."""
+    ``permanent_error``, category ``invalid_input``."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, category=ErrorCategory.INVALID_INPUT)

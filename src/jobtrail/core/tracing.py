@@ -1,4 +1,4 @@
-"""Tracing with OpenTelemetry (SPEC §16.5, the ``jobtrail[otel]`` extra), following the
+"""Tracing with OpenTelemetry (the ``jobtrail[otel]`` extra; docs/postgres.md), following the
 messaging semantic conventions.
 
 * ``send(queue)`` — a PRODUCER span ``send <queue>`` around an enqueue (one per call of

@@ -80,7 +80,7 @@ def complete_many(
     """Edge 4 (``leased`` → ``succeeded``, ``completed``) for a worker's batch of plain
     successes, ``(task id, attempt)`` each, under the worker guard; returns the ids that moved
     (``Driver.task_complete_many``; never a workflow child). ``results``: each returned value's
-    JSON text by task id, stored by the same statement (§16.1)."""
+    JSON text by task id, stored by the same statement."""
     check("complete", State.LEASED, State.SUCCEEDED, Reason.COMPLETED)
     return driver.task_complete_many(tx, owner, actor, attempts, results)
 

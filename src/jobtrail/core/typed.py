@@ -1,4 +1,4 @@
-"""Typed payloads (SPEC §16.2): a handler whose payload parameter is annotated with a dataclass
+"""Typed payloads: a handler whose payload parameter is annotated with a dataclass
 or a pydantic model gets that type rebuilt from the stored JSON, and ``enqueue`` takes an
 instance of it (or a dict of its fields), checked before anything is written.
 

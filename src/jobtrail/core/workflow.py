@@ -1,4 +1,4 @@
-"""Parents and children (§10): the fixed aggregation rule, evaluated in the same transaction as
+"""Parents and children: the fixed aggregation rule, evaluated in the same transaction as
 every child transition, and the release of the next sequential child.
 
 The rule: any child ``dead`` → parent ``dead`` (``child_dead``); else any child not terminal →

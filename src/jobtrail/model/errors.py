@@ -1,6 +1,6 @@
 """Exceptions users raise (outcomes of a handler) and receive (refusals of the store).
 
-Handlers signal outcomes with a category that is an enum, never a match on message text (§7).
+Handlers signal outcomes with a category that is an enum, never a match on message text.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class Snooze(JobtrailError):  # noqa: N818 - the public name is fixed by the spe
 
 
 class TaskFailed(JobtrailError):  # noqa: N818 - the public name is fixed by the spec
-    """Raised by ``app.result`` for a task that ended ``dead`` or ``cancelled`` (§16.1): it
+    """Raised by ``app.result`` for a task that ended ``dead`` or ``cancelled``: it
     has no result and never will. ``task`` is the snapshot read; ``state``, ``reason``,
     ``category`` and ``error`` are its state, last reason code, last error category and
     last error (``error_category`` is ``category`` under the name ``Transition`` and
@@ -162,11 +162,17 @@ class StoreUnavailable(JobtrailError):
     ``stored`` says which: ``False`` when nothing was stored (the connection was refused, or
     the statement could not run on it), ``None`` when a connection broke after a write was
     sent, so whether it committed is unknown (an enqueue retried with the same idempotency
-    key is stored once either way). The driver's own exception is the ``__cause__``."""
+    key is stored once either way). The driver's own exception is the ``__cause__``.
 
-    def __init__(self, *args: object, stored: bool | None = False) -> None:
+    ``outage`` is ``False`` when the store answered but this statement could not run on the
+    connection it was sent on (a transaction pooler the App was not told of handed it another
+    server session; the App has switched to the pooler-safe behaviour and said so once): try
+    again at once, nothing is away."""
+
+    def __init__(self, *args: object, stored: bool | None = False, outage: bool = True) -> None:
         super().__init__(*args)
         self.stored = stored
+        self.outage = outage
 
 
 class SchemaMissing(StoreUnavailable):

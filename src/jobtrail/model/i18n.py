@@ -120,7 +120,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "task.raised_at": {"en": "raised at", "zh": "出错位置"},
     "task.traceback": {"en": "traceback", "zh": "调用栈"},
     "task.payload_show": {"en": "show (first {n} characters)", "zh": "显示（前 {n} 个字符）"},
-    # -- workers (SPEC §17.1) ----------------------------------------------------------------
+    # -- live workers ------------------------------------------------------------------------
     "workers.title": {"en": "Live workers", "zh": "存活的工作器"},
     "workers.note": {
         "en": "Each running worker beats every few seconds; a stopped one leaves this list, one "
@@ -254,7 +254,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     },
     "replayed.col_new_state": {"en": "new state", "zh": "新状态"},
     "replayed.back": {"en": "Back to dead letters", "zh": "返回死信"},
-    # -- replay runs, effects in the preview, dead-letter evidence (SPEC §16.6) ---------------
+    # -- replay runs, effects in the preview, dead-letter evidence ----------------------------
     "replay_run.died_again": {
         "en": "{died} of {replayed} replayed tasks died again",
         "zh": "已重放的 {replayed} 个任务中有 {died} 个再次死亡",
@@ -472,7 +472,7 @@ MESSAGES: dict[str, dict[str, str]] = {
     "cli.q_limit_total": {"en": "at most {n} leased", "zh": "最多 {n} 个执行中"},
     "cli.q_limit_tenant": {"en": "at most {n} per tenant", "zh": "每租户最多 {n} 个"},
     "cli.q_no_limits": {"en": "no limits", "zh": "无限额"},
-    # -- rates and ramps (SPEC §16.6) --------------------------------------------------------
+    # -- rates and ramps ---------------------------------------------------------------------
     "cli.q_rate": {"en": "at most {rate}/s", "zh": "每秒最多 {rate} 个"},
     "cli.q_rate_tenant": {"en": "at most {rate}/s per tenant", "zh": "每租户每秒最多 {rate} 个"},
     "cli.q_burst": {"en": "burst {n}", "zh": "突发 {n}"},

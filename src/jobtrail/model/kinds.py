@@ -1,4 +1,4 @@
-"""What the App knows about a task kind: its handler and its policy (§13 ``@app.task``)."""
+"""What the App knows about a task kind: its handler and its policy (``@app.task``'s options)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from .machine import ErrorCategory
 
 Classifier = Callable[[BaseException], "ErrorCategory | str | None"]
 
-#: Largest accepted payload once serialised (§14), in bytes.
+#: Largest accepted payload once serialised, in bytes (a larger one is refused).
 DEFAULT_MAX_PAYLOAD = 1024 * 1024
 
 

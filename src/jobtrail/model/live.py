@@ -1,4 +1,4 @@
-"""Which live worker can take a task (SPEC §17.1): a worker claims a task when it serves the
+"""Which live worker can take a task: a worker claims a task when it serves the
 task's queue and registers its kind. Pure; ``explain`` (``core/explain_workers.py``, which
 the dashboard's task page shows too) and ``doctor`` (``store/probe.py``) ask it."""
 

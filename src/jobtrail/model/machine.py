@@ -66,7 +66,7 @@ class Reason(enum.StrEnum):
     CANCEL_REFUSED_SUBMITTED = "cancel_refused_submitted"
     RECEIPT_REQUERIED = "receipt_requeried"
     DISMISSED = "dismissed"
-    # §12: cron windows that were deliberately not run (recorded on the window, not on a task).
+    # Cron windows that were deliberately not run (recorded on the window, not on a task).
     WINDOW_SKIPPED_CATCH_UP_BOUND = "window_skipped_catch_up_bound"
     WINDOW_SKIPPED_PAUSED = "window_skipped_paused"
 
@@ -168,7 +168,7 @@ def _e(
 Q, L, AR, CR, W = "queued", "leased", "awaiting_receipt", "cancel_requested", "waiting"
 S, C, D = "succeeded", "cancelled", "dead"
 
-#: The complete list of SPEC §4. Order is the spec's order; tests walk it.
+#: Every edge of the state machine (docs/state_machine.md is generated from it); tests walk it.
 EDGES: tuple[Edge, ...] = (
     _e(
         "1", "", Q, "enqueued", Actor.CALLER, "idempotency key unique; run_at = db now unless given"
@@ -198,7 +198,9 @@ EDGES: tuple[Edge, ...] = (
         D,
         "permanent_error attempts_exhausted retry_budget_exhausted",
         Actor.WORKER,
-        "see §7",
+        "a PermanentError or permanent category (or unclassified with retry_unclassified=False) "
+        "→ permanent_error; else the last attempt → attempts_exhausted; else the next wait would "
+        "pass max_elapsed → retry_budget_exhausted",
     ),
     _e("7", L, Q, "lease_expired", Actor.SWEEPER, "lease expired, kind reentrant, attempts < max"),
     _e(
@@ -211,7 +213,15 @@ EDGES: tuple[Edge, ...] = (
     ),
     _e("9", L, AR, "submitted", Actor.WORKER, "stores receipt id and deadline; lease released"),
     _e("10", AR, S, "receipt_confirmed", Actor.CALLER, ""),
-    _e("11", AR, f"{Q} {D}", "receipt_failed", Actor.CALLER, "classified like §7"),
+    _e(
+        "11",
+        AR,
+        f"{Q} {D}",
+        "receipt_failed",
+        Actor.CALLER,
+        "a transient category (or unclassified, unless retry_unclassified=False) with attempts "
+        "left → queued after backoff; else dead",
+    ),
     _e(
         "12",
         AR,
@@ -277,7 +287,8 @@ EDGES: tuple[Edge, ...] = (
         f"{S} {C} {D}",
         "children_succeeded children_cancelled child_dead",
         Actor.SYSTEM,
-        "§10 aggregation",
+        "the workflow rule, in the child's transaction: any child dead → dead; all succeeded → "
+        "succeeded; all finished, some cancelled → cancelled",
         paired=True,
     ),
     _e("21", D, W, "replayed", Actor.OPERATOR, "replaying a parent replays its dead children"),

@@ -13,7 +13,7 @@ from .machine import STATE_OF, State
 
 @dataclass(frozen=True)
 class Task:
-    """A snapshot of one task row (§6.3); it does not follow the row: call ``app.get`` again."""
+    """A snapshot of one task row; it does not follow the row: call ``app.get`` again."""
 
     id: str
     kind: str
@@ -41,7 +41,7 @@ class Task:
     dismissed: bool = False
     created: bool = False
     steps: dict[str, Any] = field(default_factory=dict)
-    #: §16.1: the handler's return value (decoded JSON), stored with its success; ``None``
+    #: The handler's return value (decoded JSON), stored with its success; ``None``
     #: when the handler returned nothing or the task has not succeeded
     result: Any = None
 
@@ -50,7 +50,7 @@ class Task:
         return self.state.terminal
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form with the §6.3 field names (times as ISO 8601 UTC)."""
+        """JSON-ready form with these field names (times as ISO 8601 UTC)."""
         out: dict[str, Any] = {}
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
@@ -88,7 +88,7 @@ class Transition:
     note: str | None = None
     corrects: int | None = None
     data: dict[str, Any] = field(default_factory=dict)
-    #: §16.1: a failed attempt's formatted traceback (frames only, the last 16 KiB) and its
+    #: A failed attempt's formatted traceback (frames only, the last 16 KiB) and its
     #: exception's class path (``builtins.KeyError``); ``None`` on every other transition
     traceback: str | None = None
     error_class: str | None = None
@@ -133,7 +133,7 @@ class CancelResult:
 
 @dataclass(frozen=True)
 class Worker:
-    """A live worker process as its heartbeat row shows it (SPEC §17.1; ``app.workers()``).
+    """A live worker process as its heartbeat row shows it (``app.workers()``).
 
     Not the worker itself (``jobtrail.worker.Worker`` runs one): a snapshot of one, read from
     the store. ``id`` is its owner id ``host:pid:boot``, the ``lease_owner`` of the tasks it

@@ -1,4 +1,4 @@
-"""Text made safe for one log line (SPEC §17.1b "Log lines are one line").
+"""Text made safe for one log line: no log line begins with text a payload chose.
 
 A log line that carries stored or user text — a handler's exception message, a kind, a note, a
 webhook's event type — must stay one line: a newline in that text would start a line of the

@@ -1,4 +1,4 @@
-"""Rate limits as arithmetic (SPEC §16.6): a token bucket per queue and per (queue, tenant),
+"""Rate limits as arithmetic: a token bucket per queue and per (queue, tenant),
 and the ramp that grows the allowed rate from a tenth to the full rate.
 
 Pure functions of a queue row's rate columns and the database's current time, so the claim

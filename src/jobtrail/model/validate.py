@@ -1,4 +1,4 @@
-"""Checks for input that every caller (Python, HTTP, CLI, dashboard) shares (§14, §16.7).
+"""Checks for input that every caller (Python, HTTP, CLI, dashboard) shares.
 
 One rule for bad input: a ``ValueError`` (or ``TypeError`` for a wrong type) whose message
 names the field, raised before anything is read or written, so that both backends answer alike

@@ -1,4 +1,4 @@
-"""The outbox (§8): messages committed with the completing transition, delivered after commit.
+"""The outbox: messages committed with the completing transition, delivered after commit.
 
 Delivery is at least once: a message is claimed for a while (``locked_until``), handed to every
 sink of its topic, then marked delivered. A crash between the commit and the delivery leaves it

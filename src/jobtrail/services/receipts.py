@@ -1,8 +1,10 @@
-"""Receipts (§8, edges 10–12): the outcome of a submission that happened outside.
+"""Receipts (edges 10–12 in docs/state_machine.md): the outcome of a submission that happened
+outside.
 
 ``confirm_receipt`` is called by the caller or a webhook; the sweeper handles deadlines, asking
 the kind's ``check_receipt(receipt_id)`` hook first (``receipt_requeried``): ``True`` →
-succeeded, ``False`` → failed (classified like §7), ``None`` or an exception → ``receipt_timeout``.
+succeeded, ``False`` → failed (classified like a handler's error), ``None`` or an exception →
+``receipt_timeout``.
 """
 
 from __future__ import annotations

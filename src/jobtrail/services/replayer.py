@@ -1,4 +1,4 @@
-"""Replay runs advance here, one *step* at a time (SPEC §16.6), whoever drives them.
+"""Replay runs advance here, one *step* at a time, whoever drives them.
 
 A run is a row (``jobtrail_replay_runs``) and its ordered tasks; everything it needs to go on is
 in the store: how far it got (``replayed + skipped``), when its latest batch went out

@@ -1,4 +1,4 @@
-"""Retention (SPEC §16.5): finished tasks are deleted, with their transitions, steps and
+"""Retention: finished tasks are deleted, with their transitions, steps and
 effects (receipts are columns of the task) and outbox rows, once they are older than their
 state's retention — by ``finished_at`` and the database clock.
 

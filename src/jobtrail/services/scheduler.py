@@ -1,4 +1,4 @@
-"""Cron (SPEC §12, §15): periodic kinds and the leader-free scheduler that enqueues their windows.
+"""Cron: periodic kinds and the leader-free scheduler that enqueues their windows.
 
 Each fire time of a schedule's cron expression, read in its time zone and converted to UTC, is a
 **window**. A scheduler runs inside every worker (and as ``app.schedule_due()``); no leader is

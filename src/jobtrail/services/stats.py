@@ -1,4 +1,4 @@
-"""Queue health (§12), computed from the store with indexed queries.
+"""Queue health, computed from the store with indexed queries.
 
 Per queue and kind: counts of open states (from the partial indexes), dead tasks still needing
 a person, tasks finished in the window, arrival and completion rates per minute, retries and

@@ -157,15 +157,21 @@ class Driver(Statements, Reads, abc.ABC):
         that looks at none): a driver whose ``wait_for_work`` compares against what the
         claims saw notes it here (SQLite)."""
 
-    #: True when no other process's enqueue wakes this one's idle workers: they find new work
-    #: by polling (PostgreSQL behind a transaction pooler without a ``listen_url``).
-    polls_only = False
+    @property
+    def polls_only(self) -> bool:
+        """True when no other process's enqueue wakes this one's idle workers: they find new
+        work by polling (PostgreSQL behind a transaction pooler without a ``listen_url``)."""
+        return False
 
     # -- the hand-off to idle workers (PostgreSQL with a LISTEN connection; 0018) -----------
-    #: True when a single enqueue may hand its task straight to an idle worker of this store
-    #: that registered itself (``idle_register``): it is inserted leased to that worker, which
-    #: gets it from ``take_handed`` without a claim (docs/design_idle_handoff.md).
-    hands_off = False
+    @property
+    def hands_off(self) -> bool:
+        """True when a single enqueue may hand its task straight to an idle worker of this
+        store that registered itself (``idle_register``): it is inserted leased to that
+        worker, which gets it from ``take_handed`` without a claim
+        (docs/design_idle_handoff.md). A worker registers only while this is true."""
+        return False
+
     #: How many wake-ups of new work this driver has heard (PostgreSQL's listener counts the
     #: ``jobtrail_queued`` notifications and its reconnections): a worker woken by a hand-off
     #: alone need not claim, for a task is handed over only from an otherwise empty queue.

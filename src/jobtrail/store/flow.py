@@ -1,4 +1,4 @@
-"""The claim of one limited queue (concurrency limits and rates, SPEC §12 and §16.6), for both
+"""The claim of one limited queue (concurrency limits and rates), for both
 backends alike: the driver has locked the queue's row (PostgreSQL) or holds the write lock
 (SQLite), so claims of this queue take turns and each sees the buckets the last one left.
 

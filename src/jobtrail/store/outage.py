@@ -1,4 +1,4 @@
-"""One line per outage (SPEC §17.1b): a store that stops answering is said once, at WARNING —
+"""One line per outage: a store that stops answering is said once, at WARNING —
 what failed, where (the database or the pooler at host:port), since when, and that jobtrail
 keeps retrying —, reminded at most once a minute, and its return is said once, at INFO, with
 how long it was away. The worker, ``serve`` and a producer's ``App`` all learn of it through

@@ -1,8 +1,8 @@
-"""The store's health as ``jobtrail doctor`` reports it (SPEC §16.5): reachability with the
+"""The store's health as ``jobtrail doctor`` reports it: reachability with the
 server's own answer, the schema version against the one this code expects, the wake-up path
 (a LISTEN/NOTIFY round trip on PostgreSQL), the clock difference between this machine and the
 database, a pooler in between; on SQLite the file, its directory, the journal mode and the
-``synchronous`` setting; and the live workers (SPEC §17.1): due tasks that wait in a queue no
+``synchronous`` setting; and the live workers: due tasks that wait in a queue no
 live worker serves, or of a kind no live worker registers, are a warning.
 
 Read-only: no probe creates a database file, a table or a row (the NOTIFY goes to a channel of
@@ -109,7 +109,7 @@ UNSERVED_SHOWN = 5
 
 
 def _workers(conn: Any, dialect: str) -> Check:
-    """Due work that no live worker takes (SPEC §17.1), with the store's own named reads."""
+    """Due work that no live worker takes, with the store's own named reads."""
     sql = queries.load(dialect)
     try:
         workers = [_decoded(r) for r in _dicts(conn.execute(sql["worker_list"]))]
@@ -394,19 +394,21 @@ def _pg_clock(conn: Any) -> Check:
 
 
 def _pg_pooler(conn: Any, other: Any) -> Check:
-    """A pooler shows in two ways. Any proxy: the port we reached is not the one the server
-    listens on. A transaction-mode pooler: the server backend behind one connection changes
-    between transactions, or two connections share one backend (a direct connection has one
-    backend of its own for its whole life)."""
+    """A pooler shows in two ways. Any pooler or proxy: ``postgres/pooler.py``'s signs (the
+    backend key or the port), the look the App itself makes at start. A transaction-mode
+    pooler: the server backend behind one connection changes between transactions, or two
+    connections share one backend (a direct connection has one backend of its own for its
+    whole life)."""
+    from .postgres.pooler import signs
+
+    found = signs(conn)
     pids = [conn.execute("SELECT pg_backend_pid()").fetchone()[0] for _ in range(3)]
     other_pid = other.execute("SELECT pg_backend_pid()").fetchone()[0] if other else None
-    server_port = conn.execute("SELECT current_setting('port')").fetchone()[0]
-    reached = conn.info.port
     data: dict[str, Any] = {
         "backend_pids": pids,
         "other_backend_pid": other_pid,
-        "port": reached,
-        "server_port": int(server_port),
+        "port": found.port,
+        "server_port": found.server_port,
     }
     if len(set(pids)) > 1 or other_pid in pids:
         data["mode"] = "transaction"
@@ -418,13 +420,19 @@ def _pg_pooler(conn: Any, other: Any) -> Check:
             "direct or session-pooled listen URL",
             data,
         )
-    if int(server_port) != int(reached):
+    if found.proxied:
         data["mode"] = "session or proxy"
+        app = (
+            "without pooler= the App takes it for a transaction pooler and warns; set "
+            'pooler="session" if it keeps each client\'s session'
+            if found.pooler
+            else "the App keeps its sessions"
+        )
         return Check(
             "pooler",
             OK,
-            f"a pooler or proxy: port {reached} is answered by a server listening on "
-            f"{server_port}; the backend stays the same (session mode or a plain proxy)",
+            f"a pooler or proxy ({found.why()}); the backend stays the same (session mode or a "
+            f"plain proxy: {app})",
             data,
         )
     data["mode"] = None

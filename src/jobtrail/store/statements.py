@@ -277,7 +277,7 @@ class Statements:
     def prune_transitions(self, tx: Tx, *, ids: IdList) -> int:
         return tx.run("prune_transitions", {"ids": ids})
 
-    # -- retention (SPEC §16.5): bounded prune batches by state, and their counts ---------------
+    # -- retention: bounded prune batches by state, and their counts ----------------------------
     def retention_select(self, tx: Tx, *, state: str, older_than: float, limit: int) -> list[Row]:
         # one statement per partial index: through the parameter alone no plan could use it
         name = "retention_select_dead" if state == "dead" else "retention_select"
@@ -335,7 +335,7 @@ class Statements:
     def effect_list_for_tasks(self, tx: Tx, *, ids: str) -> list[Row]:
         return tx.all("effect_list_for_tasks", {"ids": ids})
 
-    # -- live workers (SPEC §17.1): heartbeat rows, and what they are compared with -----------
+    # -- live workers: heartbeat rows-------------, and what they are compared with -----------
     def worker_beat(
         self,
         tx: Tx,
@@ -378,7 +378,7 @@ class Statements:
     def worker_due_groups(self, tx: Tx) -> list[Row]:
         return tx.all("worker_due_groups")
 
-    # -- replay runs (SPEC §16.6) ----------------------------------------------------------------
+    # -- replay runs -----------------------------------------------------------------------------
     def replay_run_insert(
         self,
         tx: Tx,

@@ -215,11 +215,11 @@ class Move:
     note: str | None = None
     corrects: int | None = None
     data: dict[str, Any] = field(default_factory=dict)
-    #: §16.1: the handler's return value as JSON text, stored with a success (``set_result``;
+    #: The handler's return value as JSON text, stored with a success (``set_result``;
     #: ``None`` for a handler that returned nothing)
     set_result: bool = False
     result: str | None = None
-    #: §16.1: a failed attempt's formatted traceback and its exception's class path
+    #: A failed attempt's formatted traceback and its exception's class path
     traceback: str | None = None
     error_class: str | None = None
 

@@ -1,4 +1,4 @@
-"""The HTTP side of jobtrail (§13): a JSON API, signed webhooks and Prometheus metrics on
+"""The HTTP side of jobtrail (docs/http.md): a JSON API, signed webhooks and Prometheus metrics on
 FastAPI. ``create_app(app, tokens=..., webhook_secrets=...)`` builds the ASGI application;
 ``jobtrail serve`` runs it under uvicorn."""
 

@@ -1,7 +1,7 @@
-"""The JSON API routes (§13). Endpoints are plain ``def``: FastAPI runs them in its threadpool,
-so jobtrail's synchronous store calls never block the event loop. The one exception is the
-result route, whose wait is a future on the loop (``waits.py``) and whose reads go to the
-threadpool.
+"""The JSON API routes (docs/http.md). Endpoints are plain ``def``: FastAPI runs them in its
+threadpool, so jobtrail's synchronous store calls never block the event loop. The one exception
+is the result route, whose wait is a future on the loop (``waits.py``) and whose reads go to
+the threadpool.
 
 Tenant rule: a tenant-bound token sees only its tenant — another tenant's task answers 404
 exactly like an unknown id, lists are filtered to its tenant, an enqueue is forced into its
@@ -294,12 +294,12 @@ def resume(queue: Queue, body: s.ActBody, app: Jobtrail, who: Actor) -> Any:
 
 @router.get("/api/workers", response_model=s.WorkersOut, responses=ERRORS)
 def workers(app: Jobtrail, who: Reader) -> dict[str, Any]:
-    """The live workers (SPEC §17.1). Any token may read them; a tenant-bound token sees only
+    """The live workers. Any token may read them; a tenant-bound token sees only
     its own tenant's tasks in each worker's ``tasks``."""
     return {"workers": [w.to_dict() for w in app.workers(tenant=who.tenant)]}
 
 
-# -- dead letters and replay runs (SPEC §16.6): whole-store views, like the queues ------------
+# -- dead letters and replay runs: whole-store views, like the queues ------------
 @router.get("/api/dead", response_model=s.DeadOut, responses=ERRORS)
 def dead(
     app: Jobtrail,

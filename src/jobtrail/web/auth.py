@@ -1,4 +1,4 @@
-"""Bearer tokens (§15): ``JOBTRAIL_TOKENS="tok1:admin,tok2:read,tok3:admin:tenantA"``.
+"""Bearer tokens: ``JOBTRAIL_TOKENS="tok1:admin,tok2:read,tok3:admin:tenantA"``.
 
 ``read`` tokens may GET; ``admin`` tokens may also act (POST). A token bound to a tenant sees
 only that tenant's tasks. With no tokens configured every request is allowed — and the server

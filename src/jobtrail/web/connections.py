@@ -1,4 +1,4 @@
-"""What a client may hold of ``jobtrail serve`` (§17.1b "serve holds under hostile clients").
+"""What a client may hold of ``jobtrail serve`` (docs/security.md, Hostile clients).
 
 uvicorn alone lets a socket that never sends a whole request stay open for ever (its
 keep-alive timeout starts only after a response) and takes every connection it is offered

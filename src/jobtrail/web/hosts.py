@@ -1,4 +1,4 @@
-"""Answer only for our own names (§17.1b, DNS rebinding).
+"""Answer only for our own names (DNS rebinding).
 
 A page on ``evil.example`` can make its name resolve to 127.0.0.1 a moment after it loaded;
 the browser then sends the page's requests to the loopback server as same-origin requests for

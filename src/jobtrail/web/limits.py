@@ -1,4 +1,5 @@
-"""Request bodies bounded while they are read (§16.7), before any route or token looks at them.
+"""Request bodies bounded while they are read (chunked ones too), before any route or token
+looks at them.
 
 ``BodyLimit`` is a pure ASGI middleware: it answers 413 at once when ``Content-Length`` is over
 the limit, and otherwise counts the bytes the application pulls through ``receive``; the moment

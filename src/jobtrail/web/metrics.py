@@ -1,4 +1,4 @@
-"""``GET /metrics`` (§12): a prometheus_client Collector that reads the store at scrape time.
+"""``GET /metrics``: a prometheus_client Collector that reads the store at scrape time.
 
 Metric names (all labelled by ``queue`` and ``kind`` unless said otherwise):
 

@@ -1,5 +1,5 @@
-"""Request and response bodies of the JSON API (§15 "HTTP bodies"); Task JSON uses the §6.3
-field names.
+"""Request and response bodies of the JSON API (docs/http.md); Task JSON uses the field
+names of ``jobtrail.Task``.
 
 Request bodies are strict, so that HTTP accepts what ``App.enqueue`` accepts and nothing more:
 integers are JSON integers (not ``true``, ``"5"`` or ``1e3``), numbers are not booleans or
@@ -106,9 +106,7 @@ class TaskOut(BaseModel):
     dismissed: bool = False
     created: bool = False
     steps: dict[str, Any] = Field(default_factory=dict)
-    result: Any = Field(
-        default=None, description="the handler's return value once succeeded (§16.1)"
-    )
+    result: Any = Field(default=None, description="the handler's return value once succeeded")
 
 
 class ResultOut(BaseModel):
@@ -193,7 +191,7 @@ class ErrorOut(BaseModel):
     )
 
 
-# -- dead letters and replay runs (SPEC §16.6) --------------------------------------------------
+# -- dead letters and replay runs ---------------------------------------------------------------
 class DeadTaskOut(BaseModel):
     """One dead task's evidence; the payload is never included, only its hash."""
 
@@ -311,7 +309,7 @@ class ReplayRunStarted(ReplayRunOut):
 
 
 class WorkerOut(BaseModel):
-    """A live worker (SPEC §17.1), from its heartbeat row."""
+    """A live worker, from its heartbeat row."""
 
     id: str = Field(description="owner id host:pid:boot (the lease_owner of its tasks)")
     host: str

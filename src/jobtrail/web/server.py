@@ -1,5 +1,5 @@
 """``create_app``: the FastAPI application over one ``jobtrail.App``, with the error mapping
-(§15): 404 unknown id, 409 idempotency conflict or illegal transition (naming the current
+(docs/http.md): 404 unknown id, 409 idempotency conflict or illegal transition (naming the current
 state), 413 too large, 422 invalid, 503 + ``Retry-After`` when the store cannot be reached."""
 
 from __future__ import annotations
@@ -99,8 +99,8 @@ def create_app(
     unset, only loopback names without tokens and any name with them).
     ``result_waits_per_token``: result waits (``/result?timeout=``) one token may have at once.
 
-    Every request passes, outermost first: the security headers, the ``Host`` check (§17.1b),
-    the throttle on failed tokens, the dashboard's origin rule and the body limit (§16.7) —
+    Every request passes, outermost first: the security headers, the ``Host`` check (DNS rebinding),
+    the throttle on failed tokens, the dashboard's origin rule and the body limit —
     all before a route reads a byte of the body or looks at a token."""
     web = FastAPI(
         title="jobtrail",
@@ -178,7 +178,7 @@ def _errors(web: FastAPI) -> None:
 
     @web.exception_handler(TaskFailed)
     async def task_failed(_: Request, exc: TaskFailed) -> JSONResponse:
-        # §16.1: a dead or cancelled task has no result and never will
+        # a dead or cancelled task has no result and never will
         body = {
             "error": _text(exc),
             "task_id": exc.task.id,

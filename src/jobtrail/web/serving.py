@@ -1,5 +1,5 @@
 """Run an ASGI application of ours under uvicorn with the protections of ``connections.py``
-and the proxy rule (§17.1b): ``jobtrail serve`` and ``jobtrail dashboard`` both start
+and the proxy rule (below): ``jobtrail serve`` and ``jobtrail dashboard`` both start
 their server here.
 
 Proxy headers. uvicorn by default believes ``X-Forwarded-For`` and ``X-Forwarded-Proto`` from

@@ -1,4 +1,4 @@
-"""Webhook signatures, verified over the raw body before anything parses it (§12, §17.1b).
+"""Webhook signatures, verified over the raw body before anything parses it.
 
 Standard Webhooks: headers ``webhook-id``, ``webhook-timestamp`` and ``webhook-signature``
 — or the same three under Svix's names ``svix-id``, ``svix-timestamp``, ``svix-signature``,

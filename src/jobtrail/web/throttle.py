@@ -1,4 +1,4 @@
-"""Slow down token guessing (§16.7): failed sign-ins and failed tokens, per client address.
+"""Slow down token guessing: failed sign-ins and failed tokens, per client address.
 
 A *guess* is a request that offers a credential — an ``Authorization`` header, the session
 cookie, or a POST to ``/login`` — and is answered 401 (webhook deliveries are not: their 401 is

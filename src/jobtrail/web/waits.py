@@ -1,4 +1,4 @@
-"""Result waits that hold no request thread and no connection each (§17.1b).
+"""Result waits that hold no request thread and no connection each.
 
 ``GET /api/tasks/{id}/result?timeout=30`` once waited in a request thread with a ``LISTEN``
 connection of its own: 40 such requests from one read token took all 40 of the server's

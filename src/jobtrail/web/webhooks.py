@@ -1,4 +1,4 @@
-"""``POST /webhooks/{source}`` (§12): read the raw body (bounded), verify its signature before
+"""``POST /webhooks/{source}``: read the raw body (bounded), verify its signature before
 anything parses it, then record the delivery and enqueue its event task in one transaction.
 
 Answers: 202 a new delivery (``{"task_id", "duplicate": false}``), 200 a repeat (same task id,

@@ -54,6 +54,9 @@ class IdleHandOff(LeaseRenewal):
         task_id = int(row["id"])
         if task_id in self._handed_seen:
             return False
+        with self._running_lock:
+            if task_id in self.running:  # claimed again since (its hand-off's lease expired)
+                return False
         self._handed_seen[task_id] = None
         if len(self._handed_seen) > SEEN:
             del self._handed_seen[next(iter(self._handed_seen))]
@@ -119,7 +122,15 @@ class IdleHandOff(LeaseRenewal):
             self._unsure = True
             logs.store_failed(self.driver, f"reading handed task {task_id}", exc)
             return 0
-        if row is None or row["state"] != "leased" or row["lease_owner"] != self.owner:
+        # only the handed attempt (a hand-off leases attempt 1): once its lease expired the
+        # task may have been claimed again, by this very worker too, and that attempt is
+        # already running here or done (issue 38: attempt 2 ran twice in one worker)
+        if (
+            row is None
+            or row["state"] != "leased"
+            or row["lease_owner"] != self.owner
+            or int(row["attempts"]) != 1
+        ):
             return 0
         return int(self._adopt(row))
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..core.context import Attempt
+from ..model.errors import StoreUnavailable
 from ..model.machine import State
 from ..model.oneline import one_line
 from ..store.base import Driver
@@ -123,6 +124,9 @@ def store_failed(driver: Driver, what: str, exc: BaseException, *, retry: str = 
     """A pass of the worker (``what``: claim, sweep, retention pass, ...) failed. The store
     being away is said once per outage by the driver's notice (``store/outage.py``), so it is
     only told; any other error is this line, at WARNING."""
+    if isinstance(exc, StoreUnavailable) and not exc.outage:  # said once by the driver
+        log.debug("%s failed (%s)%s", what, type(exc).__name__, retry)
+        return
     if unreachable(exc):
         driver.outage.failed(exc)
         log.debug("%s failed (%s)%s", what, type(exc).__name__, retry)

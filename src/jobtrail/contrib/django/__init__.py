@@ -1,4 +1,4 @@
-"""jobtrail as a backend of Django's task framework (SPEC §16.4): ``django.tasks`` in
+"""jobtrail as a backend of Django's task framework (docs/django.md): ``django.tasks`` in
 Django >= 6.0, or the ``django-tasks`` backport on Django 5.2.
 
 ``TASKS = {"default": {"BACKEND": "jobtrail.contrib.django.JobtrailBackend"}}``, and

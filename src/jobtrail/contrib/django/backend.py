@@ -1,5 +1,5 @@
 """``JobtrailBackend``: Django's task framework (``django.tasks``, or the ``django-tasks``
-backport) on a jobtrail store (SPEC §16.4).
+backport) on a jobtrail store (docs/django.md).
 
 Each Django task is a jobtrail kind named by its module path (``myapp.tasks.send_email``), so
 ``jobtrail explain``, the dashboard and the CLI show Django tasks like any other. The payload is
@@ -41,7 +41,7 @@ from .shared import close as close_shared
 
 connect_signals()
 
-#: SPEC §16.4's status mapping.
+#: The Django status of each jobtrail state.
 STATUS: dict[State, Any] = {
     State.QUEUED: TaskResultStatus.READY,
     State.WAITING: TaskResultStatus.READY,
@@ -367,7 +367,7 @@ def payload_of(task: Any, args: Any, kwargs: Any) -> dict[str, Any]:
 
 def errors_of(log: list[Transition]) -> list[Any]:
     """One ``TaskError`` per attempt that raised: the exception's class path and traceback
-    (SPEC §16.1 stores them with the failing transition). An attempt that ended without an
+    (each failing transition stores them). An attempt that ended without an
     exception (a lease that expired with its worker) has none to show."""
     out = []
     for t in log:

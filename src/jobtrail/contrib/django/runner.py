@@ -36,16 +36,16 @@ if TYPE_CHECKING:
 class JobtrailTaskContext(TaskContext):  # type: ignore[misc]
     """The framework's ``TaskContext`` (``task_result``, ``attempt``) with jobtrail's handler
     context under ``jobtrail``, and its durable helpers at hand: ``step``, ``effect``,
-    ``check_cancelled`` and ``extend`` (SPEC §8)."""
+    ``check_cancelled`` and ``extend``."""
 
     jobtrail: Context
 
     def step(self, name: str, fn: Callable[[], Any]) -> Any:
-        """Run ``fn`` once per task: a retry gets the recorded result instead (SPEC §8)."""
+        """Run ``fn`` once per task: a retry gets the recorded result instead."""
         return self.jobtrail.step(name, fn)
 
     def effect(self, name: str, fn: Callable[[str], Any]) -> Any:
-        """An external effect with an idempotency key and a receipt (SPEC §8)."""
+        """An external effect with an idempotency key and a receipt."""
         return self.jobtrail.effect(name, fn)
 
     def check_cancelled(self) -> None:

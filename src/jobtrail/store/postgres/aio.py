@@ -148,6 +148,8 @@ class AsyncSide:
         statement commits alone, for the driver's one-statement operations)."""
         pool = await_(self.pool())
         conn = await_(pool.getconn())
+        if self.pooled and conn.prepare_threshold is not None:
+            conn.prepare_threshold = None  # made before a pooler was found (pooler.py)
         try:
             if autocommit:
                 yield _tx(conn, sql, utc=not self.pooled)

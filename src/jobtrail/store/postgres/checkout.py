@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -28,6 +28,7 @@ from .connection import (
     connect_error_text,
     schema_missing,
 )
+from .pooler import session_mixup
 
 #: The session settings of each connection of ours (not behind a transaction pooler, where a
 #: session setting would leak to other clients: docs/postgres.md). Times in UTC; and no JIT
@@ -40,8 +41,8 @@ SESSION_SETTINGS = "SET TIME ZONE 'UTC'; SET jit = off"
 #: Errors that mean a statement did not run on this connection, whatever it was: a prepared
 #: statement the server session does not have, or has already (a transaction pooler handed
 #: the connection another session), or a connection psycopg had closed. Nothing was stored;
-#: another connection may work. Raised as ``StoreUnavailable`` (SPEC §17.1b: a caller never
-#: sees a driver's own exception), and the connection is dropped.
+#: another connection may work. Raised as ``StoreUnavailable`` (a caller never sees a driver's
+#: own exception), and the connection is dropped.
 SESSION_ERRORS: tuple[type[psycopg.Error], ...] = (
     psycopg.errors.InvalidSqlStatementName,
     psycopg.errors.DuplicatePreparedStatement,
@@ -82,6 +83,8 @@ class Checkout:
     _closed: threading.Event
     _listener_lock: threading.Lock
     _own_all: list[psycopg.Connection[Any]]
+    _sense: Callable[[psycopg.Connection[Any]], None]
+    _mixed_sessions: Callable[[BaseException], StoreUnavailable]
 
     # -- connections: a connection back from a transaction less than CHECK_AFTER_IDLE ago,
     # with no connection of the pool found broken since, is handed out again without a round
@@ -89,7 +92,14 @@ class Checkout:
     # A connection that breaks anyway fails its transaction as StoreUnavailable, is discarded,
     # and the caller's retry gets a checked one.
     def _configure(self, conn: psycopg.Connection[Any], *, generic_plans: bool = False) -> None:
+        if not self._pooled:  # is a pooler in between after all? (pooler.py)
+            self._enter(conn)
+            try:
+                self._sense(conn)
+            finally:
+                self._leave(conn)
         if self._pooled:  # no session settings: times are converted client-side (_Tx)
+            conn.prepare_threshold = None
             self._last_used[conn] = time.monotonic()
             return
         self._enter(conn)
@@ -157,6 +167,8 @@ class Checkout:
                 wait = NEXT_WAIT
                 continue
             if self._fresh(conn) or self._works(conn):
+                if self._pooled and conn.prepare_threshold is not None:
+                    conn.prepare_threshold = None  # made before a pooler was found
                 self._enter(conn)
                 return conn
             conn.close()  # whatever failed, the pool must not hand this one out again
@@ -227,6 +239,8 @@ class Checkout:
             if conn is None:  # the connect itself failed: the server's answer, at once
                 raise _unavailable(ConnectFailed(connect_error_text(exc))) from exc
             raise _unavailable(exc) from exc
+        if self._pooled and conn.prepare_threshold is not None:
+            conn.prepare_threshold = None  # made before a pooler was found
         self._enter(conn)
         return conn
 
@@ -243,6 +257,9 @@ class Checkout:
         missing = schema_missing(self.url, error)
         if missing is not None:
             raise missing from error
+        if session_mixup(error):  # a pooler pooler= did not name (pooler.py)
+            self._drop_own(holder, conn)
+            raise self._mixed_sessions(error) from error
         if isinstance(error, (psycopg.OperationalError, *SESSION_ERRORS)):
             if conn.broken or conn.closed:
                 self.outage.failed(error)

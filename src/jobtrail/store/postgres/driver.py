@@ -12,6 +12,7 @@ idle connection too.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import weakref
@@ -25,6 +26,7 @@ from psycopg import pq
 from psycopg.rows import tuple_row
 from psycopg_pool import PoolTimeout
 
+from ...model.errors import StoreUnavailable
 from .. import queries
 from ..base import (
     Claim,
@@ -57,11 +59,12 @@ from .direct import DirectStatement
 from .handoff import HandOff
 from .insert import insert_statement, int_array, text_array
 from .listen import Channels, Listening, listen_url_for
+from .pooler import PoolerSense, session_mixup
 
 log = logging.getLogger("jobtrail.store")
 
 
-class PostgresDriver(Checkout, Listening, HandOff, Driver):
+class PostgresDriver(Checkout, Listening, HandOff, PoolerSense, Driver):
     dialect = "postgres"
     logs_in_statement = True
     claims_in_one_statement = True
@@ -90,8 +93,9 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
         host = given.get("host")
         self.outage.where = where(str(host or ""), given.get("port"), pooler=bool(self.pooler))
         quiet_pool_logs()  # psycopg_pool's check-outs and connection errors: outage.py
+        # without pooler=, the first connection is looked at for a pooler (pooler.py): until
+        # then this URL is only where LISTEN would go
         self._listen_url = listen_url_for(url, self.pooler, listen_url)
-        self.polls_only = self._listen_url is None
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout if read_timeout and read_timeout > 0 else None
         self._watchdog = _Watchdog(self.read_timeout) if self.read_timeout else None
@@ -158,6 +162,7 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
         self._probe: str | None = None
         self._channels: Channels | None = None
         self._init_handoff()
+        self._init_pooler_sense(listen_url is not None)
 
     # -- transactions --------------------------------------------------------------------------
     @contextmanager
@@ -183,22 +188,37 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
             with self._connection() as conn, conn.transaction():
                 yield _Tx(conn, self.sql, utc=not self._pooled)
         except UNAVAILABLE as exc:
+            if session_mixup(exc):  # a pooler pooler= did not name (pooler.py)
+                raise self._mixed_sessions(exc) from exc
             raise _unavailable(exc) from exc
         except psycopg.errors.UndefinedTable as exc:
             raise schema_missing(self.url, exc) or exc from exc
+        except psycopg.Error as exc:
+            if session_mixup(exc):
+                raise self._mixed_sessions(exc) from exc
+            raise
 
     def _async_transaction(self, *, autocommit: bool = False) -> Iterator[_Tx]:
         try:
             with self._async.transaction(self.sql, autocommit=autocommit) as tx:
                 yield tx
         except UNAVAILABLE as exc:
+            if session_mixup(exc):  # a pooler pooler= did not name (pooler.py)
+                raise self._mixed_sessions(exc) from exc
             if isinstance(exc, psycopg.OperationalError | PoolTimeout):
                 self.outage.failed(exc)  # the sync side's checkout tells it likewise
             raise _unavailable(exc) from exc
+        except psycopg.Error as exc:
+            if session_mixup(exc):
+                raise self._mixed_sessions(exc) from exc
+            raise
         self.outage.answered()
 
     async def run_async(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        # on this loop's async connections, through the bridge: no thread
+        # on this loop's async connections, through the bridge: no thread; their pool is made
+        # once the look at start (pooler.py) has been made, on a connection of the sync pool
+        if not self._sensed.is_set():
+            await asyncio.to_thread(self._settle_pooler)
         await self._async.pool()
         return await run_bridged(fn, *args, **kwargs)
 
@@ -241,9 +261,15 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
             with self._connection() as conn:
                 yield _Tx(conn, self.sql, utc=not self._pooled)
         except UNAVAILABLE as exc:
+            if session_mixup(exc):  # a pooler pooler= did not name (pooler.py)
+                raise self._mixed_sessions(exc) from exc
             raise _unavailable(exc) from exc
         except psycopg.errors.UndefinedTable as exc:
             raise schema_missing(self.url, exc) or exc from exc
+        except psycopg.Error as exc:
+            if session_mixup(exc):
+                raise self._mixed_sessions(exc) from exc
+            raise
 
     def _caller_transaction(self, conn: Any) -> Iterator[_Tx]:
         if not isinstance(conn, psycopg.Connection):
@@ -356,6 +382,15 @@ class PostgresDriver(Checkout, Listening, HandOff, Driver):
     def task_insert_alone(self, new: NewTask) -> tuple[Row, bool]:
         # one round trip: insert, transition and NOTIFY in one autocommit statement (or the
         # hand-off to an idle worker: handoff.py)
+        try:
+            with self.single_statement() as tx:
+                tx.handoff = self._may_hand_off()
+                return self.task_insert(tx, new)
+        except StoreUnavailable as exc:
+            if not session_mixup(exc.__cause__):
+                raise
+        # the statement met another server session before it ran (pooler.py): once more,
+        # now without prepared statements
         with self.single_statement() as tx:
             tx.handoff = self._may_hand_off()
             return self.task_insert(tx, new)

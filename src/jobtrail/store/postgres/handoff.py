@@ -55,7 +55,6 @@ HANDOFF_PREFIX = "jobtrail_h_"
 class HandOff:
     """Mixed into ``PostgresDriver`` (``_init_handoff`` from its ``__init__``)."""
 
-    polls_only: bool
     sql: dict[str, str]
     _wakeup: threading.Event
 
@@ -70,9 +69,6 @@ class HandOff:
         self._handoff_locked = False
         self._idle_seen = True
         self._idle_checked = float("-inf")
-        # no LISTEN connection (behind a transaction pooler without listen_url): no channel
-        # to hear a hand-off on, and no session to prove a worker alive
-        self.hands_off = not self.polls_only
 
     def _may_hand_off(self) -> bool:
         """Whether a single enqueue should run the hand-off's statement: while its last run

@@ -60,7 +60,6 @@ class Listening:
 
     url: str
     pool: ConnectionPool[psycopg.Connection[Any]]
-    polls_only: bool
     outage: OutageNotice  # Driver.__init__
     _listen_url: str | None
     _connect_kwargs: dict[str, Any]
@@ -79,6 +78,8 @@ class Listening:
     _listen_handoff: Callable[[psycopg.Connection[Any]], None]
     _hold_handoff_lock: Callable[[psycopg.Connection[Any]], None]
     _note_handed: Callable[[str], None]
+    _settle_pooler: Callable[[], bool]  # pooler.py: the look at start made (or impossible)
+    _listen_proven: bool | None
 
     def wake(self) -> None:
         self.queued_heard += 1
@@ -108,13 +109,18 @@ class Listening:
         """Whether a NOTIFY sent through the pool reaches the LISTEN connection within
         ``timeout`` seconds (``None`` when there is none: ``polls_only``). Checked once per
         driver; a failed check is tried again next time."""
+        deadline = time.monotonic() + timeout
+        if not self._settle_pooler():  # the store is away: nothing proven
+            self._listen_proven = False
+            return False
         if self._listen_url is None:
             return None
         if self._heard.is_set():
+            self._listen_proven = True
             return True
         self._ensure_listener()
-        deadline = time.monotonic() + timeout
-        if not self._listening.wait(timeout):
+        if not self._listening.wait(max(0.0, deadline - time.monotonic())):
+            self._listen_proven = False
             return False
         token = "jobtrail-check:" + secrets.token_hex(8)
         self._probe = token
@@ -122,8 +128,12 @@ class Listening:
             with self.pool.connection(timeout=max(0.1, deadline - time.monotonic())) as conn:
                 conn.execute("SELECT pg_notify(jobtrail_channel('queued'), %s)", (token,))
         except (psycopg.Error, PoolTimeout):
+            self._listen_proven = False
             return False
-        return self._heard.wait(max(0.0, deadline - time.monotonic()))
+        # a LISTEN that does not hear its own NOTIFY (one through a transaction pooler, say)
+        # proves no session: no hand-off to this driver's workers (pooler.py hands_off)
+        self._listen_proven = self._heard.wait(max(0.0, deadline - time.monotonic()))
+        return self._listen_proven
 
     @contextmanager
     def watch_finished(self) -> Iterator[Callable[[float], bool]]:
@@ -134,7 +144,7 @@ class Listening:
         # wait is a plain sleep: polling.
         conn: psycopg.Connection[Any] | None = None
         try:
-            if self._listen_url is not None:
+            if self._settle_pooler() and self._listen_url is not None:
                 finished = self.channels().finished
                 conn = psycopg.connect(self._listen_url, autocommit=True, **self._connect_kwargs)
                 conn.execute(f"LISTEN {finished}")
@@ -183,13 +193,17 @@ class Listening:
 
     def _listen(self) -> None:
         delay = 0.2
-        assert self._listen_url is not None
         while not self._closed.is_set():
             try:
+                # no LISTEN before the look at start (pooler.py): it may find a pooler
+                if not self._settle_pooler():
+                    raise psycopg.OperationalError("the store cannot be reached")
+                url = self._listen_url
+                if url is None:  # a pooler was found, and no listen_url given: poll
+                    self._listening.clear()
+                    return
                 queued = self.channels().queued
-                with psycopg.connect(
-                    self._listen_url, autocommit=True, **self._connect_kwargs
-                ) as conn:
+                with psycopg.connect(url, autocommit=True, **self._connect_kwargs) as conn:
                     self._listen_handoff(conn)
                     conn.execute(f"LISTEN {queued}")
                     delay = 0.2
@@ -197,7 +211,7 @@ class Listening:
                     self.queued_heard += 1
                     self._wakeup.set()  # we may have missed notifications while away
                     pinged = time.monotonic()
-                    while not self._closed.is_set():
+                    while not self._closed.is_set() and self._listen_url is not None:
                         for note in conn.notifies(timeout=0.5, stop_after=1):
                             if note.channel == self.handoff_channel:
                                 self._note_handed(note.payload)

@@ -30,7 +30,7 @@ def create_dashboard_app(
 ) -> FastAPI:
     """A FastAPI application serving only the dashboard of ``app``. Without ``authorize``
     everyone who reaches it may act, so it answers only the loopback ``Host`` names unless
-    ``allowed_hosts`` (or ``JOBTRAIL_ALLOWED_HOSTS``) lists others (DNS rebinding, §17.1b);
+    ``allowed_hosts`` (or ``JOBTRAIL_ALLOWED_HOSTS``) lists others (DNS rebinding);
     with ``authorize`` it answers any name unless told otherwise."""
     web = FastAPI(title="jobtrail dashboard", docs_url=None, redoc_url=None, openapi_url=None)
     web.include_router(router(app, authorize=authorize))

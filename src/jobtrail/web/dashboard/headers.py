@@ -1,4 +1,4 @@
-"""Security headers on every answer (§16.7), as a pure ASGI middleware.
+"""Security headers on every answer (CSP, frames, nosniff, referrer), as a pure ASGI middleware.
 
 Every response gets ``X-Content-Type-Options: nosniff``, ``X-Frame-Options: DENY``,
 ``Referrer-Policy: same-origin`` and a ``Content-Security-Policy`` that allows only this

@@ -76,7 +76,7 @@ CREATE TABLE jobtrail_transitions (
 );
 CREATE INDEX jobtrail_transitions_reason_at ON jobtrail_transitions (reason, at);
 
--- The log is append-only. Pruning old finished tasks (§12) is the one documented exception:
+-- The log is append-only. Pruning old finished tasks (``jobtrail prune``) is the one documented exception:
 -- it runs with SET LOCAL jobtrail.pruning = 'on' inside its own transaction.
 CREATE FUNCTION jobtrail_transitions_append_only() RETURNS trigger
 LANGUAGE plpgsql AS $$

@@ -1,4 +1,4 @@
--- Steps and effects (§8), the outbox, and sequential workflow children (§10).
+-- Steps and effects, the outbox, and sequential workflow children.
 
 -- A sequential child waits for the sibling before it: it stays queued with a far-future run_at
 -- until that sibling succeeds (then run_at = now(), in the same transaction).

@@ -1,4 +1,4 @@
--- Operations (§12): paused queues and concurrency limits, with an audit history.
+-- Operations: paused queues and concurrency limits, with an audit history.
 
 CREATE TABLE jobtrail_queues (
     name             TEXT PRIMARY KEY,

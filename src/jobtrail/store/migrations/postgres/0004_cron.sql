@@ -1,4 +1,4 @@
--- Cron (§12, §15): the schedules of periodic kinds and every window recorded for them.
+-- Cron: the schedules of periodic kinds and every window recorded for them.
 
 -- One row per periodic kind, written by the schedulers when they first see it (or its
 -- definition changes). anchor_at: only windows after this time are considered — the time the

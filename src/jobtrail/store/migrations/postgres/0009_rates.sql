@@ -1,4 +1,4 @@
--- Flow control (§16.6): a token bucket per queue and per (queue, tenant), a ramp that grows the
+-- Flow control: a token bucket per queue and per (queue, tenant), a ramp that grows the
 -- allowed rate from a tenth to the full rate, and the index the fair (tenant round-robin)
 -- claim walks. Every time here is the database clock's.
 

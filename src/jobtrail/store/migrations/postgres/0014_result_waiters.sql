@@ -1,4 +1,4 @@
--- Who waits for a result (app.result with a timeout, SPEC 16.1): the backend pid of each
+-- Who waits for a result (app.result with a timeout): the backend pid of each
 -- waiter's LISTEN connection, registered while it waits. A move to a terminal state notifies
 -- jobtrail_finished only while a row exists: PostgreSQL serializes the commits of all
 -- transactions that NOTIFY, cluster-wide, through the WAL flush, and one notification in

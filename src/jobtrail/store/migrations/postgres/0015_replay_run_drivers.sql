@@ -1,4 +1,4 @@
--- Who drives a replay run, and whether it is still being driven (SPEC 16.6, issue 19).
+-- Who drives a replay run, and whether it is still being driven (issue 19).
 --
 -- driver:       the process that drives the run now ("host:pid:token"): the CLI or App call
 --               that started it, or, for a detached run, the sweeper taking its current step

@@ -1,4 +1,4 @@
--- Live workers (SPEC 17.1): one row per running worker process, written by its own sweep.
+-- Live workers: one row per running worker process, written by its own sweep.
 --
 -- id:          the worker's owner id, host:pid:boot (the lease_owner of the tasks it holds).
 -- queues, kinds: what it claims from (JSON arrays of names): explain and doctor compare a due

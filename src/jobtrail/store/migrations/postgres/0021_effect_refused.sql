@@ -1,4 +1,4 @@
--- An effect the provider refused (SPEC §17.1 "what an effect's failure proves"): the call
+-- An effect the provider refused: the call
 -- raised with evidence that nothing happened (an HTTP status of 400-499 or 503, or a jobtrail
 -- TransientError/PermanentError), so its intent is kept as 'refused' instead of being deleted —
 -- explain and the dashboard can say so — and the next attempt calls again without asking

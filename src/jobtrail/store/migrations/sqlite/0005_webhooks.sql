@@ -1,4 +1,4 @@
--- Webhooks (§12): one row per (source, delivery id) ever received with a valid signature.
+-- Webhooks: one row per (source, delivery id) ever received with a valid signature.
 -- The primary key is the dedupe: the row and the event task are written in one transaction,
 -- so a repeat delivery finds the row and answers with the same task id, changing nothing.
 -- task_id is NULL for a verified body that was not JSON; bad_body then keeps it (for a person

@@ -1,4 +1,4 @@
--- Replay runs (SPEC §16.6): each replay_dead call is a run, recorded with its operator, note,
+-- Replay runs: each replay_dead call is a run, recorded with its operator, note,
 -- filter (data), progress and how it ended. A run replays batch by batch; between batches it
 -- observes its replayed tasks (jobtrail_replay_run_tasks) and stops once stop_after_failures of
 -- them have gone dead again, or when a batch has not settled within the run's batch timeout.

@@ -1,4 +1,4 @@
--- Tracing and retention (SPEC §16.5).
+-- Tracing and retention.
 --
 -- The trace context of a task (W3C traceparent/tracestate) needs no column: it is stored in the
 -- data of the task's creating transition (key "trace"), written by the insert itself.

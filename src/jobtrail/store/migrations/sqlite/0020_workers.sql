@@ -1,4 +1,4 @@
--- Live workers (SPEC 17.1; see PostgreSQL's 0020 for what each column means). Times are
+-- Live workers (see PostgreSQL's 0020 for what each column means). Times are
 -- epoch seconds (REAL); queues and kinds are JSON arrays of names.
 CREATE TABLE jobtrail_workers (
     id           TEXT    PRIMARY KEY,

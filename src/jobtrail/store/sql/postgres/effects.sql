@@ -100,7 +100,7 @@ RETURNING id, queue;
 UPDATE jobtrail_tasks SET after_id = %(after_id)s WHERE id = %(id)s;
 
 -- name: task_by_receipt
--- :tenant NULL is any tenant; a tenant's confirmation finds only its own tasks (SPEC §16.7)
+-- :tenant NULL is any tenant; a tenant's confirmation finds only its own tasks
 SELECT id, state FROM jobtrail_tasks
 WHERE receipt_id = %(receipt_id)s AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
   AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)

@@ -1,4 +1,4 @@
--- Operations (§12) for PostgreSQL: queues (pause, limits), limit-aware claims, stats, pruning.
+-- Operations for PostgreSQL: queues (pause, limits), limit-aware claims, stats, pruning.
 
 -- name: queue_limits_lock
 -- Claims on a limited queue (concurrency or rate) take turns: the queue's row lock is held

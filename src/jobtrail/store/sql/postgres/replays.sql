@@ -1,4 +1,4 @@
--- Replay runs (SPEC §16.6), the effects a replay would perform again, and dead-letter evidence.
+-- Replay runs, the effects a replay would perform again, and dead-letter evidence.
 
 -- name: replay_run_insert
 -- :driver is the process that drives the run (a detached run's first step is taken by the

@@ -38,7 +38,7 @@ SELECT now() AS now, set_config('jit', 'off', true) AS jit;
             SELECT f.id FROM (
 
 -- fragment: fair_due
--- Fairness (SPEC §16.6): priority first, then tenants in turn, then due time. The tenants with
+-- Fairness: priority first, then tenants in turn, then due time. The tenants with
 -- queued tasks of the queue are walked as a skip scan of jobtrail_tasks_due_tenant (one probe
 -- per tenant, not one row per task); each tenant gives its first due tasks in its own order,
 -- as many as its fair share of the candidates needs (all three batches with one tenant, one
@@ -161,7 +161,7 @@ SELECT now() AS now, set_config('jit', 'off', true) AS jit;
         lease_expires_at = NULL,
         receipt_deadline = NULL,
         dismissed_at = NULL,
-        -- §16.1: each task's return value (a JSON array aligned with ids; JSON null = none)
+        -- each task's return value (a JSON array aligned with ids; JSON null = none)
         result = NULLIF((%(results)s::jsonb) -> (array_position(%(ids)s::bigint[], t.id) - 1),
                         'null'::jsonb)
     WHERE t.id = ANY(%(ids)s::bigint[])
@@ -452,7 +452,7 @@ WITH upd AS (
                 THEN now() + make_interval(secs => %(receipt_in)s::float8)
             WHEN %(to_state)s::text = 'awaiting_receipt' THEN receipt_deadline END,
         dismissed_at = NULL,
-        -- §16.1: a success stores the handler's return value with its transition; a replay
+        -- a success stores the handler's return value with its transition; a replay
         -- (attempts reset) starts without one
         result = CASE WHEN %(set_result)s THEN %(result)s::jsonb
                       WHEN %(reset_attempts)s THEN NULL ELSE result END

@@ -1,4 +1,4 @@
--- Live workers (SPEC 17.1): the heartbeat rows of jobtrail_workers (migration 0020) and the
+-- Live workers: the heartbeat rows of jobtrail_workers (migration 0020) and the
 -- reads that compare due work with what the live workers take.
 
 -- name: worker_beat

@@ -96,7 +96,7 @@ RETURNING id, queue;
 UPDATE jobtrail_tasks SET after_id = :after_id WHERE id = :id;
 
 -- name: task_by_receipt
--- :tenant NULL is any tenant; a tenant's confirmation finds only its own tasks (SPEC §16.7)
+-- :tenant NULL is any tenant; a tenant's confirmation finds only its own tasks
 SELECT id, state FROM jobtrail_tasks
 WHERE receipt_id = :receipt_id AND (:kind IS NULL OR kind = :kind)
   AND (:tenant IS NULL OR tenant = :tenant)

@@ -1,4 +1,4 @@
--- Operations (§12) for SQLite: queues (pause, limits), limit-aware claims, stats, pruning.
+-- Operations for SQLite: queues (pause, limits), limit-aware claims, stats, pruning.
 
 -- name: queue_limits_lock
 -- Queues of this claim that have a concurrency or rate limit and are not paused, with the

@@ -1,4 +1,4 @@
--- Replay runs (SPEC §16.6), the effects a replay would perform again, and dead-letter evidence.
+-- Replay runs, the effects a replay would perform again, and dead-letter evidence.
 
 -- name: replay_run_insert
 INSERT INTO jobtrail_replay_runs (actor, note, data, batch_size, stop_after_failures, total,

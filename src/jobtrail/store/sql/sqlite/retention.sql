@@ -1,4 +1,4 @@
--- Retention (SPEC §16.5) and tracing: the sweeper's bounded prune batches, the store's counts
+-- Retention and tracing: the sweeper's bounded prune batches, the store's counts
 -- of what was pruned, and the trace contexts stored with tasks.
 
 -- name: retention_select

@@ -56,7 +56,7 @@ SET state = 'leased',
     claimed_version = :version
 
 -- fragment: fair_due
--- Fairness (SPEC §16.6): priority first, then tenants in turn, then due time. The tenants with
+-- Fairness: priority first, then tenants in turn, then due time. The tenants with
 -- queued tasks of the queue are walked as a skip scan of jobtrail_tasks_due_tenant (one probe
 -- per tenant, not one row per task); each tenant gives its first due tasks in its own order,
 -- as many as its fair share of three batches needs (all of them with one tenant, one task
@@ -133,7 +133,7 @@ SET state = :to_state,
                             THEN round((julianday('now') - 2440587.5) * 86400.0, 3) + :receipt_in
                             WHEN :to_state = 'awaiting_receipt' THEN receipt_deadline END,
     dismissed_at = NULL,
-    -- §16.1: a success stores the handler's return value with its transition; a replay
+    -- a success stores the handler's return value with its transition; a replay
     -- (attempts reset) starts without one
     result = CASE WHEN :set_result THEN :result WHEN :reset_attempts THEN NULL ELSE result END
 WHERE id = :id
@@ -307,7 +307,7 @@ SET state = 'succeeded',
     lease_expires_at = NULL,
     receipt_deadline = NULL,
     dismissed_at = NULL,
-    -- §16.1: the return value, the batch item's third element (JSON null = none)
+    -- the return value, the batch item's third element (JSON null = none)
     result = b.result
 FROM (SELECT j.value ->> 0 AS id, j.value ->> 1 AS attempt,
              CASE WHEN j.value ->> 2 IS NULL THEN NULL ELSE j.value -> 2 END AS result

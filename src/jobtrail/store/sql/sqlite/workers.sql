@@ -1,4 +1,4 @@
--- Live workers (SPEC 17.1) on SQLite: see PostgreSQL's workers.sql for what each does. Times
+-- Live workers on SQLite: see PostgreSQL's workers.sql for what each does. Times
 -- are epoch seconds; queues and kinds are JSON text.
 
 -- name: worker_beat
