@@ -94,8 +94,9 @@ INNER_FLOORS: list[list[tuple[str, ...]]] = [
         ("jobtrail.model.machine",),
     ],
     [
+        # the pump holds the parts; a part is given the parts below it that it uses
         ("jobtrail.worker.pump",),
-        ("jobtrail.worker.lease",),
+        ("jobtrail.worker.lease", "jobtrail.worker.handoff"),
         ("jobtrail.worker.handlers",),
         ("jobtrail.worker.outcomes",),
         ("jobtrail.worker.state",),
