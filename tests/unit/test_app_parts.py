@@ -77,3 +77,47 @@ def test_a_forward_must_carry_the_name_of_what_it_forwards() -> None:
     while error is not None and not isinstance(error, TypeError):
         error = error.__cause__
     assert error is not None and "name them alike" in str(error)
+
+
+def test_rebound_carries_the_registrations_onto_its_own_store(tmp_path: Path) -> None:
+    """The CLI's ``--db``: the loaded app's kinds, schedules, webhook sources, sinks, settings
+    and the caller's own attributes, on a new App whose parts all use the new driver."""
+    from jobtrail.app.facade import rebound
+
+    loaded: Any = jobtrail.App(
+        f"sqlite:///{tmp_path / 'a.db'}", result_limit=1000, retention={"succeeded": 5}
+    )
+
+    @loaded.task()
+    def k(ctx: Any, payload: Any) -> None:
+        return None
+
+    @loaded.periodic("* * * * *")
+    def tick(ctx: Any, payload: Any) -> None:
+        return None
+
+    @loaded.webhook("gh", tenant="t1")
+    def gh(ctx: Any, event: Any) -> None:
+        return None
+
+    loaded.sink("topic")(lambda *args: None)
+    loaded.demo_gate = "caller's own"
+    assert loaded.enqueue  # a forward looked up (kept on the loaded instance) is not carried
+    app: Any = rebound(loaded, f"sqlite:///{tmp_path / 'b.db'}", pooler=None, listen_url=None)
+    try:
+        assert app.kinds == loaded.kinds == ["k", "tick", "webhook.gh"]
+        assert (app.result_limit, app.retention["succeeded"]) == (1000, 5.0)
+        assert list(app._periodic) == ["tick"]
+        assert app._webhooks._webhook_tenants == {"gh": "t1"}
+        assert list(app._core._sinks) == ["topic"]
+        assert app.demo_gate == "caller's own"
+        assert app._driver is not loaded._driver
+        for part in ("_enqueue", "_reads", "_workers", "_cron", "_async"):
+            assert getattr(app, part)._driver is app._driver, part
+        assert app.enqueue.__self__ is app._enqueue
+        app.migrate()
+        assert app.enqueue("k").created
+        assert app.run_worker(burst=True) == 1
+    finally:
+        app.close()
+        loaded.close()
