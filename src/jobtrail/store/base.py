@@ -132,7 +132,8 @@ class Driver(Statements, Reads, abc.ABC):
         """Apply pending migrations; returns the versions applied. Safe to run concurrently."""
 
     @abc.abstractmethod
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the connections and stop the listener for good; App.close calls it."""
 
     async def aclose(self) -> None:
         """``close`` from a coroutine (PostgreSQL closes its async pool on the running loop)."""
@@ -204,15 +205,18 @@ class Driver(Statements, Reads, abc.ABC):
 
     @abc.abstractmethod
     def watch_finished(self) -> AbstractContextManager[Callable[[float], bool]]:
-        """A watch for tasks reaching a terminal state (``app.result``, §16.1): inside it, the
-        yielded ``wait(timeout)`` blocks until some task may have finished since the watch
-        began or the last wait (True) or ``timeout`` passed (False). A hint only — the caller
-        re-reads its task; a watch that cannot listen (the store is away) just sleeps. Started
-        before the caller's first read, so a finish between the read and the wait is seen.
-        Apart from ``wait_for_work``: a waiting caller never takes a worker's wake-up."""
+        """A watch for tasks reaching a terminal state (``app.result``, which waits for one:
+        docs/guide.md, "Results"): inside it, the yielded ``wait(timeout)`` blocks until some
+        task may have finished since the watch began or the last wait (True) or ``timeout``
+        passed (False). A hint only — the caller re-reads its task; a watch that cannot listen
+        (the store is away) just sleeps. Started before the caller's first read, so a finish
+        between the read and the wait is seen. Apart from ``wait_for_work``: a waiting caller
+        never takes a worker's wake-up."""
 
     @abc.abstractmethod
-    def encode_time(self, value: datetime) -> Stamp: ...
+    def encode_time(self, value: datetime) -> Stamp:
+        """``value`` as this dialect stores a time (PostgreSQL: as is; SQLite: epoch seconds);
+        every caller that passes a time to a statement."""
 
     def is_outage(self, error: BaseException) -> bool:
         """Whether ``error`` means the store could not be reached or was busy (worth retrying
@@ -220,7 +224,9 @@ class Driver(Statements, Reads, abc.ABC):
         return isinstance(error, StoreUnavailable)
 
     @abc.abstractmethod
-    def notify_queued(self, tx: Tx, queue: str) -> None: ...
+    def notify_queued(self, tx: Tx, queue: str) -> None:
+        """Wake the workers of ``queue`` if and when ``tx`` commits (PostgreSQL NOTIFY; SQLite a
+        local hint); every enqueue and every move back to queued."""
 
     # -- tasks ---------------------------------------------------------------------------------
     def task_insert(self, tx: Tx, new: NewTask) -> tuple[Row, bool]:
@@ -502,7 +508,8 @@ class Driver(Statements, Reads, abc.ABC):
         worker guard of ``task_move``; a task whose guard fails is left untouched (the caller
         decides for it alone). Only for tasks without a parent: a workflow child's completion
         re-derives its parent (``transition.apply``). ``results``: the return value (JSON
-        text) of each task id that returned one, stored in the same statement (§16.1)."""
+        text) of each task id that returned one, stored in the same statement: a task is never
+        ``succeeded`` without its result (docs/guide.md, "Results")."""
 
     def _move_params(self, move: Move) -> dict[str, Any]:
         return {
@@ -556,6 +563,8 @@ class Driver(Statements, Reads, abc.ABC):
         traceback: str | None = None,
         error_class: str | None = None,
     ) -> None:
+        """Append one row to a task's transition log (append-only); only this driver's inserts,
+        claims and moves call it."""
         tx.run(
             "transition_insert",
             {
@@ -580,6 +589,8 @@ class Driver(Statements, Reads, abc.ABC):
     def lease_extend(
         self, tx: Tx, task_id: int, owner: str, attempt: int, seconds: float
     ) -> Row | None:
+        """Push the lease on ``seconds`` only while ``owner`` still holds ``attempt`` unexpired (the
+        row, else None); worker/lease.py and ``ctx.heartbeat``."""
         return tx.one(
             "lease_extend", {"id": task_id, "owner": owner, "attempt": attempt, "seconds": seconds}
         )

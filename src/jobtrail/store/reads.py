@@ -11,9 +11,13 @@ from .types import Row, Stamp, Tx
 
 class Reads:
     def encode_time(self, value: datetime) -> Stamp:
+        """``value`` as this dialect stores a time (PostgreSQL: as is; SQLite: epoch seconds); every
+        caller that passes a time to a statement."""
         raise NotImplementedError  # the dialect's (Driver.encode_time)
 
     def task_get(self, tx: Tx, task_id: int) -> Row | None:
+        """One task's row, or None; App.get and every reader of one task (explain, outcomes,
+        receipts, replays)."""
         return tx.one("task_get", {"id": task_id})
 
     def task_list(
@@ -27,6 +31,8 @@ class Reads:
         limit: int = 100,
         before_id: int | None = None,
     ) -> list[Row]:
+        """A page of tasks newest first, filtered (``before_id``: older than it); App.list, the
+        dashboard."""
         params = {
             "state": state,
             "kind": kind,
@@ -52,9 +58,13 @@ class Reads:
         return rows[:limit]
 
     def transition_list(self, tx: Tx, task_id: int) -> list[Row]:
+        """A task's transition log in ``seq`` order; App.transitions (explain, the dashboard, the
+        CLI)."""
         return tx.all("transition_list", {"id": task_id})
 
     def task_expired(self, tx: Tx, limit: int) -> list[Row]:
+        """Up to ``limit`` held tasks past their lease, locked (SKIP LOCKED) for the sweeper to
+        move."""
         return tx.all("task_expired", {"limit": limit})
 
     def task_dead_select(
@@ -67,6 +77,8 @@ class Reads:
         until: datetime | None,
         limit: int | None,
     ) -> list[Row]:
+        """Ids of the undismissed dead tasks a replay filter matches, oldest finish first; App's
+        replay and its preview."""
         return tx.all(
             "task_dead_select",
             {
@@ -79,4 +91,6 @@ class Reads:
         )
 
     def invariant_violations(self, tx: Tx) -> list[Row]:
+        """Tasks whose state is not their log's last ``to_state`` (empty when sound); the driver
+        tests."""
         return tx.all("invariant_violations")

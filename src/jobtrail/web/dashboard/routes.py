@@ -13,11 +13,12 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 from jinja2 import pass_context
 from markupsafe import Markup
@@ -43,7 +44,8 @@ PAGE_SIZE = 50
 COUNT_CAP = 10_000
 PREVIEW_LIMIT = 500
 #: The newest dead tasks of each group the dead-letter page shows with their evidence, and the
-#: newest replay runs it lists (SPEC §16.6).
+#: newest replay runs it lists (docs/dashboard.md, "Pages": a group's evidence is its newest
+#: tasks' own error text, input reference and provider ids).
 EVIDENCE_TASKS = 5
 RUNS_SHOWN = 20
 PAYLOAD_LIMIT = 2000
@@ -190,35 +192,45 @@ def _require(form: dict[str, str], *names: str) -> None:
         raise HTTPException(422, f"required: {', '.join(missing)} (who you are and why)")
 
 
-def router(
-    app: App, *, authorize: Authorize | None = None, session_cookie: str | None = None
-) -> APIRouter:
-    """The dashboard's routes for ``app``: pages ``/``, ``/tasks/{id}``, ``/queues``, ``/dead``,
-    ``/cron``, ``/workers``, their form actions, and ``/static/...``. With ``session_cookie``
-    (the cookie a ``/login`` of the including app sets) a page read with that cookie offers
-    "Sign out", a POST to ``/logout`` that the including app must serve."""
-    r = APIRouter(include_in_schema=False)
+class Dashboard:
+    """What the routes of one ``router()`` share: the ``App`` they read and act on, the
+    ``authorize`` hook of the application that includes them, and its session cookie. Each
+    router binds its own to the request (``bind``, a dependency of the router that runs before
+    the route's), and the routes, declared once below, receive it as ``dash: Dash``."""
 
-    def allow(request: Request, action: str) -> str | None:
-        if authorize is None:
+    def __init__(self, app: App, authorize: Authorize | None, session_cookie: str | None) -> None:
+        self.app = app
+        self.authorize = authorize
+        self.session_cookie = session_cookie
+
+    async def bind(self, request: Request) -> None:
+        request.state.jobtrail_dashboard = self
+
+    def allow(self, request: Request, action: str) -> str | None:
+        """The caller's tenant (``None``: every tenant), or ``HTTPException`` from
+        ``authorize``."""
+        if self.authorize is None:
             return None
-        return authorize(request, action)
+        return self.authorize(request, action)
 
-    def whole_store(request: Request, action: str) -> None:
-        if allow(request, action) is not None:
+    def whole_store(self, request: Request, action: str) -> None:
+        """Refuse a tenant-bound caller a page or action that spans tenants."""
+        if self.allow(request, action) is not None:
             raise HTTPException(403, "a tenant-bound token sees only its own tasks")
 
-    def load(task_id: str, tenant: str | None) -> Task:
+    def load(self, task_id: str, tenant: str | None) -> Task:
+        """The task, or 404 when it is unknown or another tenant's (the same answer)."""
         try:
-            task = app.get(task_id)
+            task = self.app.get(task_id)
         except TaskNotFound:
             raise HTTPException(404, f"no task {task_id}") from None
         if tenant is not None and task.tenant != tenant:
             raise HTTPException(404, f"no task {task_id}")
         return task
 
-    def page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
-        signed_in = session_cookie is not None and session_cookie in request.cookies
+    def page(self, request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        """The template ``name`` in the request's language, with the header's context."""
+        signed_in = self.session_cookie is not None and self.session_cookie in request.cookies
         lang = request_lang(request)
         other = "zh" if lang == "en" else "en"
         query = [(k, v) for k, v in request.query_params.multi_items() if k != "lang"]
@@ -242,206 +254,12 @@ def router(
             )
         return response
 
-    @r.get("/static/{name}")
-    def static(name: str) -> Response:
-        if name not in STATIC:
-            raise HTTPException(404, "no such file")
-        return FileResponse(HERE / "static" / name, media_type=STATIC[name])
-
-    # -- tasks ------------------------------------------------------------------------------
-    @r.get("/", response_class=HTMLResponse)
-    def tasks(
-        request: Request,
-        state: str | None = None,
-        kind: str | None = None,
-        queue: str | None = None,
-        tenant: str | None = None,
-        q: str | None = None,
-        before: str | None = None,
-    ) -> HTMLResponse:
-        bound = allow(request, "read")
-        state, kind, queue, q = _clean(state), _clean(kind), _clean(queue), _clean(q)
-        tenant = bound if bound is not None else _clean(tenant)
-        if state is not None and state not in {s.value for s in State}:
-            raise HTTPException(422, f"unknown state {state!r}")
-        before = _clean(before)
-        if before is not None and not before.isdigit():
-            raise HTTPException(422, "before must be a task id")
-        more = False
-        if q is not None:
-            rows: list[Task] = []
-            if q.isdigit() and len(q) <= 18:
-                try:
-                    rows.append(app.get(q))
-                except TaskNotFound:
-                    pass
-            kinds = [kind] if kind else app.kinds
-            rows += app.find_by_key(q, tenant=tenant or "", kinds=kinds)
-            if tenant is not None:
-                rows = [t for t in rows if t.tenant == tenant]
-        else:
-            rows = app.list(
-                state=state,
-                kind=kind,
-                queue=queue,
-                tenant=tenant,
-                limit=PAGE_SIZE + 1,
-                before=before,
-            )
-            more = len(rows) > PAGE_SIZE
-            rows = rows[:PAGE_SIZE]
-        filters = {"state": state, "kind": kind, "queue": queue, "tenant": tenant, "q": q}
-        keep = {k: v for k, v in filters.items() if v}
-        next_url = "/?" + urlencode({**keep, "before": rows[-1].id}) if more and rows else None
-        return page(
-            request,
-            "tasks.html",
-            tasks=rows,
-            counts=app.state_counts(upto=COUNT_CAP + 1) if bound is None else None,
-            count_cap=COUNT_CAP,
-            states=[s.value for s in State],
-            # queue names span tenants (like /api/queues): a tenant-bound caller types one
-            queues=[x["queue"] for x in app.queues()] if bound is None else [],
-            kinds=app.kinds,
-            filters=filters,
-            next_url=next_url,
-            first_url=("/?" + urlencode(keep)) if before else None,
-            tenant_bound=bound is not None,
-        )
-
-    # -- one task ---------------------------------------------------------------------------
-    @r.get("/tasks/{task_id}", response_class=HTMLResponse)
-    def task_page(request: Request, task_id: str, done: str | None = None) -> HTMLResponse:
-        bound = allow(request, "read")
-        lang = request_lang(request)
-        task = load(task_id, bound)
-        transitions = app.transitions(task.id)
-        steps = app.steps(task.id)
-        confirmed = any(st["effect"] and st["status"] == "confirmed" for st in steps)
-        timeline = [
-            {
-                "t": t,
-                "sentence": explain.transition_sentence(t, lang, confirmed),
-                "state_name": explain.STATE_NAMES[lang].get(t.to_state, t.to_state.value),
-                "frame": raising_frame(t.traceback),
-            }
-            for t in transitions
-        ]
-        live = app.why_not_running(task.id, lang)
-        parent = None
-        if task.parent_id is not None:
-            try:
-                parent = app.get(task.parent_id)
-            except TaskNotFound:  # pruned
-                parent = None
-        return page(
-            request,
-            "task.html",
-            task=task,
-            timeline=timeline,
-            why=live["why"],
-            details=live["details"],
-            now=live["now"],
-            state_name=explain.STATE_NAMES[lang].get(task.state, task.state.value),
-            reason_sentence=explain.sentence(task.last_reason, lang) if task.last_reason else "",
-            steps=steps,
-            # the timeline's loop names each transition ``t``: its labels come in as values
-            show_result=task.state is State.SUCCEEDED and task.result is not None,
-            label_raised_at=i18n.t("task.raised_at", lang),
-            label_traceback=i18n.t("task.traceback", lang),
-            outbox=app.outbox(task.id),
-            children=app.children(task.id),
-            parent=parent,
-            done=done if done in DONE_CODES else None,
-            can_cancel=task.state in ACTIONABLE_CANCEL,
-            can_replay=task.state is State.DEAD,
-        )
-
-    @r.post("/tasks/{task_id}/cancel")
-    async def cancel(request: Request, task_id: str) -> Response:
-        _same_origin(request)
-        task = load(task_id, allow(request, "act"))
-        form = await _form(request)
-        _require(form, "by", "note")
-        result = app.cancel(task.id, by=form["by"], note=form["note"])
-        lang = form.get("lang") if form.get("lang") in explain.LANGUAGES else "en"
-        query = urlencode({"done": result.outcome, "lang": lang})
-        return RedirectResponse(f"/tasks/{task.id}?{query}", status_code=303)
-
-    @r.post("/tasks/{task_id}/replay")
-    async def replay(request: Request, task_id: str) -> Response:
-        _same_origin(request)
-        task = load(task_id, allow(request, "act"))
-        form = await _form(request)
-        _require(form, "by", "note")
-        try:
-            app.replay(task.id, by=form["by"], note=form["note"])
-        except IllegalTransition as exc:
-            raise HTTPException(409, str(exc)) from None
-        lang = form.get("lang") if form.get("lang") in explain.LANGUAGES else "en"
-        query = urlencode({"done": "replayed", "lang": lang})
-        return RedirectResponse(f"/tasks/{task.id}?{query}", status_code=303)
-
-    # -- queues -----------------------------------------------------------------------------
-    @r.get("/queues", response_class=HTMLResponse)
-    def queues(
-        request: Request, done: str | None = None, q: str | None = None, window: int = 300
-    ) -> HTMLResponse:
-        whole_store(request, "read")
-        if window not in STATS_WINDOWS:
-            raise HTTPException(422, f"window must be one of {sorted(STATS_WINDOWS)} seconds")
-        stats = app.stats(window=float(window))
-        activity = app.activity()
-        lang = request_lang(request)
-        charts = {
-            name: _sparkline(v["arrivals"], v["completions"], lang)
-            for name, v in activity["queues"].items()
-        }
-        totals = {
-            name: (sum(v["arrivals"]), sum(v["completions"]))
-            for name, v in activity["queues"].items()
-        }
-        return page(
-            request,
-            "queues.html",
-            stats=stats,
-            # a queued count at its bound (shown "N+"): the page says what N+ means
-            at_least=any(q["at_least"] for q in stats["queues"]),
-            windows=sorted(STATS_WINDOWS),
-            queues=app.queues(),
-            charts=charts,
-            totals=totals,
-            activity=activity,
-            done=done if done in DONE_CODES else None,
-            done_queue=q,
-        )
-
-    # ``path``: a queue name may hold "/" (sent as %2F, which the server decodes before routing)
-    @r.post("/queues/{queue:path}/{action}")
-    async def queue_action(request: Request, queue: str, action: str) -> Response:
-        _same_origin(request)
-        whole_store(request, "act")
-        if action not in ("pause", "resume"):
-            raise HTTPException(404, "unknown queue action")
-        form = await _form(request)
-        _require(form, "by", "note")
-        try:
-            if action == "pause":
-                app.pause(queue, by=form["by"], note=form["note"])
-            else:
-                app.resume(queue, by=form["by"], note=form["note"])
-        except ValueError as exc:
-            raise HTTPException(422, str(exc)) from None
-        done = "paused" if action == "pause" else "resumed"
-        return RedirectResponse("/queues?" + urlencode({"done": done, "q": queue}), 303)
-
-    # -- dead letters -----------------------------------------------------------------------
-    def preview_context(params: dict[str, str | None]) -> dict[str, Any]:
-        now = app.db_now()
+    def preview_context(self, params: dict[str, str | None]) -> dict[str, Any]:
+        now = self.app.db_now()
         try:
             since = _input_time(params.get("since"), now, "since")
             until = _input_time(params.get("until"), now, "until")
-            result = app.dead_preview(
+            result = self.app.dead_preview(
                 reason=_clean(params.get("reason")),
                 kind=_clean(params.get("kind")),
                 since=since,
@@ -460,93 +278,339 @@ def router(
             "params": params,
         }
 
-    @r.get("/dead", response_class=HTMLResponse)
-    def dead(
-        request: Request,
-        reason: str | None = None,
-        kind: str | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        preview: str | None = None,
-    ) -> HTMLResponse:
-        whole_store(request, "read")
-        params = {"reason": reason, "kind": kind, "since": since, "until": until}
-        extra = preview_context(params) if preview else {"preview": None, "params": params}
-        lang = request_lang(request)
-        runs = [
-            {
-                **r,
-                "outcome": replays.outcome(r, lang),
-                "state_text": i18n.t(replays.STATE_KEYS[r["state"]], lang),
-                "filter_text": replays.filter_text(r["filter"]),
-            }
-            for r in app.replay_runs(limit=RUNS_SHOWN)
-        ]
-        return page(request, "dead.html", groups=app.dead(tasks=EVIDENCE_TASKS), runs=runs, **extra)
 
-    @r.get("/dead/preview", response_class=HTMLResponse)
-    def dead_preview(
-        request: Request,
-        reason: str | None = None,
-        kind: str | None = None,
-        since: str | None = None,
-        until: str | None = None,
-    ) -> HTMLResponse:
-        whole_store(request, "read")
-        params = {"reason": reason, "kind": kind, "since": since, "until": until}
-        return page(request, "_preview.html", **preview_context(params))
+async def current(request: Request) -> Dashboard:
+    """The ``Dashboard`` the matched route's router bound to this request."""
+    dash = getattr(request.state, "jobtrail_dashboard", None)
+    if not isinstance(dash, Dashboard):
+        raise RuntimeError("a dashboard route was reached outside a router() of its own")
+    return dash
 
-    @r.post("/dead/replay", response_class=HTMLResponse)
-    async def dead_replay(request: Request) -> HTMLResponse:
-        """Start a *detached* replay run: this request takes its first step and answers; the
-        workers' sweep replays the rest batch by batch (an HTTP request cannot wait for a run
-        that settles batch after batch for minutes)."""
-        _same_origin(request)
-        whole_store(request, "act")
-        form = await _form(request)
-        _require(form, "by", "note", "until", "limit")
-        try:  # the first step replays up to a batch: off the event loop
-            timeout = _number(form, "batch_timeout", float)
-            started = await run_in_threadpool(
-                app.start_replay_run,
-                reason=_clean(form.get("reason")),
-                kind=_clean(form.get("kind")),
-                since=_clean(form.get("since")),
-                until=form["until"],
-                limit=int(form["limit"]),
-                per_second=_number(form, "per_second", float),
-                batch_size=_number(form, "batch_size", int),
-                stop_after_failures=_number(form, "stop_after_failures", int),
-                batch_timeout=DEFAULT_BATCH_TIMEOUT if timeout is None else timeout,
-                by=form["by"],
-                note=form["note"],
-            )
-        except ValueError as exc:
-            raise HTTPException(422, str(exc)) from None
-        lang = request_lang(request)
-        run = {
-            **started,
-            "outcome": replays.outcome(started, lang),
-            "running": started["state"] == replays.RUNNING,
+
+Dash = Annotated[Dashboard, Depends(current)]
+#: Every page and action, declared once; ``router()`` (at the end) includes them under its
+#: own binding.
+routes = APIRouter(include_in_schema=False)
+
+
+@routes.get("/static/{name}")
+def static(name: str) -> Response:
+    if name not in STATIC:
+        raise HTTPException(404, "no such file")
+    return FileResponse(HERE / "static" / name, media_type=STATIC[name])
+
+
+# -- tasks ------------------------------------------------------------------------------
+@routes.get("/", response_class=HTMLResponse)
+def tasks(
+    request: Request,
+    dash: Dash,
+    state: str | None = None,
+    kind: str | None = None,
+    queue: str | None = None,
+    tenant: str | None = None,
+    q: str | None = None,
+    before: str | None = None,
+) -> HTMLResponse:
+    bound = dash.allow(request, "read")
+    state, kind, queue, q = _clean(state), _clean(kind), _clean(queue), _clean(q)
+    tenant = bound if bound is not None else _clean(tenant)
+    if state is not None and state not in {s.value for s in State}:
+        raise HTTPException(422, f"unknown state {state!r}")
+    before = _clean(before)
+    if before is not None and not before.isdigit():
+        raise HTTPException(422, "before must be a task id")
+    more = False
+    if q is not None:
+        rows: list[Task] = []
+        if q.isdigit() and len(q) <= 18:
+            try:
+                rows.append(dash.app.get(q))
+            except TaskNotFound:
+                pass
+        kinds = [kind] if kind else dash.app.kinds
+        rows += dash.app.find_by_key(q, tenant=tenant or "", kinds=kinds)
+        if tenant is not None:
+            rows = [t for t in rows if t.tenant == tenant]
+    else:
+        rows = dash.app.list(
+            state=state,
+            kind=kind,
+            queue=queue,
+            tenant=tenant,
+            limit=PAGE_SIZE + 1,
+            before=before,
+        )
+        more = len(rows) > PAGE_SIZE
+        rows = rows[:PAGE_SIZE]
+    filters = {"state": state, "kind": kind, "queue": queue, "tenant": tenant, "q": q}
+    keep = {k: v for k, v in filters.items() if v}
+    next_url = "/?" + urlencode({**keep, "before": rows[-1].id}) if more and rows else None
+    return dash.page(
+        request,
+        "tasks.html",
+        tasks=rows,
+        counts=dash.app.state_counts(upto=COUNT_CAP + 1) if bound is None else None,
+        count_cap=COUNT_CAP,
+        states=[s.value for s in State],
+        # queue names span tenants (like /api/queues): a tenant-bound caller types one
+        queues=[x["queue"] for x in dash.app.queues()] if bound is None else [],
+        kinds=dash.app.kinds,
+        filters=filters,
+        next_url=next_url,
+        first_url=("/?" + urlencode(keep)) if before else None,
+        tenant_bound=bound is not None,
+    )
+
+
+# -- one task ---------------------------------------------------------------------------
+@routes.get("/tasks/{task_id}", response_class=HTMLResponse)
+def task_page(request: Request, dash: Dash, task_id: str, done: str | None = None) -> HTMLResponse:
+    bound = dash.allow(request, "read")
+    lang = request_lang(request)
+    task = dash.load(task_id, bound)
+    transitions = dash.app.transitions(task.id)
+    steps = dash.app.steps(task.id)
+    confirmed = any(st["effect"] and st["status"] == "confirmed" for st in steps)
+    timeline = [
+        {
+            "t": t,
+            "sentence": explain.transition_sentence(t, lang, confirmed),
+            "state_name": explain.STATE_NAMES[lang].get(t.to_state, t.to_state.value),
+            "frame": raising_frame(t.traceback),
         }
-        return page(request, "replayed.html", results=started["touched"], form=form, run=run)
+        for t in transitions
+    ]
+    live = dash.app.why_not_running(task.id, lang)
+    parent = None
+    if task.parent_id is not None:
+        try:
+            parent = dash.app.get(task.parent_id)
+        except TaskNotFound:  # pruned
+            parent = None
+    return dash.page(
+        request,
+        "task.html",
+        task=task,
+        timeline=timeline,
+        why=live["why"],
+        details=live["details"],
+        now=live["now"],
+        state_name=explain.STATE_NAMES[lang].get(task.state, task.state.value),
+        reason_sentence=explain.sentence(task.last_reason, lang) if task.last_reason else "",
+        steps=steps,
+        # the timeline's loop names each transition ``t``: its labels come in as values
+        show_result=task.state is State.SUCCEEDED and task.result is not None,
+        label_raised_at=i18n.t("task.raised_at", lang),
+        label_traceback=i18n.t("task.traceback", lang),
+        outbox=dash.app.outbox(task.id),
+        children=dash.app.children(task.id),
+        parent=parent,
+        done=done if done in DONE_CODES else None,
+        can_cancel=task.state in ACTIONABLE_CANCEL,
+        can_replay=task.state is State.DEAD,
+    )
 
-    # -- cron -------------------------------------------------------------------------------
-    @r.get("/cron", response_class=HTMLResponse)
-    def cron(request: Request) -> HTMLResponse:
-        whole_store(request, "read")
-        schedules = app.schedules()
-        windows = {s["kind"]: app.cron_windows(s["kind"], limit=10) for s in schedules}
-        skipped = {
-            s["kind"]: app.cron_windows(s["kind"], limit=20, state="skipped") for s in schedules
+
+@routes.post("/tasks/{task_id}/cancel")
+async def cancel(request: Request, dash: Dash, task_id: str) -> Response:
+    _same_origin(request)
+    task = dash.load(task_id, dash.allow(request, "act"))
+    form = await _form(request)
+    _require(form, "by", "note")
+    result = dash.app.cancel(task.id, by=form["by"], note=form["note"])
+    lang = form.get("lang") if form.get("lang") in explain.LANGUAGES else "en"
+    query = urlencode({"done": result.outcome, "lang": lang})
+    return RedirectResponse(f"/tasks/{task.id}?{query}", status_code=303)
+
+
+@routes.post("/tasks/{task_id}/replay")
+async def replay(request: Request, dash: Dash, task_id: str) -> Response:
+    _same_origin(request)
+    task = dash.load(task_id, dash.allow(request, "act"))
+    form = await _form(request)
+    _require(form, "by", "note")
+    try:
+        dash.app.replay(task.id, by=form["by"], note=form["note"])
+    except IllegalTransition as exc:
+        raise HTTPException(409, str(exc)) from None
+    lang = form.get("lang") if form.get("lang") in explain.LANGUAGES else "en"
+    query = urlencode({"done": "replayed", "lang": lang})
+    return RedirectResponse(f"/tasks/{task.id}?{query}", status_code=303)
+
+
+# -- queues -----------------------------------------------------------------------------
+@routes.get("/queues", response_class=HTMLResponse)
+def queues(
+    request: Request, dash: Dash, done: str | None = None, q: str | None = None, window: int = 300
+) -> HTMLResponse:
+    dash.whole_store(request, "read")
+    if window not in STATS_WINDOWS:
+        raise HTTPException(422, f"window must be one of {sorted(STATS_WINDOWS)} seconds")
+    stats = dash.app.stats(window=float(window))
+    activity = dash.app.activity()
+    lang = request_lang(request)
+    charts = {
+        name: _sparkline(v["arrivals"], v["completions"], lang)
+        for name, v in activity["queues"].items()
+    }
+    totals = {
+        name: (sum(v["arrivals"]), sum(v["completions"])) for name, v in activity["queues"].items()
+    }
+    return dash.page(
+        request,
+        "queues.html",
+        stats=stats,
+        # a queued count at its bound (shown "N+"): the page says what N+ means
+        at_least=any(q["at_least"] for q in stats["queues"]),
+        windows=sorted(STATS_WINDOWS),
+        queues=dash.app.queues(),
+        charts=charts,
+        totals=totals,
+        activity=activity,
+        done=done if done in DONE_CODES else None,
+        done_queue=q,
+    )
+
+
+# ``path``: a queue name may hold "/" (sent as %2F, which the server decodes before routing)
+@routes.post("/queues/{queue:path}/{action}")
+async def queue_action(request: Request, dash: Dash, queue: str, action: str) -> Response:
+    _same_origin(request)
+    dash.whole_store(request, "act")
+    if action not in ("pause", "resume"):
+        raise HTTPException(404, "unknown queue action")
+    form = await _form(request)
+    _require(form, "by", "note")
+    try:
+        if action == "pause":
+            dash.app.pause(queue, by=form["by"], note=form["note"])
+        else:
+            dash.app.resume(queue, by=form["by"], note=form["note"])
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from None
+    done = "paused" if action == "pause" else "resumed"
+    return RedirectResponse("/queues?" + urlencode({"done": done, "q": queue}), 303)
+
+
+# -- dead letters -----------------------------------------------------------------------
+@routes.get("/dead", response_class=HTMLResponse)
+def dead(
+    request: Request,
+    dash: Dash,
+    reason: str | None = None,
+    kind: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    preview: str | None = None,
+) -> HTMLResponse:
+    dash.whole_store(request, "read")
+    params = {"reason": reason, "kind": kind, "since": since, "until": until}
+    extra = dash.preview_context(params) if preview else {"preview": None, "params": params}
+    lang = request_lang(request)
+    runs = [
+        {
+            **r,
+            "outcome": replays.outcome(r, lang),
+            "state_text": i18n.t(replays.STATE_KEYS[r["state"]], lang),
+            "filter_text": replays.filter_text(r["filter"]),
         }
-        return page(request, "cron.html", schedules=schedules, windows=windows, skipped=skipped)
+        for r in dash.app.replay_runs(limit=RUNS_SHOWN)
+    ]
+    return dash.page(
+        request, "dead.html", groups=dash.app.dead(tasks=EVIDENCE_TASKS), runs=runs, **extra
+    )
 
-    # -- workers (SPEC §17.1) ---------------------------------------------------------------
-    @r.get("/workers", response_class=HTMLResponse)
-    def workers(request: Request) -> HTMLResponse:
-        # every reader sees the live workers; a tenant-bound one only its tenant's tasks
-        tenant = allow(request, "read")
-        return page(request, "workers.html", workers=app.workers(tenant=tenant))
 
+@routes.get("/dead/preview", response_class=HTMLResponse)
+def dead_preview(
+    request: Request,
+    dash: Dash,
+    reason: str | None = None,
+    kind: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+) -> HTMLResponse:
+    dash.whole_store(request, "read")
+    params = {"reason": reason, "kind": kind, "since": since, "until": until}
+    return dash.page(request, "_preview.html", **dash.preview_context(params))
+
+
+@routes.post("/dead/replay", response_class=HTMLResponse)
+async def dead_replay(request: Request, dash: Dash) -> HTMLResponse:
+    """Start a *detached* replay run: this request takes its first step and answers; the
+    workers' sweep replays the rest batch by batch (an HTTP request cannot wait for a run
+    that settles batch after batch for minutes)."""
+    _same_origin(request)
+    dash.whole_store(request, "act")
+    form = await _form(request)
+    _require(form, "by", "note", "until", "limit")
+    try:  # the first step replays up to a batch: off the event loop
+        timeout = _number(form, "batch_timeout", float)
+        started = await run_in_threadpool(
+            dash.app.start_replay_run,
+            reason=_clean(form.get("reason")),
+            kind=_clean(form.get("kind")),
+            since=_clean(form.get("since")),
+            until=form["until"],
+            limit=int(form["limit"]),
+            per_second=_number(form, "per_second", float),
+            batch_size=_number(form, "batch_size", int),
+            stop_after_failures=_number(form, "stop_after_failures", int),
+            batch_timeout=DEFAULT_BATCH_TIMEOUT if timeout is None else timeout,
+            by=form["by"],
+            note=form["note"],
+        )
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from None
+    lang = request_lang(request)
+    run = {
+        **started,
+        "outcome": replays.outcome(started, lang),
+        "running": started["state"] == replays.RUNNING,
+    }
+    return dash.page(request, "replayed.html", results=started["touched"], form=form, run=run)
+
+
+# -- cron -------------------------------------------------------------------------------
+@routes.get("/cron", response_class=HTMLResponse)
+def cron(request: Request, dash: Dash) -> HTMLResponse:
+    dash.whole_store(request, "read")
+    schedules = dash.app.schedules()
+    windows = {s["kind"]: dash.app.cron_windows(s["kind"], limit=10) for s in schedules}
+    skipped = {
+        s["kind"]: dash.app.cron_windows(s["kind"], limit=20, state="skipped") for s in schedules
+    }
+    return dash.page(request, "cron.html", schedules=schedules, windows=windows, skipped=skipped)
+
+
+# -- workers (docs/dashboard.md, "Pages") ------------------------------------------------
+@routes.get("/workers", response_class=HTMLResponse)
+def workers(request: Request, dash: Dash) -> HTMLResponse:
+    # every reader sees the live workers; a tenant-bound one only its tenant's tasks
+    tenant = dash.allow(request, "read")
+    return dash.page(request, "workers.html", workers=dash.app.workers(tenant=tenant))
+
+
+def router(
+    app: App, *, authorize: Authorize | None = None, session_cookie: str | None = None
+) -> APIRouter:
+    """The dashboard's routes for ``app``: pages ``/``, ``/tasks/{id}``, ``/queues``, ``/dead``,
+    ``/cron``, ``/workers``, their form actions, and ``/static/...``. With ``session_cookie``
+    (the cookie a ``/login`` of the including app sets) a page read with that cookie offers
+    "Sign out", a POST to ``/logout`` that the including app must serve."""
+    dash = Dashboard(app, authorize, session_cookie)
+    r = APIRouter(include_in_schema=False, dependencies=[Depends(dash.bind)])
+    # each route added itself (not ``include_router``, whose result newer FastAPI keeps as one
+    # opaque entry): ``r.routes`` lists the pages, and ``bind`` comes first in each
+    for route in routes.routes:
+        assert isinstance(route, APIRoute)
+        r.add_api_route(
+            route.path,
+            route.endpoint,
+            methods=sorted(route.methods or ()),
+            response_class=route.response_class,
+            name=route.name,
+            include_in_schema=False,
+        )
     return r
