@@ -68,17 +68,19 @@ INNER_FLOORS: list[list[tuple[str, ...]]] = [
         ("jobtrail.cli.format",),
     ],
     [
+        # the facade holds the parts; a part is given the parts below it that it uses
         ("jobtrail.app.facade",),
-        ("jobtrail.app.aio", "jobtrail.app.workers"),
+        ("jobtrail.app.aio",),
+        ("jobtrail.app.actions", "jobtrail.app.webhooks", "jobtrail.app.views"),
+        ("jobtrail.app.reads", "jobtrail.app.ops", "jobtrail.app.effects"),
         (
-            "jobtrail.app.actions",
-            "jobtrail.app.webhooks",
+            "jobtrail.app.enqueue",
+            "jobtrail.app.rates",
             "jobtrail.app.cron",
-            "jobtrail.app.views",
-            "jobtrail.app.reads",
+            "jobtrail.app.replays",
+            "jobtrail.app.workers",
         ),
-        ("jobtrail.app.effects", "jobtrail.app.ops", "jobtrail.app.enqueue"),
-        ("jobtrail.app.core",),
+        ("jobtrail.app.core", "jobtrail.app.forward"),
     ],
     [
         ("jobtrail.model.i18n", "jobtrail.model.timeparse"),
@@ -92,8 +94,9 @@ INNER_FLOORS: list[list[tuple[str, ...]]] = [
         ("jobtrail.model.machine",),
     ],
     [
+        # the pump holds the parts; a part is given the parts below it that it uses
         ("jobtrail.worker.pump",),
-        ("jobtrail.worker.lease",),
+        ("jobtrail.worker.lease", "jobtrail.worker.handoff"),
         ("jobtrail.worker.handlers",),
         ("jobtrail.worker.outcomes",),
         ("jobtrail.worker.state",),

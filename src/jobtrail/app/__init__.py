@@ -1,11 +1,14 @@
-"""The facade: ``App`` (``facade.py``) and its concerns, each a class ``App`` is made of —
-``enqueue.py`` (enqueue, bulk enqueue), ``reads.py`` (get, result, list, transitions, explain),
-``ops.py`` (queues, limits, dead letters, pruning), ``views.py`` (read helpers for people),
-``cron.py``, ``effects.py`` (receipts, outbox, workflows), ``webhooks.py``, ``actions.py``
-(cancel, force, annotate, dismiss), ``replays.py``, ``aio.py`` (the async API), ``workers.py``
-(workers, sweep, check) — all built on ``core.py`` (the kind registry, enqueue validation, row
-reading). A concern that uses another's methods inherits it, so no class declares what it
-hopes to find on ``App``."""
+"""The facade: ``App`` (``facade.py``) holds one part per concern and forwards each public
+method to the part that owns it (``forward.py``). The parts, each a class named for its
+concern: ``Enqueue`` (``enqueue.py``: enqueue, bulk enqueue), ``Reads`` (``reads.py``: get,
+result, list, transitions, explain), ``Ops`` (``ops.py``: queues, limits, health, pruning, a
+task's live facts), ``Rates`` (``rates.py``), ``Views`` (``views.py``: read helpers for people),
+``Cron`` (``cron.py``), ``Effects`` (``effects.py``: receipts, outbox, workflows), ``Webhooks``
+(``webhooks.py``), ``Actions`` (``actions.py``: cancel, force, annotate, dismiss), ``Replays``
+(``replays.py``), ``Workers`` (``workers.py``: workers, sweep, check) and ``Async``
+(``aio.py``: the async API). Each is given the ``Core`` (``core.py``: the driver, the
+settings, the kind registry, enqueue validation, row reading) and, in its constructor, the
+other parts it uses — so a part's imports and constructor say what it depends on."""
 
 from .facade import App
 

@@ -1,6 +1,6 @@
-"""The parts of ``App`` for the actions of operators and callers: two-phase cancel (§9), the
+"""The parts of ``App`` for the actions of operators and callers: two-phase cancel, the
 audited ``force`` (``manual_fix``), and the timeline's annotations (``annotate``, ``dismiss``),
-each through the one transition path. Mixed into ``App``."""
+each through the one transition path. Held by ``App``."""
 
 from __future__ import annotations
 
@@ -10,25 +10,31 @@ from ..model import validate
 from ..model.errors import IllegalTransition
 from ..model.machine import Reason, State
 from ..model.models import CancelResult, Task, task_from_row
-from ..store.base import Driver, Move, Row, Tx
-from .core import _require_text
-from .effects import EffectsAPI  # children: a waiting parent's cancel reaches them
-from .reads import ReadsAPI  # get: what a force or an annotation returns
+from ..store.base import Move, Row, Tx
+from .core import Core, Part, _require_text
+from .effects import Effects
+from .reads import Reads
 
 
-class ActionsAPI(EffectsAPI, ReadsAPI):
-    _driver: Driver
+class Actions(Part):
+    """Cancel, force, annotate, dismiss. Given ``Reads`` (``get``: what a waiting parent's
+    cancel answers) and ``Effects`` (``children``: a waiting parent's cancel reaches them)."""
+
+    def __init__(self, core: Core, reads: Reads, effects: Effects) -> None:
+        super().__init__(core)
+        self._reads = reads
+        self._effects = effects
 
     # -- operator and caller actions ------------------------------------------------------------
     def cancel(self, task_id: str | int, *, by: str, note: str | None = None) -> CancelResult:
-        """Two-phase cancel (§9): ``queued`` → ``cancelled``; ``leased`` → ``cancel_requested``
+        """Two-phase cancel: ``queued`` → ``cancelled``; ``leased`` → ``cancel_requested``
         (the worker confirms at a boundary); repeats are idempotent and append nothing."""
         _require_text(by, "by")
         if note is not None:
             validate.filter_text(note, "note", max_length=validate.MAX_NOTE)
         while True:
             with self._driver.transaction() as tx:
-                row = self._row(tx, task_id)
+                row = self._core._row(tx, task_id)
                 state = State(row["state"])
                 verdict = decide_cancel(state)
                 if verdict.outcome == "children":
@@ -62,11 +68,11 @@ class ActionsAPI(EffectsAPI, ReadsAPI):
     def _cancel_children(self, parent_id: int, by: str, note: str | None) -> CancelResult:
         """Cancelling a ``waiting`` parent cancels each unfinished child by the normal rules;
         ``cancelled`` once every child is terminal, else ``cancel_requested``."""
-        for child in self.children(parent_id):
+        for child in self._effects.children(parent_id):
             if not child.terminal:
                 self.cancel(child.id, by=by, note=note)
-        parent = self.get(parent_id)
-        done = all(c.terminal for c in self.children(parent_id))
+        parent = self._reads.get(parent_id)
+        done = all(c.terminal for c in self._effects.children(parent_id))
         return CancelResult(
             parent.id, "cancelled" if done else "cancel_requested", parent.state, parent.last_reason
         )
@@ -94,7 +100,7 @@ class ActionsAPI(EffectsAPI, ReadsAPI):
                 "lease or submits; force it to queued to run it again"
             )
         with self._driver.transaction() as tx:
-            row = self._row(tx, task_id)
+            row = self._core._row(tx, task_id)
             source = State(row["state"])
             if (
                 source in (State.LEASED, State.CANCEL_REQUESTED, State.AWAITING_RECEIPT)
@@ -122,7 +128,7 @@ class ActionsAPI(EffectsAPI, ReadsAPI):
                 raise IllegalTransition(str(row["id"]), source, f"force to {target.value}")
             if target is State.QUEUED:
                 self._driver.notify_queued(tx, row["queue"])
-            return task_from_row(self._row(tx, task_id))
+            return task_from_row(self._core._row(tx, task_id))
 
     def annotate(
         self, task_id: str | int, *, by: str, note: str, corrects: int | None = None
@@ -131,7 +137,7 @@ class ActionsAPI(EffectsAPI, ReadsAPI):
         _require_text(by, "by")
         _require_text(note, "note")
         with self._driver.transaction() as tx:
-            row = self._row(tx, task_id)
+            row = self._core._row(tx, task_id)
             if corrects is not None and not (
                 isinstance(corrects, int) and 1 <= corrects <= row["seq"]
             ):
@@ -146,7 +152,7 @@ class ActionsAPI(EffectsAPI, ReadsAPI):
         _require_text(by, "by")
         _require_text(note, "note")
         with self._driver.transaction() as tx:
-            row = self._row(tx, task_id)
+            row = self._core._row(tx, task_id)
             if row["state"] != State.DEAD:
                 raise IllegalTransition(str(row["id"]), row["state"], "dismiss (only dead tasks)")
             if row["dismissed_at"] is not None:  # dismissing twice records nothing

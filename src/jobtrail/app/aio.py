@@ -1,5 +1,5 @@
-"""The parts of ``App`` for coroutines (§16.3): ``aenqueue`` … ``aclose``, each the sync
-method's own code, awaited. Mixed into ``App``."""
+"""The parts of ``App`` for coroutines: ``aenqueue`` … ``aclose``, each the sync
+method's own code, awaited. Held by ``App``."""
 
 from __future__ import annotations
 
@@ -15,18 +15,27 @@ from ..model.enqueue_options import EnqueueOptions, refuse_unknown, spelled_out
 from ..model.errors import TaskFailed
 from ..model.machine import State
 from ..model.models import CancelResult, Task, Transition
-from ..store.base import Driver
-from .actions import ActionsAPI  # cancel, behind acancel
+from .actions import Actions
 from .connections import adbapi_connection
-from .core import RESULT_POLL, _unfinished
-from .enqueue import EnqueueAPI  # enqueue, enqueue_many, behind aenqueue
-from .replays import ReplayAPI  # replay, behind areplay
+from .core import RESULT_POLL, Core, Part, _unfinished
+from .enqueue import Enqueue
+from .reads import Reads
+from .replays import Replays
 
 
-class AsyncAPI(ActionsAPI, ReplayAPI, EnqueueAPI):
-    _driver: Driver
+class Async(Part):
+    """The async API, given the sync parts whose methods it awaits."""
 
-    # -- the async API (§16.3): the sync methods' own code, awaited ------------------------------
+    def __init__(
+        self, core: Core, enqueue: Enqueue, reads: Reads, actions: Actions, replays: Replays
+    ) -> None:
+        super().__init__(core)
+        self._enqueue = enqueue
+        self._reads = reads
+        self._actions = actions
+        self._replays = replays
+
+    # -- the async API: the sync methods' own code, awaited ------------------------------
     # On PostgreSQL each runs on this event loop's async connections (psycopg AsyncConnection,
     # AsyncConnectionPool) through store/bridge.py: no thread per call, and only the Python
     # work between round trips runs on the loop. On SQLite each runs on a thread of the
@@ -48,7 +57,9 @@ class AsyncAPI(ActionsAPI, ReplayAPI, EnqueueAPI):
         connection."""
         refuse_unknown(options, "aenqueue")
         connection = await adbapi_connection(connection)
-        call = functools.partial(self.enqueue, kind, payload, connection=connection, **options)
+        call = functools.partial(
+            self._enqueue.enqueue, kind, payload, connection=connection, **options
+        )
         if connection is not None and self._driver.dialect == "sqlite":
             return call()
         return await self._driver.run_async(call)
@@ -60,12 +71,14 @@ class AsyncAPI(ActionsAPI, ReplayAPI, EnqueueAPI):
         connection = await adbapi_connection(connection)
         items = items if isinstance(items, builtins.list) else builtins.list(items)
         if connection is not None and self._driver.dialect == "sqlite":
-            return self.enqueue_many(items, connection=connection)
-        return await self._driver.run_async(self.enqueue_many, items, connection=connection)
+            return self._enqueue.enqueue_many(items, connection=connection)
+        return await self._driver.run_async(
+            self._enqueue.enqueue_many, items, connection=connection
+        )
 
     async def aget(self, task_id: str | int) -> Task:
         """``get`` from a coroutine."""
-        return await self._driver.run_async(self.get, task_id)
+        return await self._driver.run_async(self._reads.get, task_id)
 
     async def alist(
         self,
@@ -79,7 +92,7 @@ class AsyncAPI(ActionsAPI, ReplayAPI, EnqueueAPI):
     ) -> builtins.list[Task]:
         """``list`` from a coroutine."""
         return await self._driver.run_async(
-            self.list,
+            self._reads.list,
             state=state,
             kind=kind,
             queue=queue,
@@ -90,11 +103,11 @@ class AsyncAPI(ActionsAPI, ReplayAPI, EnqueueAPI):
 
     async def atransitions(self, task_id: str | int) -> builtins.list[Transition]:
         """``transitions`` from a coroutine."""
-        return await self._driver.run_async(self.transitions, task_id)
+        return await self._driver.run_async(self._reads.transitions, task_id)
 
     async def aexplain(self, task_id: str | int, lang: str = "en") -> str:
         """``explain`` from a coroutine."""
-        return await self._driver.run_async(self.explain, task_id, lang)
+        return await self._driver.run_async(self._reads.explain, task_id, lang)
 
     async def aresult(self, task_id: str | int, *, timeout: float | None = None) -> Any:
         """``result`` from a coroutine: the same answers and errors. While it waits it reads
@@ -102,7 +115,7 @@ class AsyncAPI(ActionsAPI, ReplayAPI, EnqueueAPI):
         first, growing to ``RESULT_POLL``), so the event loop is never blocked by a wait."""
         if timeout is not None:
             timeout = validate.seconds(timeout, "timeout")
-        task = await self._driver.run_async(self._terminal_or_none, task_id)
+        task = await self._driver.run_async(self._core._terminal_or_none, task_id)
         if task is None and timeout:
             deadline = time.monotonic() + timeout
             pause = 0.02
@@ -112,7 +125,7 @@ class AsyncAPI(ActionsAPI, ReplayAPI, EnqueueAPI):
                     break
                 await asyncio.sleep(min(pause, left))
                 pause = min(pause * 2, RESULT_POLL)
-                task = await self._driver.run_async(self._terminal_or_none, task_id)
+                task = await self._driver.run_async(self._core._terminal_or_none, task_id)
         if task is None:
             raise _unfinished(task_id, (await self.aget(task_id)).state.value, timeout)
         if task.state is State.SUCCEEDED:
@@ -123,11 +136,11 @@ class AsyncAPI(ActionsAPI, ReplayAPI, EnqueueAPI):
         self, task_id: str | int, *, by: str, note: str | None = None
     ) -> CancelResult:
         """``cancel`` from a coroutine."""
-        return await self._driver.run_async(self.cancel, task_id, by=by, note=note)
+        return await self._driver.run_async(self._actions.cancel, task_id, by=by, note=note)
 
     async def areplay(self, task_id: str | int, *, by: str, note: str) -> Task:
         """``replay`` from a coroutine."""
-        return await self._driver.run_async(self.replay, task_id, by=by, note=note)
+        return await self._driver.run_async(self._replays.replay, task_id, by=by, note=note)
 
     async def aclose(self) -> None:
         """``close`` from a coroutine: PostgreSQL's async pool is closed on the running loop."""

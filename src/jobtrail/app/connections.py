@@ -1,5 +1,5 @@
 """``connection=``: the caller's open transaction, given as a DBAPI connection (``sqlite3`` or
-psycopg 3) or as a SQLAlchemy 2 ``Connection`` or ``Session`` on one (SPEC §16.4). Unwrapped
+psycopg 3) or as a SQLAlchemy 2 ``Connection`` or ``Session`` on one (docs/sqlalchemy.md). Unwrapped
 here to the DBAPI connection the drivers write on; SQLAlchemy is never imported (a SQLAlchemy
 object is recognised by its type's module), so it stays an optional extra."""
 

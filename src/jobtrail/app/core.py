@@ -1,8 +1,10 @@
-"""What the facade and its concerns share, one floor below both: the registry of kinds
-(``App.task``), the validation that turns ``enqueue`` arguments into a ``NewTask``, the insert,
-and reading a task's row. ``App`` (``facade.py``) and its concerns (``enqueue``, ``reads``,
-``ops``, ``views``, ``cron``, ``effects``, ``webhooks``, ``actions``, ``aio``, ``workers``)
-build on ``AppCore``; nothing here imports them."""
+"""What every part of ``App`` shares, one floor below them all: ``Core`` holds the driver, the
+settings, the registry of kinds (``App.task``), the outbox sinks and the ended-outside-run
+hooks, and does what every part needs — turning ``enqueue`` arguments into a validated
+``NewTask``, the checked insert, reading a task's row. ``Part`` is the base of each concern
+(``enqueue``, ``reads``, ``ops``, ``rates``, ``views``, ``cron``, ``effects``, ``webhooks``,
+``actions``, ``replays``, ``workers``, ``aio``): it is given the ``Core`` and reads the store
+through its driver. Nothing here imports the parts or the facade."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import builtins
 import logging
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core import payloads, transition, typed
 from ..model import validate
@@ -19,9 +21,12 @@ from ..model.kinds import Classifier, KindSpec
 from ..model.models import Task, task_from_row
 from ..model.timeparse import parse_time
 from ..services.outbox import Sink
-from ..services.scheduler import Schedule
+from ..services.retention import Retention
 from ..store.base import Driver, NewTask, Row, Tx
 from .handles import TaskHandle
+
+if TYPE_CHECKING:
+    from .handles import _Enqueues
 
 log = logging.getLogger("jobtrail.app")
 
@@ -45,19 +50,36 @@ def refuse_webhook_kind(kind: str) -> None:
     )
 
 
-class AppCore:
-    """The fields ``App.__init__`` sets, and the helpers every concern of ``App`` uses."""
+class Core:
+    """The driver, the settings and the registries every part of ``App`` reads, and the helpers
+    they share. ``front`` is what a ``TaskHandle`` enqueues through (the ``App``)."""
 
-    url: str
-    default_queue: str
-    max_payload_bytes: int
-    _version: str | None
-    _kinds: dict[str, KindSpec]
-    _sinks: dict[str, builtins.list[Sink]]
-    _periodic: dict[str, Schedule]
-    _webhook_tenants: dict[str, str]
-    _driver: Driver
-    _ended_hooks: builtins.list[Callable[[Task], None]]
+    def __init__(
+        self,
+        driver: Driver,
+        front: _Enqueues,
+        *,
+        url: str,
+        default_queue: str,
+        version: str | None,
+        max_payload_bytes: int,
+        result_limit: int,
+        retention: Retention,
+        poll_interval: float,
+    ) -> None:
+        self._driver = driver
+        self._front = front
+        self.url = url
+        self.default_queue = default_queue
+        self._version = version
+        self.max_payload_bytes = max_payload_bytes
+        self.result_limit = result_limit
+        #: seconds each finished state is kept before the worker prunes it
+        self.retention = retention
+        self.poll_interval = poll_interval
+        self._kinds: dict[str, KindSpec] = {}
+        self._sinks: dict[str, builtins.list[Sink]] = {}  # topic -> sinks (app/effects.py)
+        self._ended_hooks: builtins.list[Callable[[Task], None]] = []  # on_ended_outside_run
 
     def task(
         self,
@@ -113,7 +135,7 @@ class AppCore:
             if name in self._kinds:
                 raise ValueError(f"task kind {name!r} is already registered")
             self._kinds[name] = spec
-            return TaskHandle(cast(Any, self), name, fn)
+            return TaskHandle(self._front, name, fn)
 
         return register
 
@@ -147,7 +169,7 @@ class AppCore:
         Every way of making a task comes through here, and a webhook kind is refused unless
         ``webhook_route``: that is passed only by ``receive_webhook`` (the route of a verified
         delivery), never by ``enqueue``, ``enqueue_many``, workflows or cron — and no public
-        method takes it, so no caller's arguments can reach it (SPEC §16.7)."""
+        method takes it, so no caller's arguments can reach it (docs/security.md)."""
         kind = args["kind"]
         if not isinstance(kind, str) or not kind:
             raise TypeError("kind must be a non-empty string")
@@ -303,6 +325,16 @@ class AppCore:
         if not text.isdigit() or len(text) > 18:
             raise TaskNotFound(str(task_id))
         return int(text)
+
+
+class Part:
+    """One concern of ``App``: given the ``Core`` (the registry, the settings, the shared
+    helpers), it reads and writes the store through ``core``'s driver. A part that uses another
+    is given it in its constructor."""
+
+    def __init__(self, core: Core) -> None:
+        self._core = core
+        self._driver = core._driver
 
 
 def _require_text(value: Any, name: str) -> None:

@@ -1,5 +1,5 @@
-"""The parts of ``App`` for cron (§12, §15): ``@app.periodic``, the scheduler pass, and the
-questions "which windows ran, which were skipped and why". Mixed into ``App``; the logic lives
+"""The part of ``App`` for cron (docs/cron.md): ``@app.periodic``, the scheduler pass, and the
+questions "which windows ran, which were skipped and why". Held by ``App``; the logic lives
 in ``scheduler.py``."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from ..core import payloads
-from ..model.kinds import KindSpec
 from ..model.models import iso
 from ..services.scheduler import (
     ACTOR,
@@ -24,8 +23,8 @@ from ..services.scheduler import (
     window_from_row,
     window_key,
 )
-from ..store.base import Driver, NewTask
-from .core import AppCore
+from ..store.base import NewTask
+from .core import Core, Part
 
 log = logging.getLogger("jobtrail.cron")
 
@@ -34,12 +33,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 _DEFINITION = ("kind", "cron", "tz", "queue", "catch_up", "on_paused")
 
 
-class CronAPI(AppCore):
-    _driver: Driver
-    _kinds: dict[str, KindSpec]
-    _periodic: dict[str, Schedule]
-    default_queue: str
-    max_payload_bytes: int
+class Cron(Part):
+    """``@app.periodic`` and the scheduler pass; owns the schedules this app registers."""
+
+    def __init__(self, core: Core) -> None:
+        super().__init__(core)
+        self._periodic: dict[str, Schedule] = {}
 
     def periodic(
         self,
@@ -67,20 +66,20 @@ class CronAPI(AppCore):
             name = kind or getattr(fn, "__name__", None)
             if not isinstance(name, str) or not name:
                 raise ValueError("a periodic kind needs a name: pass kind=...")
-            if name in self._kinds:
+            if name in self._core._kinds:
                 raise ValueError(f"task kind {name!r} is already registered")
-            payloads.encode(payload, self.max_payload_bytes)
+            payloads.encode(payload, self._core.max_payload_bytes)
             schedule = make_schedule(
                 name,
                 cron,
                 tz=tz,
-                queue=queue or self.default_queue,
+                queue=queue or self._core.default_queue,
                 catch_up=catch_up,
                 on_paused=on_paused,
                 payload=payload,
             )
-            self.task(name, queue=queue, **task_options)(fn)  # App.task
-            self._periodic[name] = replace(schedule, queue=self._kinds[name].queue)
+            self._core.task(name, queue=queue, **task_options)(fn)
+            self._periodic[name] = replace(schedule, queue=self._core._kinds[name].queue)
             return fn
 
         return register
@@ -93,7 +92,7 @@ class CronAPI(AppCore):
         return schedule_due(self._driver, self._periodic, self._cron_task)
 
     def _cron_task(self, schedule: Schedule, window: datetime) -> NewTask:
-        new = self._new_task(
+        new = self._core._new_task(
             dict(
                 kind=schedule.kind,
                 payload=schedule.payload,

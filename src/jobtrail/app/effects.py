@@ -1,5 +1,5 @@
-"""The parts of ``App`` for work that touches the outside world (§8, §10): receipts, the
-outbox and its sinks, and workflows of parent and child tasks. Mixed into ``App``."""
+"""The parts of ``App`` for work that touches the outside world (docs/reliability.md): receipts, the
+outbox and its sinks, and workflows of parent and child tasks. Held by ``App``."""
 
 from __future__ import annotations
 
@@ -12,22 +12,19 @@ from ..core import payloads, transition, workflow
 from ..core.decide import decide_receipt_outcome
 from ..model import validate
 from ..model.errors import IdempotencyConflict, IllegalTransition, TaskNotFound
-from ..model.kinds import KindSpec
 from ..model.machine import Reason, State
 from ..model.models import Task, task_from_row
-from ..services.outbox import Sink, dispatch, http_sink
+from ..services.outbox import dispatch, http_sink
 from ..services.receipts import apply_outcome
-from ..store.base import Driver, NewTask
+from ..store.base import NewTask
 from .connections import dbapi_connection
-from .core import AppCore, _require_text
+from .core import Part, _require_text
 
 S = TypeVar("S", bound=Callable[..., Any])
 
 
-class EffectsAPI(AppCore):
-    _sinks: dict[str, builtins.list[Sink]]
-    _driver: Driver
-    _kinds: dict[str, KindSpec]
+class Effects(Part):
+    """The outbox and its sinks, receipts, workflows of parent and child tasks."""
 
     # -- outbox ----------------------------------------------------------------------------------
     def sink(self, topic: str) -> Callable[[S], S]:
@@ -35,20 +32,20 @@ class EffectsAPI(AppCore):
         (``"*"`` for every topic). Delivery is at least once: dedup by ``message_id``."""
 
         def register(fn: S) -> S:
-            self._sinks.setdefault(topic, []).append(fn)
+            self._core._sinks.setdefault(topic, []).append(fn)
             return fn
 
         return register
 
     def http_sink(self, topic: str, url: str, *, timeout: float = 10.0) -> None:
         """Deliver a topic's messages by HTTP POST (JSON; ``Idempotency-Key`` = message id)."""
-        self._sinks.setdefault(topic, []).append(http_sink(url, timeout=timeout))
+        self._core._sinks.setdefault(topic, []).append(http_sink(url, timeout=timeout))
 
     def outbox(self, task_id: str | int) -> builtins.list[dict[str, Any]]:
         """The task's outbox messages: ``id``, ``topic``, ``payload``, ``state``
         (``pending`` — still delivering — or ``delivered``), ``attempts``, ``delivered_at``."""
         with self._driver.transaction(write=False) as tx:
-            row = self._row(tx, task_id)
+            row = self._core._row(tx, task_id)
             rows = self._driver.outbox_list(tx, id=row["id"])
         return [
             {
@@ -65,7 +62,7 @@ class EffectsAPI(AppCore):
 
     def dispatch_outbox(self, *, limit: int = 100) -> int:
         """Deliver due outbox messages now (workers also do this); returns how many."""
-        return dispatch(self._driver, self._sinks, limit=limit)
+        return dispatch(self._driver, self._core._sinks, limit=limit)
 
     # -- receipts --------------------------------------------------------------------------------
     def confirm_receipt(
@@ -82,12 +79,12 @@ class EffectsAPI(AppCore):
         tenant: str | None = None,
     ) -> Task:
         """The outcome of a submission (edges 10, 11), by task id or by receipt id:
-        ``ok=True`` → ``succeeded``; ``ok=False`` → classified like §7 (``queued`` for a
-        retry, or ``dead``). A repeat of a confirmation that already happened returns the
-        task unchanged. Receipt ids are unique per kind: pass ``kind`` when two kinds'
-        providers could hand out the same id.
+        ``ok=True`` → ``succeeded``; ``ok=False`` → classified like a handler's error
+        (``queued`` for a retry, or ``dead``). A repeat of a confirmation that already
+        happened returns the task unchanged. Receipt ids are unique per kind: pass ``kind``
+        when two kinds' providers could hand out the same id.
 
-        ``tenant`` keeps the confirmation within one tenant (SPEC §16.7): a task of another
+        ``tenant`` keeps the confirmation within one tenant (docs/security.md): a task of another
         tenant is ``TaskNotFound``, as an unknown one is, and nothing moves. Whoever acts for a
         tenant passes it — a webhook source's event task passes its own; ``None`` is the
         application's own call, which may settle the receipt of a task of any tenant."""
@@ -122,7 +119,7 @@ class EffectsAPI(AppCore):
                     )
                 task_id = found[0]["id"]
             assert task_id is not None
-            row = self._row(tx, task_id)
+            row = self._core._row(tx, task_id)
             if tenant is not None and row["tenant"] != tenant:
                 raise TaskNotFound(str(task_id))  # never say that it exists
             state = State(row["state"])
@@ -134,7 +131,7 @@ class EffectsAPI(AppCore):
                 ok,
                 category=category,
                 error=error,
-                spec=self._kinds.get(row["kind"]),
+                spec=self._core._kinds.get(row["kind"]),
                 attempts=row["attempts"],
                 max_attempts=row["max_attempts"],
             )
@@ -142,9 +139,9 @@ class EffectsAPI(AppCore):
                 raise IllegalTransition(str(row["id"]), state, "confirm a receipt")
             if decision.to_state is State.QUEUED:
                 self._driver.notify_queued(tx, row["queue"])
-            done = task_from_row(self._row(tx, row["id"]))
+            done = task_from_row(self._core._row(tx, row["id"]))
         if done.state.terminal:
-            self._report_ended([row["id"]])
+            self._core._report_ended([row["id"]])
         return done
 
     # -- workflows -------------------------------------------------------------------------------
@@ -164,10 +161,11 @@ class EffectsAPI(AppCore):
         """A parent in ``waiting`` (its kind is a label) and one child task per item:
         ``(kind, payload)`` or a dict of ``enqueue`` arguments. With ``sequential`` each child
         becomes due only when the one before it succeeded. The parent's state follows the
-        fixed rule of §10, re-derived in the same transaction as every child transition."""
+        fixed rule of a workflow (docs/state_machine.md: it waits while a child is unfinished),
+        re-derived in the same transaction as every child transition."""
         if isinstance(children, str | bytes) or not isinstance(children, Sequence) or not children:
             raise ValueError("a workflow needs a non-empty list of children")
-        parent = self._new_task(
+        parent = self._core._new_task(
             dict(
                 kind=kind,
                 payload=payload,
@@ -203,7 +201,7 @@ class EffectsAPI(AppCore):
             if sequential and i > 0:
                 args["run_at"] = workflow.NOT_YET
             try:
-                items.append(self._new_task(args))
+                items.append(self._core._new_task(args))
             except (TypeError, ValueError) as exc:
                 raise type(exc)(f"workflow child {i}: {exc}") from exc
         with self._driver.transaction(connection=dbapi_connection(connection)) as tx:
@@ -226,9 +224,9 @@ class EffectsAPI(AppCore):
     def children(self, task_id: str | int) -> builtins.list[Task]:
         """A workflow parent's children, in order."""
         with self._driver.transaction(write=False) as tx:
-            row = self._row(tx, task_id)
+            row = self._core._row(tx, task_id)
             ids = [c["id"] for c in self._driver.children_list(tx, id=row["id"])]
-            return [task_from_row(self._row(tx, i)) for i in ids]
+            return [task_from_row(self._core._row(tx, i)) for i in ids]
 
 
 def _child_shape(child: Any) -> Any:

@@ -1,5 +1,5 @@
 """Enqueue and bulk enqueue (edge 1): ``App.enqueue`` and ``App.enqueue_many``. The arguments
-become a ``NewTask`` through ``AppCore._new_task`` (core.py); a task of its own goes in alone
+become a ``NewTask`` through ``Core._new_task`` (core.py); a task of its own goes in alone
 (``transition.create_alone``: one statement on PostgreSQL), plain bulk items in pipelined
 batches, anything with a key or a parent through the checked insert."""
 
@@ -19,12 +19,14 @@ from ..model.errors import IdempotencyConflict, UnknownKind
 from ..model.models import Task, task_from_fields, task_from_row
 from ..store.base import NEW_TASK_DEFAULTS, NewTask
 from .connections import dbapi_connection
-from .core import AppCore
+from .core import Part
 
 _KIND_AND_PAYLOAD = frozenset({"kind", "payload"})
 
 
-class EnqueueAPI(AppCore):
+class Enqueue(Part):
+    """Enqueue and bulk enqueue: ``App.enqueue`` and ``App.enqueue_many``."""
+
     @spelled_out
     def enqueue(
         self,
@@ -42,7 +44,7 @@ class EnqueueAPI(AppCore):
         connection, or a SQLAlchemy 2 ``Connection`` or ``Session`` on one)."""
         refuse_unknown(options, "enqueue")
         connection = dbapi_connection(connection)
-        new = self._new_task({"kind": kind, "payload": payload, **options})
+        new = self._core._new_task({"kind": kind, "payload": payload, **options})
         with tracing.send(new.queue) as span:
             if span is not None:
                 _traced(new)
@@ -54,7 +56,7 @@ class EnqueueAPI(AppCore):
                 task = task_from_row(row, created=created)
             else:
                 with self._driver.transaction(connection=connection) as tx:
-                    task = self._insert(tx, new)
+                    task = self._core._insert(tx, new)
             tracing.sent(span, task.id, task.kind)
         if connection is None and task.created:
             self._driver.wake()
@@ -81,7 +83,7 @@ class EnqueueAPI(AppCore):
             else:
                 news = [self._item_task(i, item) for i, item in enumerate(items)]
                 with self._driver.transaction(connection=connection) as tx:
-                    tasks = [self._insert(tx, _traced(n) if span else n) for n in news]
+                    tasks = [self._core._insert(tx, _traced(n) if span else n) for n in news]
             tracing.sent(span, tasks[0].id, tasks[0].kind)
         if connection is None and any(t.created for t in tasks):
             self._driver.wake()
@@ -98,7 +100,7 @@ class EnqueueAPI(AppCore):
             raise TypeError(f"enqueue_many item {i} has no 'kind'")
         try:
             # _new_task only reads its argument: a plain dict need not be copied
-            return self._new_task(item if type(item) is dict else dict(item))
+            return self._core._new_task(item if type(item) is dict else dict(item))
         except (TypeError, ValueError, UnknownKind) as exc:
             raise _naming_item(exc, i) from exc
 
@@ -108,10 +110,10 @@ class EnqueueAPI(AppCore):
             queue = item.get("queue")
             if isinstance(queue, str) and queue:
                 return queue
-            spec = self._kinds.get(item.get("kind"))  # type: ignore[arg-type]
+            spec = self._core._kinds.get(item.get("kind"))  # type: ignore[arg-type]
             if spec is not None:
                 return spec.queue
-        return self.default_queue
+        return self._core.default_queue
 
     def _insert_plain(
         self, items: builtins.list[Any], connection: Any, *, traced: bool = False
@@ -127,7 +129,7 @@ class EnqueueAPI(AppCore):
         alone: dict[str, NewTask] = {}
 
         def typed_kind(kind: str) -> bool:
-            spec = self._kinds.get(kind)
+            spec = self._core._kinds.get(kind)
             return spec is not None and spec.payload_type is not None
 
         def one(i: int, item: Any) -> NewTask:
@@ -140,7 +142,7 @@ class EnqueueAPI(AppCore):
                 if traced:
                     _traced(base)  # with_payload copies it to each item of the kind
             try:
-                text, digest = payloads.encode(item.get("payload"), self.max_payload_bytes)
+                text, digest = payloads.encode(item.get("payload"), self._core.max_payload_bytes)
             except (TypeError, ValueError) as exc:
                 raise type(exc)(f"enqueue_many item {i}: {exc}") from exc
             return base.with_payload(text, digest)

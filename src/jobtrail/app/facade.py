@@ -1,8 +1,9 @@
 """``App``: the facade users touch. Registers task kinds, enqueues, runs workers, answers
 questions, and carries out the operator's actions — each through the one transition path.
 
-``App`` is made of its concerns' mixins (the package docstring names them); what is left here
-is its own: the constructor and the lifecycle."""
+``App`` holds its parts (the package docstring names them), each built here on the ``Core`` and
+given the other parts it uses, and forwards each public method to the part that owns it
+(``forward``). What is left here is its own: the constructor, the settings and the lifecycle."""
 
 from __future__ import annotations
 
@@ -14,47 +15,36 @@ from typing import Any
 
 from ..core.results import DEFAULT_RESULT_LIMIT
 from ..model import validate
-from ..model.kinds import DEFAULT_MAX_PAYLOAD, KindSpec
-from ..services.retention import parse_retention
-from ..services.scheduler import Schedule
+from ..model.kinds import DEFAULT_MAX_PAYLOAD
+from ..services.retention import Retention, parse_retention
 from ..store.base import Driver
 from ..store.open import open_driver
-from .actions import ActionsAPI  # cancel, force, annotate, dismiss
-from .aio import AsyncAPI  # the async API (§16.3): aenqueue ... aclose
-from .core import _require_name
-from .cron import CronAPI  # cron (§12): @app.periodic, schedule_due, cron_windows
-from .effects import EffectsAPI
-from .enqueue import EnqueueAPI  # enqueue, enqueue_many
-from .ops import OpsAPI
-from .reads import ReadsAPI  # get, result, list, transitions, explain
-from .replays import ReplayAPI  # replay, replay runs, the dead letters' evidence (§16.6)
-from .views import ViewsAPI  # read helpers for people (the dashboard)
-from .webhooks import WebhooksAPI  # webhooks (§12)
-from .workers import WorkersAPI  # run_worker, start_worker, sweep, check
+from .actions import Actions
+from .aio import Async
+from .core import Core, _require_name
+from .cron import Cron
+from .effects import Effects
+from .enqueue import Enqueue
+from .forward import forward
+from .ops import Ops
+from .rates import Rates
+from .reads import Reads
+from .replays import Replays
+from .views import Views
+from .webhooks import Webhooks
+from .workers import Workers
 
 #: The largest ``result_limit`` (a return value is stored in one column: 64 MiB is plenty).
 MAX_RESULT_LIMIT = 64 * 1024 * 1024
 
 
-class App(
-    AsyncAPI,
-    ActionsAPI,
-    WorkersAPI,
-    WebhooksAPI,
-    EffectsAPI,
-    ViewsAPI,
-    ReadsAPI,
-    OpsAPI,
-    ReplayAPI,
-    EnqueueAPI,
-    CronAPI,
-):
+class App:
     """One jobtrail application: a store (``url``) and the task kinds registered on it.
 
     ``url`` is ``sqlite:///path.db`` or ``postgresql://…``; else ``JOBTRAIL_DATABASE_URL``; else
     ``sqlite:///jobtrail.db``. ``version`` is recorded on every claim so a dead letter shows
     which code failed it (else ``JOBTRAIL_APP_VERSION``, else the handlers' package version).
-    ``result_limit``: the largest handler return value stored, in bytes of JSON (§16.1;
+    ``result_limit``: the largest handler return value stored, in bytes of JSON (
     default 1 MiB); a larger one ends its attempt ``dead`` (``invalid_input``).
     ``retention`` gives, per finished state, how long its tasks are kept before a worker
     prunes them (seconds or a ``timedelta``; ``None`` keeps for ever): by default
@@ -84,28 +74,41 @@ class App(
         """
         _require_name(default_queue, "default_queue")
         validate.integer(result_limit, "result_limit", 1, MAX_RESULT_LIMIT)
-        self.result_limit = result_limit
         if not isinstance(poll_interval, int | float) or not 0 < poll_interval <= 3600:
             raise ValueError(
                 f"poll_interval must be a number of seconds in (0, 3600], not {poll_interval!r}"
             )
-        #: seconds each finished state is kept before the worker prunes it (SPEC §16.5)
-        self.retention = parse_retention(retention)
-        self.url = url or os.environ.get("JOBTRAIL_DATABASE_URL") or "sqlite:///jobtrail.db"
+        url = url or os.environ.get("JOBTRAIL_DATABASE_URL") or "sqlite:///jobtrail.db"
         self.pooler = pooler or os.environ.get("JOBTRAIL_POOLER") or None
         self.listen_url = listen_url or os.environ.get("JOBTRAIL_LISTEN_URL") or None
-        self.poll_interval = float(poll_interval)
-        self.default_queue = default_queue
-        self._version = version or os.environ.get("JOBTRAIL_APP_VERSION")
-        self.max_payload_bytes = max_payload_bytes
-        self._kinds: dict[str, KindSpec] = {}
-        self._sinks: dict[str, builtins.list[Any]] = {}
-        self._periodic: dict[str, Schedule] = {}  # cron (app/cron.py)
-        self._webhook_tenants: dict[str, str] = {}  # the tenant of each source (app/webhooks.py)
-        self._ended_hooks: builtins.list[Any] = []  # on_ended_outside_run (app/core.py)
         self._driver: Driver = open_driver(
-            self.url, pooler=self.pooler, listen_url=self.listen_url, **driver_options
+            url, pooler=self.pooler, listen_url=self.listen_url, **driver_options
         )
+        self._core = core = Core(
+            self._driver,
+            self,
+            url=url,
+            default_queue=default_queue,
+            version=version or os.environ.get("JOBTRAIL_APP_VERSION"),
+            max_payload_bytes=max_payload_bytes,
+            result_limit=result_limit,
+            retention=parse_retention(retention),
+            poll_interval=float(poll_interval),
+        )
+        self._kinds = core._kinds  # the registry, as tests and tools read it
+        self._enqueue = Enqueue(core)
+        self._rates = Rates(core)
+        self._ops = Ops(core, self._rates)
+        self._reads = Reads(core, self._ops.live_facts)
+        self._views = Views(core, self._ops.live_facts)
+        self._effects = Effects(core)
+        self._webhooks = Webhooks(core, self._effects)
+        self._actions = Actions(core, self._reads, self._effects)
+        self._replays = Replays(core)
+        self._cron = Cron(core)
+        self._periodic = self._cron._periodic
+        self._workers = Workers(core, self._cron._cron_tick)
+        self._async = Async(core, self._enqueue, self._reads, self._actions, self._replays)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def migrate(self) -> list[int]:
@@ -126,3 +129,175 @@ class App(
         """The database clock's current time (the clock every decision uses)."""
         with self._driver.transaction(write=False) as tx:
             return self._driver.db_now(tx)
+
+    # -- settings (kept by the core, where the parts read them) ---------------------------------
+    @property
+    def url(self) -> str:
+        return self._core.url
+
+    @property
+    def default_queue(self) -> str:
+        return self._core.default_queue
+
+    @property
+    def max_payload_bytes(self) -> int:
+        return self._core.max_payload_bytes
+
+    @max_payload_bytes.setter
+    def max_payload_bytes(self, value: int) -> None:
+        self._core.max_payload_bytes = value
+
+    @property
+    def result_limit(self) -> int:
+        return self._core.result_limit
+
+    @result_limit.setter
+    def result_limit(self, value: int) -> None:
+        self._core.result_limit = value
+
+    @property
+    def retention(self) -> Retention:
+        """Seconds each finished state is kept before the worker prunes it."""
+        return self._core.retention
+
+    @retention.setter
+    def retention(self, value: Retention) -> None:
+        self._core.retention = value
+
+    @property
+    def poll_interval(self) -> float:
+        return self._core.poll_interval
+
+    @poll_interval.setter
+    def poll_interval(self, value: float) -> None:
+        self._core.poll_interval = value
+
+    # -- the kinds (core.py) --------------------------------------------------------------------
+    task = forward("_core", Core.task)
+    on_ended_outside_run = forward("_core", Core.on_ended_outside_run)
+    _new_task = forward("_core", Core._new_task)
+    _task_from_row = staticmethod(Core._task_from_row)
+
+    @property
+    def kinds(self) -> builtins.list[str]:
+        return self._core.kinds
+
+    @property
+    def version(self) -> str | None:
+        """The code version recorded on every claim: the App's ``version``, else
+        ``JOBTRAIL_APP_VERSION``, else the installed version of the handlers' package."""
+        return self._core.version
+
+    # -- enqueue (enqueue.py) -------------------------------------------------------------------
+    enqueue = forward("_enqueue", Enqueue.enqueue)
+    enqueue_many = forward("_enqueue", Enqueue.enqueue_many)
+
+    # -- reads (reads.py) -----------------------------------------------------------------------
+    get = forward("_reads", Reads.get)
+    result = forward("_reads", Reads.result)
+    watch_finished = forward("_reads", Reads.watch_finished)
+    finished_among = forward("_reads", Reads.finished_among)
+    list = forward("_reads", Reads.list)
+    transitions = forward("_reads", Reads.transitions)
+    explain = forward("_reads", Reads.explain)
+
+    # -- queues, health, pruning (ops.py, rates.py) ---------------------------------------------
+    pause = forward("_ops", Ops.pause)
+    resume = forward("_ops", Ops.resume)
+    set_limit = forward("_ops", Ops.set_limit)
+    queues = forward("_ops", Ops.queues)
+    queue_history = forward("_ops", Ops.queue_history)
+    stats = forward("_ops", Ops.stats)
+    transition_counts = forward("_ops", Ops.transition_counts)
+    prune = forward("_ops", Ops.prune)
+    set_rate = forward("_rates", Rates.set_rate)
+
+    # -- read helpers for people (views.py) -----------------------------------------------------
+    steps = forward("_views", Views.steps)
+    why_not_running = forward("_views", Views.why_not_running)
+    state_counts = forward("_views", Views.state_counts)
+    find_by_key = forward("_views", Views.find_by_key)
+    dead_preview = forward("_views", Views.dead_preview)
+    activity = forward("_views", Views.activity)
+    transitions_between = forward("_views", Views.transitions_between)
+
+    # -- outbox, receipts, workflows (effects.py) -----------------------------------------------
+    sink = forward("_effects", Effects.sink)
+    http_sink = forward("_effects", Effects.http_sink)
+    outbox = forward("_effects", Effects.outbox)
+    dispatch_outbox = forward("_effects", Effects.dispatch_outbox)
+    confirm_receipt = forward("_effects", Effects.confirm_receipt)
+    enqueue_workflow = forward("_effects", Effects.enqueue_workflow)
+    children = forward("_effects", Effects.children)
+
+    # -- webhooks (webhooks.py) -----------------------------------------------------------------
+    webhook = forward("_webhooks", Webhooks.webhook)  # type: ignore[arg-type]
+    webhook_sources = forward("_webhooks", Webhooks.webhook_sources)
+    receive_webhook = forward("_webhooks", Webhooks.receive_webhook)
+
+    # -- cancel, force, annotate, dismiss (actions.py) ------------------------------------------
+    cancel = forward("_actions", Actions.cancel)
+    force = forward("_actions", Actions.force)
+    annotate = forward("_actions", Actions.annotate)
+    dismiss = forward("_actions", Actions.dismiss)
+
+    # -- replay and dead letters (replays.py) ---------------------------------------------------
+    replay = forward("_replays", Replays.replay)
+    replay_dead = forward("_replays", Replays.replay_dead)
+    start_replay_run = forward("_replays", Replays.start_replay_run)
+    replay_runs = forward("_replays", Replays.replay_runs)
+    dead = forward("_replays", Replays.dead)
+
+    # -- cron (cron.py) -------------------------------------------------------------------------
+    periodic = forward("_cron", Cron.periodic)  # type: ignore[arg-type]
+    schedule_due = forward("_cron", Cron.schedule_due)
+    cron_windows = forward("_cron", Cron.cron_windows)
+    schedules = forward("_cron", Cron.schedules)
+    _cron_tick = forward("_cron", Cron._cron_tick)
+
+    # -- workers, sweep, check (workers.py) -----------------------------------------------------
+    sweep = forward("_workers", Workers.sweep)
+    run_worker = forward("_workers", Workers.run_worker)
+    start_worker = forward("_workers", Workers.start_worker)  # type: ignore[arg-type]
+    worker_collaborators = forward("_workers", Workers.worker_collaborators)
+    workers = forward("_workers", Workers.workers)
+    check = forward("_workers", Workers.check)
+
+    # -- the async API (aio.py) -----------------------------------------------------------------
+    aenqueue = forward("_async", Async.aenqueue)
+    aenqueue_many = forward("_async", Async.aenqueue_many)
+    aget = forward("_async", Async.aget)
+    alist = forward("_async", Async.alist)
+    atransitions = forward("_async", Async.atransitions)
+    aexplain = forward("_async", Async.aexplain)
+    aresult = forward("_async", Async.aresult)
+    acancel = forward("_async", Async.acancel)
+    areplay = forward("_async", Async.areplay)
+    aclose = forward("_async", Async.aclose)
+
+
+def rebound(loaded: App, url: str, *, pooler: str | None, listen_url: str | None) -> App:
+    """``loaded``'s registrations on another database or pooler (the CLI's ``--db``,
+    ``--pooler``, ``--listen-url``): its settings, kinds, sinks, schedules, webhook sources and
+    hooks, and any attribute its caller set on it, on a new ``App`` with its own driver."""
+    core = loaded._core
+    app = App(
+        url,
+        default_queue=core.default_queue,
+        version=core._version,
+        max_payload_bytes=core.max_payload_bytes,
+        result_limit=core.result_limit,
+        pooler=pooler or loaded.pooler,
+        listen_url=listen_url or loaded.listen_url,
+        poll_interval=core.poll_interval,
+    )
+    app.retention = core.retention
+    app._kinds.update(core._kinds)
+    app._core._sinks.update(core._sinks)
+    app._core._ended_hooks.extend(core._ended_hooks)
+    app._periodic.update(loaded._periodic)
+    app._webhooks._webhook_tenants.update(loaded._webhooks._webhook_tenants)
+    for name, value in vars(loaded).items():  # the caller's own attributes (the demo's)
+        if name not in vars(app) and not hasattr(App, name):
+            setattr(app, name, value)
+    return app

@@ -1,4 +1,4 @@
-"""Task handles (SPEC §16.2): what ``@app.task(...)`` returns. Still the handler (calling it
+"""Task handles: what ``@app.task(...)`` returns. Still the handler (calling it
 calls the function, for tests), plus ``.kind`` and the kind's own ``enqueue``,
 ``enqueue_many``, ``aenqueue`` and ``aenqueue_many``. Generic in the payload type, so mypy
 checks ``handle.enqueue(Note(...))`` against the handler's annotation."""

@@ -1,32 +1,32 @@
-"""The operator's side of ``App`` (§12): pause and resume queues, concurrency limits, queue
-health, dead letters as work to close, and pruning. Mixed into ``App``."""
+"""The operator's side of ``App``: pause and resume queues, concurrency limits, queue
+health, dead letters as work to close, and pruning. Held by ``App``."""
 
 from __future__ import annotations
 
 import builtins
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core import explain_facts, explain_workers
 from ..model import validate
 from ..model.timeparse import parse_duration
 from ..services import retention
 from ..services import stats as stats_module
-from ..store.base import Driver, Row, Tx, dumps
-from .core import _require_name, _require_text
-from .rates import RatesAPI
+from ..store.base import Row, Tx, dumps
+from .core import Core, Part, _require_name, _require_text
+from .rates import Rates
 from .rates import queue_view as _queue_view
-
-if TYPE_CHECKING:
-    from ..model.kinds import KindSpec
 
 PRUNE_BATCH = retention.BATCH  # the batch of `prune`, retention.py's
 
 
-class OpsAPI(RatesAPI):
-    _driver: Driver
-    _kinds: dict[str, KindSpec]
-    default_queue: str
+class Ops(Part):
+    """Queues (pause, resume, limits, history), health, pruning, and the live facts of a task
+    that ``explain`` and ``why_not_running`` tell (given ``Rates``: a queue's rate and ramp)."""
+
+    def __init__(self, core: Core, rates: Rates) -> None:
+        super().__init__(core)
+        self._rates = rates
 
     # -- pause, resume, limits ------------------------------------------------------------------
     def pause(self, queue: str, *, by: str, note: str) -> dict[str, Any]:
@@ -90,7 +90,7 @@ class OpsAPI(RatesAPI):
                 changed = paused != was_paused
             if not changed:
                 return _queue_view(current, queue)
-            ramped = self._ramp_on_resume(tx, current, ramp) if ramp is not None else None
+            ramped = self._rates.ramp_on_resume(tx, current, ramp) if ramp is not None else None
             row = self._driver.queue_upsert(
                 tx,
                 name=queue,
@@ -125,7 +125,9 @@ class OpsAPI(RatesAPI):
         with paused, by, note, since and limits."""
         with self._driver.transaction(write=False) as tx:
             rows = {r["name"]: r for r in self._driver.queue_list(tx)}
-        names = set(rows) | {s.queue for s in self._kinds.values()} | {self.default_queue}
+        names = (
+            set(rows) | {s.queue for s in self._core._kinds.values()} | {self._core.default_queue}
+        )
         return [_queue_view(rows.get(name), name) for name in sorted(names)]
 
     def queue_history(self, queue: str, *, limit: int = 100) -> builtins.list[dict[str, Any]]:
@@ -147,7 +149,7 @@ class OpsAPI(RatesAPI):
 
     # -- health ----------------------------------------------------------------------------------
     def stats(self, *, window: float = 300.0, exact: bool = False) -> dict[str, Any]:
-        """Queue health per queue and kind (§12): counts by state, oldest due age, arrival and
+        """Queue health per queue and kind: counts by state, oldest due age, arrival and
         completion rates per minute over the last ``window`` seconds, retries and lease
         expiries, dead count and oldest dead age, queue wait and run time p50/p95, and the
         estimated drain time. Bounded unless ``exact``: queued counts stop at 10,000 per queue
@@ -181,10 +183,10 @@ class OpsAPI(RatesAPI):
         return total
 
     # -- live facts for explanations -------------------------------------------------------------
-    def _live_facts(self, tx: Tx, row: Row, lang: str) -> explain_facts.Facts:
+    def live_facts(self, tx: Tx, row: Row, lang: str) -> explain_facts.Facts:
         facts = explain_facts.gather(self._driver, tx, row, lang)
         facts.why[:0] = self._queue_facts(tx, row, lang)
-        if row["state"] == "queued":  # §17.1: due, and no live worker takes it?
+        if row["state"] == "queued":  # due, and no live worker takes it?
             facts.why += explain_workers.unserved(row, self._driver.worker_list(tx), lang)
         return facts
 
@@ -227,7 +229,7 @@ class OpsAPI(RatesAPI):
                     else f"tenant {tenant}: {n} of {queue['limit_per_tenant']} "
                     "leased (per-tenant limit)"
                 )
-        out += self._rate_facts(tx, row, queue, lang)
+        out += self._rates.rate_facts(tx, row, queue, lang)
         return out
 
 

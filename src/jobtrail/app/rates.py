@@ -1,7 +1,7 @@
-"""Rate limits and ramps (SPEC §16.6), the operator's side: ``set_rate``, the ramp of
+"""Rate limits and ramps (docs/operations.md), the operator's side: ``set_rate``, the ramp of
 ``resume(ramp=...)``, how a queue's rate reads in ``queues()`` and ``explain``. The claim that
-honours them is ``store/flow.py``; the arithmetic ``model/rates.py``. Mixed into ``App``
-(under ``OpsAPI``, whose ``resume`` uses ``_ramp_on_resume``)."""
+honours them is ``store/flow.py``; the arithmetic ``model/rates.py``. Held by ``App`` and given
+to ``Ops``, whose ``resume`` uses ``ramp_on_resume``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..model import i18n, rates, validate
-from ..store.base import Driver, Row, Tx, dumps
-from .core import AppCore, _require_name, _require_text
+from ..store.base import Row, Tx, dumps
+from .core import Part, _require_name, _require_text
 
 #: the pace before a pause that a rate-less resume ramp measures, seconds
 MEASURE_SECONDS = 60.0
@@ -48,8 +48,9 @@ def _number(value: float) -> str:
     return f"{value:.3g}" if value < 100 else f"{value:.0f}"
 
 
-class RatesAPI(AppCore):
-    _driver: Driver
+class Rates(Part):
+    """``set_rate``, and what ``Ops`` asks of a queue's rate (a resume's ramp, the facts of
+    ``explain``)."""
 
     def set_rate(
         self,
@@ -118,7 +119,7 @@ class RatesAPI(AppCore):
         assert row is not None
         return row
 
-    def _ramp_on_resume(self, tx: Tx, current: Row, ramp: float) -> dict[str, Any]:
+    def ramp_on_resume(self, tx: Tx, current: Row, ramp: float) -> dict[str, Any]:
         """The ramp of ``resume(queue, ramp=...)`` on a paused queue, in the resume's
         transaction; returns what the history entry records. A queue with a rate of its own
         ramps that rate. A queue without one gets a temporary rate that ends with the ramp:
@@ -160,7 +161,7 @@ class RatesAPI(AppCore):
             "due": due["n"] if due else 0,
         }
 
-    def _rate_facts(self, tx: Tx, row: Row, queue: Row, lang: str) -> list[str]:
+    def rate_facts(self, tx: Tx, row: Row, queue: Row, lang: str) -> list[str]:
         """Why a due queued task waits for its queue's or its tenant's rate, and when the
         next slot is (database clock)."""
         now = self._driver.db_now(tx)

@@ -9,23 +9,33 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Any
 
+from ..core.explain_facts import Facts
 from ..model import validate
 from ..model.errors import TaskFailed, TaskNotFound
 from ..model.machine import TERMINAL, State
 from ..model.models import Task, Transition, task_from_row
-from ..store.base import Row
+from ..store.base import Row, Tx
 from .connections import dbapi_connection
-from .core import RESULT_POLL, _unfinished
-from .ops import OpsAPI  # _live_facts: why a task is not running now
+from .core import RESULT_POLL, Core, Part, _unfinished
+
+#: ``Ops.live_facts``: the live facts of a task's row (a paused queue, a full limit, …)
+LiveFacts = Callable[[Tx, Row, str], Facts]
 
 
-class ReadsAPI(OpsAPI):
+class Reads(Part):
+    """The plain reads of tasks, given ``facts`` (``Ops.live_facts``: why a task is not
+    running now)."""
+
+    def __init__(self, core: Core, facts: LiveFacts) -> None:
+        super().__init__(core)
+        self._facts = facts
+
     def get(self, task_id: str | int, *, connection: Any = None) -> Task:
         """The task's current snapshot; ``TaskNotFound`` for an unknown id. With
         ``connection=`` (as ``enqueue`` takes it) it is read in the caller's open transaction,
         which sees what that transaction wrote."""
         with self._driver.transaction(write=False, connection=dbapi_connection(connection)) as tx:
-            row = self._row(tx, task_id)
+            row = self._core._row(tx, task_id)
             steps = {
                 r["name"]: r["result"]
                 for r in self._driver.step_list(tx, id=row["id"])
@@ -35,7 +45,7 @@ class ReadsAPI(OpsAPI):
 
     def result(self, task_id: str | int, *, timeout: float | None = None) -> Any:
         """The return value of a ``succeeded`` task (``None`` when its handler returned
-        nothing), §16.1. A ``dead`` or ``cancelled`` task raises ``TaskFailed`` (its state,
+        nothing). A ``dead`` or ``cancelled`` task raises ``TaskFailed`` (its state,
         reason, error category and error). A task not finished yet: with ``timeout`` seconds
         this waits for it to finish — woken by the store's own wake-ups (PostgreSQL
         ``LISTEN``, SQLite's data version), re-reading at least every second — and raises
@@ -44,12 +54,12 @@ class ReadsAPI(OpsAPI):
         unknown id."""
         if timeout is not None:
             timeout = validate.seconds(timeout, "timeout")
-        task = self._terminal_or_none(task_id)
+        task = self._core._terminal_or_none(task_id)
         if task is None and timeout:
             deadline = time.monotonic() + timeout
             with self._driver.watch_finished() as wait:
                 while True:
-                    task = self._terminal_or_none(task_id)
+                    task = self._core._terminal_or_none(task_id)
                     left = deadline - time.monotonic()
                     if task is not None or left <= 0:
                         break
@@ -75,7 +85,7 @@ class ReadsAPI(OpsAPI):
         with self._driver.transaction(write=False) as tx:
             for task_id in task_ids:
                 try:
-                    row = self._row(tx, task_id)
+                    row = self._core._row(tx, task_id)
                 except (TaskNotFound, ValueError):
                     found.add(task_id)  # the caller's own read then says what it is
                     continue
@@ -104,7 +114,7 @@ class ReadsAPI(OpsAPI):
                     f"unknown state {state!r}; states are: {', '.join(s.value for s in State)}"
                 ) from None
         validate.integer(limit, "limit", 1, validate.MAX_LIMIT)
-        before_id = self._parse_id(before) if before is not None else None
+        before_id = self._core._parse_id(before) if before is not None else None
         with self._driver.transaction(write=False) as tx:
             rows = self._driver.task_list(
                 tx,
@@ -122,12 +132,12 @@ class ReadsAPI(OpsAPI):
     ) -> builtins.list[Transition]:
         """The task's transition log, in order (``connection=`` as ``get`` takes it)."""
         with self._driver.transaction(write=False, connection=dbapi_connection(connection)) as tx:
-            self._row(tx, task_id)
-            rows = self._driver.transition_list(tx, self._parse_id(task_id))
+            self._core._row(tx, task_id)
+            rows = self._driver.transition_list(tx, self._core._parse_id(task_id))
         return [_transition_from_row(r) for r in rows]
 
     def explain(self, task_id: str | int, lang: str = "en") -> str:
-        """How the task got here, and why it is not running now (§11)."""
+        """How the task got here, and why it is not running now."""
         from ..core import explain
 
         if lang not in explain.LANGUAGES:
@@ -135,9 +145,9 @@ class ReadsAPI(OpsAPI):
                 f"unknown language {lang!r}; use one of {', '.join(explain.LANGUAGES)}"
             )
         with self._driver.transaction(write=False) as tx:
-            row = self._row(tx, task_id)
+            row = self._core._row(tx, task_id)
             rows = self._driver.transition_list(tx, row["id"])
-            facts = self._live_facts(tx, row, lang)
+            facts = self._facts(tx, row, lang)
             confirmed = self._driver.effect_confirmed_count(tx, id=row["id"])
         text = explain.render(
             task_from_row(row),

@@ -1,6 +1,6 @@
-"""The parts of ``App`` for dead letters (§9, §16.6): replay, batch replay as recorded *replay
-runs* that go batch by batch and stop when their replayed tasks die again, and the dead-letter
-view with its evidence. Mixed into ``App``.
+"""The part of ``App`` for dead letters (docs/operations.md): replay, batch replay as recorded
+*replay runs* that go batch by batch and stop when their replayed tasks die again, and the
+dead-letter view with its evidence. Held by ``App``.
 
 A run goes one step at a time (``services/replayer.py``). ``replay_dead`` drives its run from
 the calling process: after each batch (but the last) it polls every ``SETTLE_POLL`` seconds
@@ -30,8 +30,8 @@ from ..model import validate
 from ..model.models import Task, iso, task_from_row
 from ..model.timeparse import parse_time
 from ..services import replayer
-from ..store.base import Driver, Row, Tx
-from .core import AppCore, _require_text
+from ..store.base import Row, Tx
+from .core import Part, _require_text
 
 log = logging.getLogger("jobtrail.app.replays")
 
@@ -43,8 +43,8 @@ DEFAULT_BATCH_TIMEOUT = 300.0
 RUNS_LIMIT = 50
 
 
-class ReplayAPI(AppCore):
-    _driver: Driver
+class Replays(Part):
+    """Replay one task, replay runs, and the dead letters with their evidence."""
 
     # -- one task --------------------------------------------------------------------------------
     def replay(self, task_id: str | int, *, by: str, note: str) -> Task:
@@ -58,7 +58,9 @@ class ReplayAPI(AppCore):
         self, tx: Tx, task_id: str | int, by: str, note: str, run_id: int | None = None
     ) -> Row:
         """Replay one dead task (and its dead children) in ``tx``; the row after it."""
-        return replayer.replay_task(self._driver, tx, self._row(tx, task_id), by, note, run_id)
+        return replayer.replay_task(
+            self._driver, tx, self._core._row(tx, task_id), by, note, run_id
+        )
 
     # -- batch replay: a recorded run ---------------------------------------------------------
     def replay_dead(

@@ -1,6 +1,6 @@
 """Read helpers for people (the dashboard, issue 5): a task's steps and effects, the "why it
 is not running now" line, cheap state counts, search by idempotency key, the exact preview of a
-batch replay, and arrivals vs completions per time bucket. Mixed into ``App``; read-only."""
+batch replay, and arrivals vs completions per time bucket. Held by ``App``."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from ..model import validate
 from ..model.models import task_from_row
 from ..model.timeparse import parse_time
 from ..services import stats as stats_bounds
-from ..store.base import Driver
-from .ops import OpsAPI
+from .core import Core, Part
+from .reads import LiveFacts
 
 if TYPE_CHECKING:
     from ..model.models import Task
@@ -23,8 +23,12 @@ if TYPE_CHECKING:
 OPEN_STATES = ("queued", "leased", "cancel_requested", "awaiting_receipt", "waiting")
 
 
-class ViewsAPI(OpsAPI):
-    _driver: Driver
+class Views(Part):
+    """Read helpers for people, given ``facts`` (``Ops.live_facts``)."""
+
+    def __init__(self, core: Core, facts: LiveFacts) -> None:
+        super().__init__(core)
+        self._facts = facts
 
     def steps(self, task_id: str | int) -> builtins.list[dict[str, Any]]:
         """The task's steps and effects in the order they started: ``name``, ``effect``
@@ -33,7 +37,7 @@ class ViewsAPI(OpsAPI):
         ``effect_key``, ``result`` (the step's result or the effect's receipt), ``attempt``,
         ``error``, ``created_at``, ``confirmed_at``."""
         with self._driver.transaction(write=False) as tx:
-            row = self._row(tx, task_id)
+            row = self._core._row(tx, task_id)
             rows = self._driver.step_list(tx, id=row["id"])
         return [
             {
@@ -59,8 +63,8 @@ class ViewsAPI(OpsAPI):
         if lang not in explain.LANGUAGES:
             raise ValueError(f"unknown language {lang!r}")
         with self._driver.transaction(write=False) as tx:
-            row = self._row(tx, task_id)
-            facts = self._live_facts(tx, row, lang)
+            row = self._core._row(tx, task_id)
+            facts = self._facts(tx, row, lang)
         task = task_from_row(row)
         return {
             "why": explain.why_not_running(task, row["db_now"], lang, facts.why or None),
@@ -91,7 +95,7 @@ class ViewsAPI(OpsAPI):
         (default: the registered kinds): one unique-index lookup per kind."""
         validate.filter_text(key, "key")
         validate.filter_text(tenant, "tenant")
-        names = sorted(set(kinds if kinds is not None else self.kinds))
+        names = sorted(set(kinds if kinds is not None else self._core.kinds))
         for kind in names:
             validate.filter_text(kind, "kind")
         out: builtins.list[Task] = []
@@ -136,7 +140,7 @@ class ViewsAPI(OpsAPI):
             rows = {r["id"]: r for r in self._driver.view_tasks_by_ids(tx, ids=json.dumps(ids))}
             tasks = [task_from_row(rows[i]) for i in ids if i in rows]
             recorded = self._driver.effect_list_for_tasks(tx, ids=json.dumps(ids)) if ids else []
-        # §16.6: per task, the effects a replay performs again and those it skips (confirmed)
+        # per task, the effects a replay performs again and those it skips (confirmed)
         split = replays.split_effects(recorded)
         effects = {t.id: split.get(t.id, {"again": [], "skip": []}) for t in tasks}
         return {"tasks": tasks, "until": frozen, "since": start, "now": now, "effects": effects}

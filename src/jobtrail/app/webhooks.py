@@ -1,16 +1,16 @@
-"""Webhook events as tasks (§12): ``@app.webhook(source)`` and the receiving side that the HTTP
-server calls once a delivery's signature is verified. Mixed into ``App``.
+"""Webhook events as tasks: ``@app.webhook(source)`` and the receiving side that the HTTP
+server calls once a delivery's signature is verified. Held by ``App``.
 
 A delivery is recorded under ``(source, delivery id)`` in the SAME transaction that enqueues its
 event task (kind ``webhook.<source>``, payload = the parsed JSON event), so a repeat delivery
 finds the record and answers with the same task id, changing nothing.
 
-A source may confirm receipts (§8): ``@app.webhook("pay", receipt=fn)`` where
+A source may confirm receipts: ``@app.webhook("pay", receipt=fn)`` where
 ``fn(event) -> (receipt_id, ok, category, error) | None``. The event task calls it when it runs
 (not in the HTTP request, so the answer stays fast and the confirmation is retried like any
 task) and then ``confirm_receipt(receipt_id=..., ok=..., by="webhook:<source>", tenant=...)``.
 
-Trust (SPEC §16.7). A webhook task stands for a delivery whose signature was verified, so only
+Trust (docs/security.md). A webhook task stands for a delivery whose signature was verified, so only
 ``receive_webhook`` makes one: ``enqueue``, ``enqueue_many``, workflows, the CLI and
 ``POST /api/tasks`` refuse every kind ``webhook.<source>`` (``refuse_webhook_kind``). And a
 source belongs to one tenant (``@app.webhook(source, tenant=...)``, default ``""``, the tasks of
@@ -28,16 +28,13 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from ..model.errors import IllegalTransition, PermanentError, TaskNotFound
 from ..model.oneline import one_line
-from ..store.base import Driver, NewTask
-from .core import WEBHOOK_HANDLER, WEBHOOK_PREFIX
-from .effects import EffectsAPI
-
-if TYPE_CHECKING:
-    from ..model.kinds import KindSpec
+from ..store.base import NewTask
+from .core import WEBHOOK_HANDLER, WEBHOOK_PREFIX, Core, Part
+from .effects import Effects
 
 log = logging.getLogger("jobtrail.webhooks")
 
@@ -60,10 +57,14 @@ def webhook_kind(source: str) -> str:
     return f"{WEBHOOK_PREFIX}{source}"
 
 
-class WebhooksAPI(EffectsAPI):
-    _driver: Driver
-    _kinds: dict[str, KindSpec]
-    _webhook_tenants: dict[str, str]
+class Webhooks(Part):
+    """``@app.webhook`` and the receiving side; owns the tenant of each source. Given
+    ``Effects``: an event's receipt is confirmed through ``confirm_receipt``."""
+
+    def __init__(self, core: Core, effects: Effects) -> None:
+        super().__init__(core)
+        self._effects = effects
+        self._webhook_tenants: dict[str, str] = {}  # the tenant of each source
 
     def webhook(
         self,
@@ -92,8 +93,7 @@ class WebhooksAPI(EffectsAPI):
             handle.__name__ = getattr(fn, "__name__", "webhook")
             handle.__module__ = getattr(fn, "__module__", __name__)
             setattr(handle, WEBHOOK_HANDLER, True)
-            register_task: Callable[..., Callable[..., Any]] = getattr(self, "task")  # noqa: B009
-            register_task(webhook_kind(source), **task_options)(handle)
+            self._core.task(webhook_kind(source), **task_options)(handle)
             self._webhook_tenants[source] = tenant
             return fn
 
@@ -102,7 +102,7 @@ class WebhooksAPI(EffectsAPI):
     def webhook_sources(self) -> list[str]:
         """Sources with a registered ``@app.webhook`` handler."""
         prefix = webhook_kind("")
-        return sorted(k[len(prefix) :] for k in self._kinds if k.startswith(prefix))
+        return sorted(k[len(prefix) :] for k in self._core._kinds if k.startswith(prefix))
 
     def receive_webhook(
         self, source: str, delivery_id: str, body: bytes, *, event_type: str | None = None
@@ -111,7 +111,7 @@ class WebhooksAPI(EffectsAPI):
         task in the same transaction. A repeat ``(source, delivery_id)`` returns the first
         answer with ``duplicate=True``. A body that is not JSON is kept (``bad_body``).
 
-        The one way a webhook task is made (SPEC §16.7); it carries the source's tenant."""
+        The one way a webhook task is made (docs/security.md); it carries the source's tenant."""
         _check_source(source)
         if not isinstance(delivery_id, str) or not delivery_id or len(delivery_id) > 255:
             raise ValueError("a webhook delivery id must be a non-empty string of ≤ 255 chars")
@@ -119,7 +119,7 @@ class WebhooksAPI(EffectsAPI):
         bad: str | None = None
         try:  # JSON that is no acceptable payload (too deep, NUL text…) is kept like non-JSON
             event: Any = json.loads(body)
-            new = self._new_task(
+            new = self._core._new_task(
                 {
                     "kind": webhook_kind(source),
                     "payload": event,
@@ -147,7 +147,7 @@ class WebhooksAPI(EffectsAPI):
             elif new is None:
                 result = Delivery(None, False, True)
             else:
-                task = self._insert(tx, new)
+                task = self._core._insert(tx, new)
                 self._driver.webhook_delivery_set_task(tx, {**key, "task_id": int(task.id)})
                 result = Delivery(task.id, False)
         if result.task_id is not None and not result.duplicate:
@@ -171,7 +171,7 @@ class WebhooksAPI(EffectsAPI):
             return
         receipt_id, ok, category, error = mapped
         try:
-            self.confirm_receipt(
+            self._effects.confirm_receipt(
                 receipt_id=str(receipt_id),
                 ok=bool(ok),
                 category=category,

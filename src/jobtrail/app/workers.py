@@ -1,42 +1,36 @@
 """The parts of ``App`` that set things moving: workers (``run_worker``, ``start_worker``, the
 ``Collaborators`` a worker is given), the sweep of expired leases, and the invariant check.
-Mixed into ``App``."""
+Held by ``App``."""
 
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..model import models, validate
-from ..model.kinds import KindSpec
 from ..model.urls import describe_url
-from ..services.outbox import Sink
-from ..services.retention import Retention
-from ..store.base import Driver
-from .core import _require_name
-from .cron import CronAPI  # _cron_tick: each worker runs the cron pass
+from .core import Core, Part, _require_name
 
 if TYPE_CHECKING:
     from ..worker import Collaborators, Worker
     from .background import WorkerHandle
 
 
-class WorkersAPI(CronAPI):
-    _driver: Driver
-    _kinds: dict[str, KindSpec]
-    _sinks: dict[str, builtins.list[Sink]]
-    url: str
-    default_queue: str
-    poll_interval: float
-    result_limit: int
-    retention: Retention
+class Workers(Part):
+    """Workers, the sweep, the invariant check. Given ``cron_tick`` (``Cron._cron_tick``):
+    each worker runs the cron pass."""
+
+    def __init__(self, core: Core, cron_tick: Callable[[], None]) -> None:
+        super().__init__(core)
+        self._cron_tick = cron_tick
 
     # -- moving parts ---------------------------------------------------------------------------
     def sweep(self) -> dict[str, int]:
         """Move expired leases now (edges 7, 8, 18); returns counts by reason code."""
         from ..services.sweeper import sweep
 
-        return sweep(self._driver, self._kinds, ended=self._report_ended)
+        return sweep(self._driver, self._core._kinds, ended=self._core._report_ended)
 
     def run_worker(
         self,
@@ -88,7 +82,7 @@ class WorkersAPI(CronAPI):
         from ..worker import Worker, WorkerOptions
 
         chosen = queues or sorted(
-            {spec.queue for spec in self._kinds.values()} | {self.default_queue}
+            {spec.queue for spec in self._core._kinds.values()} | {self._core.default_queue}
         )
         for q in chosen:
             _require_name(q, "queue")
@@ -96,7 +90,7 @@ class WorkersAPI(CronAPI):
             self.worker_collaborators(),
             WorkerOptions(
                 queues=list(chosen),
-                poll_interval=self.poll_interval if poll_interval is None else poll_interval,
+                poll_interval=self._core.poll_interval if poll_interval is None else poll_interval,
                 **options,
             ),
         )
@@ -123,23 +117,23 @@ class WorkersAPI(CronAPI):
 
         return Collaborators(
             driver=self._driver,
-            kinds=self._kinds,
-            sinks=self._sinks,
+            kinds=self._core._kinds,
+            sinks=self._core._sinks,
             cron_tick=self._cron_tick,
-            version=self.version,
-            result_limit=self.result_limit,
-            database=describe_url(self.url),
-            retention=self.retention,
-            ended=self._report_ended,
+            version=self._core.version,
+            result_limit=self._core.result_limit,
+            database=describe_url(self._core.url),
+            retention=self._core.retention,
+            ended=self._core._report_ended,
         )
 
     def workers(self, *, tenant: str | None = None) -> builtins.list[models.Worker]:
-        """The live workers (SPEC §17.1), oldest first: each running worker process's
+        """The live workers, oldest first: each running worker process's
         heartbeat row — owner id ``host:pid:boot``, host, pid, code version, queues, kinds it
         registers, concurrency, started, last seen — with the ids of the tasks leased to it
         now. A stopped worker is not listed; one that died without stopping is forgotten once
         its heartbeat is older than its ``stale_after`` (a minute by default). ``tenant``:
-        only that tenant's tasks are listed in ``tasks`` (a tenant's token, §15)."""
+        only that tenant's tasks are listed in ``tasks`` (a tenant's token)."""
         validate.filter_text(tenant, "tenant")
         with self._driver.transaction(write=False) as tx:
             rows = self._driver.worker_list(tx)

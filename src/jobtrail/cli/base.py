@@ -23,6 +23,7 @@ from typing import Any
 import click
 
 from ..app import App
+from ..app.facade import rebound
 from ..model import i18n, validate
 from ..model.errors import JobtrailError, SchemaMissing, StoreUnavailable, UnknownKind
 from ..model.models import Transition
@@ -140,18 +141,7 @@ def load_app(ref: str) -> App:
 def _rebind(loaded: App, url: str, pooler: str | None, listen_url: str | None) -> App:
     """The loaded app's registrations on another database or pooler (an explicit ``--db``,
     ``--pooler`` or ``--listen-url``)."""
-    app = App(
-        url,
-        default_queue=loaded.default_queue,
-        max_payload_bytes=loaded.max_payload_bytes,
-        pooler=pooler or loaded.pooler,
-        listen_url=listen_url or loaded.listen_url,
-        poll_interval=loaded.poll_interval,
-    )
-    for name, value in vars(loaded).items():
-        if name not in ("url", "_driver", "pooler", "listen_url"):
-            setattr(app, name, value)
-    return app
+    return rebound(loaded, url, pooler=pooler, listen_url=listen_url)
 
 
 def _require_database(url: str) -> None:

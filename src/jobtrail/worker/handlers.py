@@ -20,6 +20,7 @@ from ..model.models import task_from_row
 from .loopwatch import LoopWatch, Watched
 from .outcomes import Outcomes
 from .pool import _attempt_timeout
+from .state import WorkerState
 
 log = logging.getLogger("jobtrail.worker")
 
@@ -30,29 +31,35 @@ LOOP_SETTLE = 0.5
 STARTED_KEPT = 4096
 
 
-class Handlers(Outcomes):
-    #: the blocked-loop lines' rate limit, made with the loop (``loopwatch``)
-    _loopwatch: LoopWatch | None = None
+class Handlers:
+    """Runs handlers: plain ones on the pool's threads, ``async def`` ones on one event loop.
+    Given the shared state and ``Outcomes``, which records what each handler did."""
+
+    def __init__(self, w: WorkerState, outcomes: Outcomes) -> None:
+        self._w = w
+        self._outcomes = outcomes
+        #: the blocked-loop lines' rate limit, made with the loop (``loopwatch``)
+        self._loopwatch: LoopWatch | None = None
 
     def _attempt(self, row: dict[str, Any]) -> Attempt:
         task = task_from_row(row)
         attempt = Attempt(
             task=task,
-            spec=self.collab.kinds[task.kind],
-            owner=self.owner,
+            spec=self._w.collab.kinds[task.kind],
+            owner=self._w.owner,
             number=row["attempts"],
             lease_seconds=float(row["lease_seconds"]),
         )
-        with self._running_lock:
-            self.running[attempt.task_id] = attempt
+        with self._w._running_lock:
+            self._w.running[attempt.task_id] = attempt
             # what ran here is never started again by the look after a failed round trip
-            started = self._started
+            started = self._w._started
             started[attempt.task_id] = attempt.number
             if len(started) > STARTED_KEPT:
                 del started[next(iter(started))]
         return attempt
 
-    def _start_rows(self, rows: list[dict[str, Any]]) -> None:
+    def start_rows(self, rows: list[dict[str, Any]]) -> None:
         """Start the attempts of claimed (or handed) task rows."""
         traces = self._traces(rows) if rows and tracing.recording() else None
         for row in rows:
@@ -65,9 +72,9 @@ class Handlers(Outcomes):
     def _traces(self, rows: list[dict[str, Any]]) -> dict[int, dict[str, str]]:
         """The trace contexts stored with the claimed tasks (one read, only when tracing)."""
         try:
-            with self.driver.transaction(write=False) as tx:
-                found = self.driver.trace_contexts(
-                    tx, ids=self.driver._list([r["id"] for r in rows])
+            with self._w.driver.transaction(write=False) as tx:
+                found = self._w.driver.trace_contexts(
+                    tx, ids=self._w.driver._list([r["id"] for r in rows])
                 )
         except Exception as exc:  # the attempts run all the same, in traces of their own
             log.warning("reading trace contexts failed: %s", type(exc).__name__)
@@ -84,18 +91,18 @@ class Handlers(Outcomes):
             loop = self._ensure_loop()
             asyncio.run_coroutine_threadsafe(self._run_async(attempt), loop)
         else:
-            self._pool.submit(attempt)
+            self._w._pool.submit(attempt)
 
-    def _run_sync(self, attempt: Attempt) -> bool:
+    def run_sync(self, attempt: Attempt) -> bool:
         """Run a plain handler on a pool thread; False when the thread was abandoned at the
         attempt's timeout meanwhile (a replacement took its place: this one ends)."""
         attempt.started = time.monotonic()  # a task claimed ahead times out from its start
         attempt.begun = True
-        ctx = Context(attempt, self.driver)
+        ctx = Context(attempt, self._w.driver)
         handler = attempt.spec.handler
         assert handler is not None
         outcome: BaseException | None = None
-        limit = self.collab.result_limit
+        limit = self._w.collab.result_limit
         if attempt.traced:
             with _processing(attempt) as span:
                 try:
@@ -110,14 +117,14 @@ class Handlers(Outcomes):
                 attempt.result = encode_result(value, limit)
             except BaseException as exc:  # noqa: BLE001 - every outcome is classified
                 outcome = exc
-        keep = self._handler_done(attempt)
-        self._finish(attempt, outcome)
+        keep = self.handler_done(attempt)
+        self._outcomes.finish(attempt, outcome)
         return keep
 
     async def _run_async(self, attempt: Attempt) -> None:
-        if self._async_slots is None:
-            self._async_slots = asyncio.Semaphore(self.options.concurrency)
-        async with self._async_slots:  # at most `concurrency` async handlers at once
+        if self._w._async_slots is None:
+            self._w._async_slots = asyncio.Semaphore(self._w.options.concurrency)
+        async with self._w._async_slots:  # at most `concurrency` async handlers at once
             attempt.started = time.monotonic()
             attempt.begun = True
             if attempt.traced:
@@ -127,14 +134,14 @@ class Handlers(Outcomes):
                         _failed(span, attempt, outcome)
             else:
                 outcome = await self._await_handler(attempt)
-        self._handler_done(attempt)
-        if outcome is None and self._finish_batched(attempt):
+        self.handler_done(attempt)
+        if outcome is None and self._outcomes.finish_batched(attempt):
             return
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self._finish, attempt, outcome)
+        await loop.run_in_executor(None, self._outcomes.finish, attempt, outcome)
 
     async def _await_handler(self, attempt: Attempt) -> BaseException | None:
-        ctx = Context(attempt, self.driver)
+        ctx = Context(attempt, self._w.driver)
         handler = attempt.spec.handler
         assert handler is not None and self._loopwatch is not None
         try:
@@ -149,7 +156,7 @@ class Handlers(Outcomes):
                 value: Any = await asyncio.wait_for(coro, attempt.spec.timeout)
             else:
                 value = await coro
-            attempt.result = encode_result(value, self.collab.result_limit)
+            attempt.result = encode_result(value, self._w.collab.result_limit)
         except TimeoutError:
             return _attempt_timeout(attempt)
         except BaseException as exc:  # noqa: BLE001
@@ -157,38 +164,38 @@ class Handlers(Outcomes):
         return None
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
-        if self._loop is None:
+        if self._w._loop is None:
             if self._loopwatch is None:
-                self._loopwatch = LoopWatch(self.owner)
-                self._loopwatch.start(self._done)
+                self._loopwatch = LoopWatch(self._w.owner)
+                self._loopwatch.start(self._w._done)
             loop = asyncio.new_event_loop()
             thread = threading.Thread(target=loop.run_forever, name="jobtrail-async", daemon=True)
             thread.start()
-            self._loop, self._loop_thread = loop, thread
-        return self._loop
+            self._w._loop, self._w._loop_thread = loop, thread
+        return self._w._loop
 
-    def _stop_loop(self) -> None:
-        if self._loop is not None:
+    def stop_loop(self) -> None:
+        if self._w._loop is not None:
             # Every attempt's outcome is recorded by now, but a coroutine may not have resumed
             # yet from its last await (the recording ran on a thread), and a handler may have
             # started coroutines of its own: they get LOOP_SETTLE seconds to end before the loop
             # stops (a pending task is destroyed unfinished, with asyncio's "Task was destroyed
             # but it is pending!"). A handler still running past the grace is left as before,
             # to the lease rules: cancelling it would record its CancelledError as an outcome.
-            settle = asyncio.run_coroutine_threadsafe(_settle(LOOP_SETTLE), self._loop)
+            settle = asyncio.run_coroutine_threadsafe(_settle(LOOP_SETTLE), self._w._loop)
             try:
                 settle.result(LOOP_SETTLE + 1.0)
             except (concurrent.futures.TimeoutError, RuntimeError):  # pragma: no cover
                 log.warning("the async handlers' loop did not settle; stopping it anyway")
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            if self._loop_thread is not None:
-                self._loop_thread.join(timeout=5)
-            if not self._loop.is_running():
-                self._loop.close()
-            self._loop = None
+            self._w._loop.call_soon_threadsafe(self._w._loop.stop)
+            if self._w._loop_thread is not None:
+                self._w._loop_thread.join(timeout=5)
+            if not self._w._loop.is_running():
+                self._w._loop.close()
+            self._w._loop = None
 
     # -- outcomes ------------------------------------------------------------------------------
-    def _handler_done(self, attempt: Attempt) -> bool:
+    def handler_done(self, attempt: Attempt) -> bool:
         """The attempt's handler returned, or was abandoned at its timeout: True for the first
         of the two (the other finds its handler slot already given back)."""
         with attempt.lock:
@@ -196,7 +203,7 @@ class Handlers(Outcomes):
                 return False
             attempt.handler_done = True
         now = time.monotonic()
-        self._prefetch.observe(attempt.task.kind, now - attempt.started, now)
+        self._w._prefetch.observe(attempt.task.kind, now - attempt.started, now)
         return True
 
 

@@ -11,18 +11,28 @@ import time
 from ..core.context import Attempt
 from ..model.machine import State
 from .handlers import Handlers
+from .outcomes import Outcomes
 from .pool import _attempt_timeout
+from .state import WorkerState
 
 log = logging.getLogger("jobtrail.worker")
 
 
-class LeaseRenewal(Handlers):
+class LeaseRenewal:
+    """The heartbeat thread (``heartbeat``). Given the shared state, ``Handlers`` (a timed-out
+    handler gives its slot back) and ``Outcomes`` (a timeout is written as one)."""
+
+    def __init__(self, w: WorkerState, handlers: Handlers, outcomes: Outcomes) -> None:
+        self._w = w
+        self._handlers = handlers
+        self._outcomes = outcomes
+
     # -- heartbeat: renewals and timeouts --------------------------------------------------------
-    def _heartbeat(self) -> None:
-        while not self._done.is_set():
+    def heartbeat(self) -> None:
+        while not self._w._done.is_set():
             now = time.monotonic()
-            with self._running_lock:
-                attempts = list(self.running.values())
+            with self._w._running_lock:
+                attempts = list(self._w.running.values())
             wait = 0.25
             for attempt in attempts:
                 if attempt.closed or attempt.lost:
@@ -35,10 +45,13 @@ class LeaseRenewal(Handlers):
                     and now - attempt.started >= timeout
                 ):
                     attempt.timed_out = True
-                    if self._handler_done(attempt):  # its thread is abandoned; the slot is not
-                        self._pool.replace()
+                    # its thread is abandoned; the slot is not
+                    if self._handlers.handler_done(attempt):
+                        self._w._pool.replace()
                     threading.Thread(
-                        target=self._finish, args=(attempt, _attempt_timeout(attempt)), daemon=True
+                        target=self._outcomes.finish,
+                        args=(attempt, _attempt_timeout(attempt)),
+                        daemon=True,
                     ).start()
                     continue
                 if now >= attempt.next_renew:
@@ -46,12 +59,12 @@ class LeaseRenewal(Handlers):
                 wait = min(wait, max(0.005, attempt.next_renew - time.monotonic()))
                 if timeout is not None and attempt.begun:
                     wait = min(wait, max(0.005, attempt.started + timeout - time.monotonic()))
-            self._done.wait(wait)
+            self._w._done.wait(wait)
 
     def _renew(self, attempt: Attempt) -> None:
         try:
-            with self.driver.transaction() as tx:
-                row = self.driver.lease_extend(
+            with self._w.driver.transaction() as tx:
+                row = self._w.driver.lease_extend(
                     tx, attempt.task_id, attempt.owner, attempt.number, attempt.lease_seconds
                 )
         except Exception as exc:  # store unreachable: try again soon; give up at the deadline

@@ -1,6 +1,6 @@
-"""What the worker says about each attempt (logger ``jobtrail.worker``, §16.1): one line per
+"""What the worker says about each attempt (logger ``jobtrail.worker``): one line per
 finished attempt at DEBUG, a failure at WARNING when it is retried and ERROR when it is dead,
-with its traceback. The kind and the error text are escaped into one line (§17.1b: a newline
+with its traceback. The kind and the error text are escaped into one line (a newline
 in an exception message must not start a line of the log). Each line carries the task id,
 kind, attempt, reason and duration as record attributes (``JsonFormatter`` writes them as
 fields). Never a payload or a result."""

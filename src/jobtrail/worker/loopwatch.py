@@ -1,4 +1,4 @@
-"""A blocked event loop is reported (SPEC §17.1): an ``async def`` handler that holds its
+"""A blocked event loop is reported (docs/operations.md): an ``async def`` handler that holds its
 worker's loop for more than a second — a ``time.sleep``, a blocking client, CPU work — stalls
 every other async handler of that worker, so it is logged (WARNING: task id, kind, how long),
 at most once a minute.

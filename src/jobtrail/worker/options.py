@@ -39,7 +39,7 @@ class WorkerOptions:
     #: A burst worker also waits for queued tasks due within this many seconds (retries,
     #: delays) before it returns; 0: returns once nothing is due now.
     drain: float = 0.0
-    #: Seconds between heartbeats of the worker's row (``worker/presence.py``, SPEC §17.1).
+    #: Seconds between heartbeats of the worker's row (``worker/presence.py``).
     beat_interval: float = 5.0
     #: Seconds of silence after which a worker that did not stop (SIGKILL, power loss) is
     #: forgotten: no longer listed, its row deleted by the next beat of any worker. The beat
@@ -85,7 +85,7 @@ class Collaborators:
     sinks: dict[str, list[Sink]]
     cron_tick: Callable[[], None]
     version: str | None
-    #: The largest return value stored, in bytes of JSON (``App(result_limit=)``, §16.1).
+    #: The largest return value stored, in bytes of JSON (``App(result_limit=)``).
     result_limit: int = DEFAULT_RESULT_LIMIT
     #: The database as the start line names it (``model.urls.describe_url``: no password).
     database: str = ""

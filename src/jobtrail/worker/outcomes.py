@@ -23,7 +23,13 @@ from .state import WorkerState
 log = logging.getLogger("jobtrail.worker")
 
 
-class Outcomes(WorkerState):
+class Outcomes:
+    """Writes each attempt's outcome and frees its slot. Given the worker's shared state
+    (``w``: the driver, the running attempts and their lock, the completion batch)."""
+
+    def __init__(self, w: WorkerState) -> None:
+        self._w = w
+
     def _close(self, attempt: Attempt) -> bool:
         """Claim the right to write this attempt's outcome (once: a timed-out attempt's
         handler may still return later)."""
@@ -32,24 +38,24 @@ class Outcomes(WorkerState):
             attempt.closed = True
         return not already
 
-    def _finish_batched(self, attempt: Attempt) -> bool:
+    def finish_batched(self, attempt: Attempt) -> bool:
         """A plain success goes to the pump, which commits it with its next round trip and
         then frees the slot. False when it must be written alone."""
         if attempt.lost or not _batchable(attempt):
             return False
         if not self._close(attempt):
             return True  # somebody else (the timeout) decided already
-        first = self._completions.offer(attempt)
+        first = self._w._completions.offer(attempt)
         if first is not None:
             if first:  # the pump is woken once per batch, not once per success
-                self.driver.wake()
+                self._w.driver.wake()
             return True
         attempt.closed = False  # the pump has stopped: write it alone
         return False
 
-    def _finish(self, attempt: Attempt, exc: BaseException | None) -> None:
+    def finish(self, attempt: Attempt, exc: BaseException | None) -> None:
         """Write the attempt's outcome (or nothing, if it lost its lease)."""
-        if exc is None and self._finish_batched(attempt):
+        if exc is None and self.finish_batched(attempt):
             return
         if self._close(attempt):
             self._write_and_release(attempt, exc)
@@ -67,20 +73,20 @@ class Outcomes(WorkerState):
                 return
             self._write_outcome(attempt, exc)
         finally:
-            self._release([attempt])
+            self.release([attempt])
 
-    def _release(self, attempts: list[Attempt]) -> None:
+    def release(self, attempts: list[Attempt]) -> None:
         """Free the slots of attempts whose outcome is written (or given up)."""
         if not attempts:
             return
-        with self._running_lock:
+        with self._w._running_lock:
             for attempt in attempts:
-                if self.running.get(attempt.task_id) is attempt:
-                    del self.running[attempt.task_id]
-            self.processed += len(attempts)
-        self.driver.wake()
+                if self._w.running.get(attempt.task_id) is attempt:
+                    del self._w.running[attempt.task_id]
+            self._w.processed += len(attempts)
+        self._w.driver.wake()
 
-    def _settle_alone(self, attempts: list[Attempt]) -> None:
+    def settle_alone(self, attempts: list[Attempt]) -> None:
         """Write each success on its own path (in its own thread: it may retry while its
         lease lasts) — for successes the batch could not move."""
         for attempt in attempts:
@@ -96,16 +102,16 @@ class Outcomes(WorkerState):
         while True:
             try:
                 already = False
-                with self.driver.transaction() as tx:
+                with self._w.driver.transaction() as tx:
                     if exc is None:
                         moved = self._write_success(tx, attempt)
                         already = moved is None and self._succeeded_already(tx, attempt)
                     else:
                         moved = self._write_failure(tx, attempt, exc)
                 if moved and attempt.outbox:
-                    self._outbox_wake.set()
+                    self._w._outbox_wake.set()
                 if moved:
-                    self.tally.count(moved.to_state)
+                    self._w.tally.count(moved.to_state)
                     category = moved.category.value if moved.category else None
                     logs.attempt_finished(
                         attempt, moved.to_state, moved.reason.value, category=category, exc=exc
@@ -121,7 +127,7 @@ class Outcomes(WorkerState):
                     )
                 return
             except Exception as error:
-                if not self.driver.is_outage(error):
+                if not self._w.driver.is_outage(error):
                     # Not an outage: the write itself is refused (a constraint, a bug). Record
                     # that as the attempt's failure once, so the cause is on the timeline.
                     if isinstance(exc, OutcomeNotRecorded):
@@ -144,7 +150,7 @@ class Outcomes(WorkerState):
                     )
                     continue
                 # the store is unreachable: retry while the lease lasts
-                if time.monotonic() >= attempt.lease_deadline or self._done.is_set():
+                if time.monotonic() >= attempt.lease_deadline or self._w._done.is_set():
                     log.warning(
                         "task %s attempt %d: could not write the outcome (%s); the "
                         "sweeper will decide",
@@ -157,7 +163,7 @@ class Outcomes(WorkerState):
                 delay = min(1.0, delay * 2)
 
     def _write_success(self, tx: Any, attempt: Attempt) -> Decision | None:
-        """The success's move (its return value stored with it, §16.1) and its outbox
+        """The success's move (its return value stored with it) and its outbox
         messages; the decision carried out, or ``None`` when the guard failed."""
         receipt = attempt.pending_receipt
         for state in (State.LEASED, State.CANCEL_REQUESTED):
@@ -167,7 +173,7 @@ class Outcomes(WorkerState):
             stored = {"set_result": True, "result": attempt.result}
             if self._apply(tx, attempt, state, decision, None, stored) is not None:
                 for topic, payload in attempt.outbox:
-                    self.driver.outbox_insert(
+                    self._w.driver.outbox_insert(
                         tx, task_id=attempt.task_id, topic=topic, payload=payload
                     )
                 return decision
@@ -176,8 +182,9 @@ class Outcomes(WorkerState):
     def _succeeded_already(self, tx: Any, attempt: Attempt) -> bool:
         """Whether this attempt's success is recorded already: the batch that carried it
         committed, but its answer was lost with the connection. Only this attempt can have
-        completed it (the attempt number is the fencing token, §5)."""
-        row = self.driver.task_holder(tx, id=attempt.task_id)
+        completed it (the attempt number is the fencing token: an outcome is written only
+        under the attempt's own lease)."""
+        row = self._w.driver.task_holder(tx, id=attempt.task_id)
         return (
             row is not None
             and row["state"] == State.SUCCEEDED.value
@@ -185,7 +192,7 @@ class Outcomes(WorkerState):
         )
 
     def _write_failure(self, tx: Any, attempt: Attempt, exc: BaseException) -> Decision | None:
-        row = self.driver.task_get(tx, attempt.task_id)
+        row = self._w.driver.task_get(tx, attempt.task_id)
         if (
             row is None
             or row["state"] not in HELD
@@ -196,7 +203,7 @@ class Outcomes(WorkerState):
             return None
         state = State(row["state"])
         elapsed = (row["db_now"] - row["budget_started_at"]).total_seconds()
-        confirmed = self.driver.effect_confirmed_count(tx, id=attempt.task_id)
+        confirmed = self._w.driver.effect_confirmed_count(tx, id=attempt.task_id)
         decision = decide_failure(
             exc,
             spec=attempt.spec,
@@ -210,7 +217,7 @@ class Outcomes(WorkerState):
         if decision.delay is not None:
             data["delay"] = round(decision.delay, 6)
             data["retry_at"] = iso(row["db_now"] + timedelta(seconds=decision.delay))
-        # §16.1: the failure's traceback and class path go with its transition (a snooze is
+        # the failure's traceback and class path go with its transition (a snooze is
         # not a failure: it keeps none)
         failed = {} if isinstance(exc, Snooze) else _failure_facts(exc)
         if self._apply(tx, attempt, state, decision, data, failed) is None:
@@ -231,7 +238,7 @@ class Outcomes(WorkerState):
             decision,
             task_id=attempt.task_id,
             from_state=state,
-            actor=self.owner,
+            actor=self._w.owner,
             owner=attempt.owner,
             attempt=attempt.number,
             receipt_id=receipt[0] if receipt else None,
@@ -239,7 +246,7 @@ class Outcomes(WorkerState):
             data=data or {},
             **(extra or {}),
         )
-        return transition.apply(self.driver, tx, move)
+        return transition.apply(self._w.driver, tx, move)
 
 
 def _failure_facts(exc: BaseException) -> dict[str, Any]:

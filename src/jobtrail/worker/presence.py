@@ -1,4 +1,4 @@
-"""The worker's heartbeat row (SPEC §17.1, ``jobtrail_workers``): who it is, what it claims
+"""The worker's heartbeat row (``jobtrail_workers``): who it is, what it claims
 from, and when it was last seen, so that ``app.workers()``, ``explain`` and ``doctor`` can
 tell due work that no live worker takes.
 

@@ -34,17 +34,24 @@ from ..services.retention import prune_retained
 from ..services.sweeper import sweep
 from ..store.base import Claim
 from . import logs
+from .handlers import Handlers
 from .handoff import IdleHandOff
+from .lease import LeaseRenewal
 from .options import Collaborators, ProvidesCollaborators, WorkerOptions, make_owner_id
+from .outcomes import Outcomes
 from .pool import _Completions, _HandlerPool
 from .prefetch import Prefetch
 from .presence import Presence
+from .state import WorkerState
 from .tally import Tally
 
 log = logging.getLogger("jobtrail.worker")
 
 
-class Worker(IdleHandOff):
+class Worker(WorkerState):
+    """The claim loop. It is the state its parts share (``WorkerState``) and holds the parts:
+    ``Outcomes``, ``Handlers``, ``LeaseRenewal`` (the heartbeat thread) and ``IdleHandOff``."""
+
     def __init__(
         self, given: Collaborators | ProvidesCollaborators, options: WorkerOptions
     ) -> None:
@@ -68,7 +75,10 @@ class Worker(IdleHandOff):
         self.round_trips = 0
         self._outbox_wake = threading.Event()
         self._completions = _Completions()
-        self._pool = _HandlerPool(self._run_sync, options.concurrency)
+        self._outcomes = Outcomes(self)
+        self._handlers = Handlers(self, self._outcomes)
+        self._lease = LeaseRenewal(self, self._handlers, self._outcomes)
+        self._pool = _HandlerPool(self._handlers.run_sync, options.concurrency)
         self._prefetch = Prefetch(
             options.prefetch, options.concurrency
         )  # raises on a negative prefetch
@@ -82,7 +92,7 @@ class Worker(IdleHandOff):
         self._late: Exception | None = None
         #: a failed round may have committed a claim: look for tasks leased to us (handoff.py)
         self._unsure = False
-        self._init_handoff()
+        self._handoff = IdleHandOff(self, self._handlers)
         self._presence = Presence(
             self.driver,
             self.owner,
@@ -106,7 +116,9 @@ class Worker(IdleHandOff):
     def run(self) -> int:
         """Run until stopped (or, in burst mode, until nothing is due and nothing runs)."""
         restore = self._install_signals() if self.options.install_signals else None
-        heartbeat = threading.Thread(target=self._heartbeat, name="jobtrail-heartbeat", daemon=True)
+        heartbeat = threading.Thread(
+            target=self._lease.heartbeat, name="jobtrail-heartbeat", daemon=True
+        )
         heartbeat.start()
         outbox = None
         if self.collab.sinks:
@@ -128,11 +140,11 @@ class Worker(IdleHandOff):
         pruner = self._start_retention()
         try:
             self._claim_loop()
-            self._leave_registry()  # what was handed to us meanwhile runs in the grace
+            self._handoff.leave_registry()  # what was handed to us meanwhile runs in the grace
             self._drain(self.options.grace)
         finally:
             # Successes handed over from now on are written one by one by their own threads.
-            self._settle_alone(self._completions.close())
+            self._outcomes.settle_alone(self._completions.close())
             self._pool.close()
             self._done.set()
             self._outbox_wake.set()
@@ -142,7 +154,7 @@ class Worker(IdleHandOff):
             if outbox is not None:
                 outbox.join(timeout=5)
                 self._dispatch_once()  # flush what the last attempts emitted
-            self._stop_loop()
+            self._handlers.stop_loop()
             if restore:
                 restore()
             self._presence.leave()
@@ -183,7 +195,7 @@ class Worker(IdleHandOff):
             if signum == signal.SIGINT and self._stop.is_set():
                 # a second Ctrl-C: whoever presses it wants out now, not after the grace.
                 # What runs is abandoned as a crash would abandon it: its lease expires and
-                # the sweeper requeues it (or marks it for reconciliation), §5.
+                # the sweeper requeues it (or marks it for reconciliation).
                 os.write(
                     2,
                     f"worker {self.owner}: second SIGINT, exiting now; the tasks still running "
@@ -220,7 +232,7 @@ class Worker(IdleHandOff):
             # starts before the sweep's round trips.
             if burst and time.monotonic() >= next_sweep:
                 next_sweep = self._sweep()
-            handed = self._take_handed()  # tasks handed to us at their enqueue hold slots
+            handed = self._handoff.take_handed()  # tasks handed to us at their enqueue hold slots
             done = self._completions.take()
             with self._running_lock:
                 # Read before claiming: a handler that finishes during the claim may release
@@ -228,7 +240,7 @@ class Worker(IdleHandOff):
                 busy_before = len(self.running) - len(done)
                 ahead = self._prefetch.room(self.running.values(), time.monotonic())
             room = self.options.concurrency + ahead
-            free = self._kept_slot(room - busy_before) if self._kinds else 0
+            free = self._handoff.kept_slot(room - busy_before) if self._kinds else 0
             if handed and not timed_out and self.driver.queued_heard == heard:
                 free = 0  # woken by a hand-off alone: it came from an empty queue
             claimed = 0
@@ -254,7 +266,7 @@ class Worker(IdleHandOff):
                     continue
                 self.driver.outage.answered()
                 if self._unsure:
-                    claimed += self._adopt_orphans()
+                    claimed += self._handoff.adopt_orphans()
             if not burst and time.monotonic() >= next_sweep:
                 next_sweep = self._sweep()
             slot = self._slot  # a rate-limited queue's next slot, seconds (None: no such wait)
@@ -262,12 +274,12 @@ class Worker(IdleHandOff):
                 slot = self._next_due()  # draining: wait for what is due within the horizon
                 if slot is None:
                     return
-            if claimed and self._armed:
-                self._leave_registry()  # busy now: no slot kept for a hand-off
+            if claimed and self._handoff.armed:
+                self._handoff.leave_registry()  # busy now: no slot kept for a hand-off
             if (claimed and claimed == free) or self._completions.waiting():
                 continue  # there may be more due work, or successes to write: go again at once
             if not claimed and not burst:
-                self._register_if_idle()
+                self._handoff.register_if_idle()
             wait = min(self.options.poll_interval, max(0.01, next_sweep - time.monotonic()))
             woke = self.driver.wait_for_work(wait if slot is None else min(wait, max(0.005, slot)))
             timed_out = not woke
@@ -343,16 +355,16 @@ class Worker(IdleHandOff):
                 transition.check("batch", State.LEASED, State.SUCCEEDED, "completed")
             moved, rows = self._complete_and_claim(pairs, free, results)
         except Exception:
-            self._settle_alone(done)  # each retries on its own path while its lease lasts
+            self._outcomes.settle_alone(done)  # each retries on its own path while its lease lasts
             raise
         if done:
             completed = [a for a in done if a.task_id in moved]
             self.tally.count(State.SUCCEEDED, len(completed))
             logs.batch_finished(completed)
-            self._release(completed)
+            self._outcomes.release(completed)
             # The guard failed (a cancel was requested, or the lease was lost): decide alone.
-            self._settle_alone([a for a in done if a.task_id not in moved])
-        self._start_rows(rows)
+            self._outcomes.settle_alone([a for a in done if a.task_id not in moved])
+        self._handlers.start_rows(rows)
         late, self._late = self._late, None
         if late is not None:  # what committed before it has been carried out above
             raise late

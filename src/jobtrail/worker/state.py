@@ -14,9 +14,9 @@ from .tally import Tally
 
 
 class WorkerState:
-    """The fields every part of the worker shares (set by ``Worker.__init__`` in ``pump.py``):
-    the parts are classes stacked one on another, ``Outcomes`` < ``Handlers`` <
-    ``LeaseRenewal`` < ``Worker``, each in its own module."""
+    """The fields every part of the worker shares, set by ``Worker.__init__`` (``pump.py``):
+    ``Worker`` is this state, and each part it holds (``Outcomes``, ``Handlers``,
+    ``LeaseRenewal``, ``IdleHandOff``) is given it, with the other parts it uses."""
 
     collab: Collaborators
     driver: Driver
@@ -41,3 +41,4 @@ class WorkerState:
     _limited: list[str]
     _limited_read_at: float
     _kinds: list[str]
+    _unsure: bool  # a failed round may have left tasks leased to us unstarted (pump.py)

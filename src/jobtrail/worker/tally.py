@@ -1,4 +1,4 @@
-"""What a worker's attempts did, for its stop line (SPEC §17.1: tasks and attempts counted
+"""What a worker's attempts did, for its stop line (tasks and attempts counted
 separately — an attempt that schedules a retry is not a task done)."""
 
 from __future__ import annotations
