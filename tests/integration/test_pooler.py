@@ -127,6 +127,8 @@ def test_without_pooler_the_app_finds_the_transaction_pooler_and_says_so_once(
         app.task("k")(lambda ctx, payload: payload["n"])
         ids = [app.enqueue("k", {"n": i}).id for i in range(30)]
         assert app._driver.polls_only and not app._driver.hands_off
+        # an outage is now said as the pooler's ("the pooler at host:port")
+        assert app._driver.outage.where.startswith("the pooler at "), app._driver.outage.where
         assert app.run_worker(burst=True, concurrency=4, poll_interval=0.05) == 30
         assert _succeeded(app, ids)
     finally:

@@ -28,6 +28,7 @@ from psycopg_pool import PoolTimeout
 
 from ...model.errors import StoreUnavailable
 from ...model.urls import redact_url
+from ..outage import OutageNotice
 
 log = logging.getLogger("jobtrail.store")
 
@@ -115,6 +116,7 @@ class PoolerSense:
     _listen_url: str | None
     _connect_kwargs: dict[str, Any]
     _async: Any
+    outage: OutageNotice  # Driver.__init__
 
     def _init_pooler_sense(self, listen_given: bool) -> None:
         self._listen_given = listen_given
@@ -222,6 +224,8 @@ class PoolerSense:
                 self._listen_url = None
             self._pooled = True
             self.pooler_warning = warning
+            # an outage is now the pooler's to name ("the pooler at host:port")
+            self.outage.where = self.outage.where.replace("the database at", "the pooler at", 1)
         log.warning("%s", warning)
 
     def _mixed_sessions(self, exc: BaseException) -> StoreUnavailable:
