@@ -64,13 +64,14 @@ def test_ci_runs_the_wheel_step_and_waits_for_it() -> None:
 
 
 def test_readme_demo_command_installs_and_runs_the_demo() -> None:
-    """The first command installs jobtrail without an extra (the demo needs none of the
-    server's; .ci/wheel runs the demo from the base install of the built wheel) and runs it."""
+    """The first command installs jobtrail from the checkout without an extra (the demo needs
+    none of the server's; .ci/wheel runs the demo from the base install of the built wheel) and
+    runs it; not from the package index, where jobtrail is not published yet."""
     commands = [
         line.strip() for block in code_blocks(README.read_text()) for line in block.splitlines()
     ]
     first = commands[0]
-    assert "pip install jobtrail " in first and "jobtrail demo" in first, first
+    assert "pip install . " in first and "jobtrail demo" in first, first
     assert '"$BIN/jobtrail" demo' in (ROOT / ".ci" / "wheel").read_text()
 
 
