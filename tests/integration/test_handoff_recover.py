@@ -21,8 +21,8 @@ def test_a_handed_task_claimed_again_by_the_same_worker_is_not_started_again(pg:
     )
     driver = app._driver
     assert driver.check_wakeups() is True  # the listener is up and holds its lock
-    worker._register_if_idle()
-    assert worker._armed
+    worker._handoff.register_if_idle()
+    assert worker._handoff.armed
     task = app.enqueue("tick", {})
     log = app.transitions(task.id)
     assert log[1].reason == "claimed" and log[1].data.get("handed") is True, log
@@ -36,7 +36,7 @@ def test_a_handed_task_claimed_again_by_the_same_worker_is_not_started_again(pg:
     [again] = claim_one(app, worker.owner, ["tick"])  # the same worker claims attempt 2
     assert int(again["attempts"]) == 2
 
-    assert worker._leave_registry() == 0  # nothing started: attempt 2 is its claim's
+    assert worker._handoff.leave_registry() == 0  # nothing started: attempt 2 is its claim's
     assert [t.reason for t in app.transitions(task.id)] == [
         "enqueued",
         "claimed",
