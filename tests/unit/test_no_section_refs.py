@@ -23,9 +23,15 @@ def files(root: Path = ROOT) -> list[Path]:
             found.append(top)
             continue
         for path in top.rglob("*"):
-            if path.is_file() and not SKIP_DIRS & set(path.relative_to(root).parts):
+            parts = path.relative_to(root).parts
+            # the benchmarks' peer virtualenvs (bench/.venv-peers*, gitignored) are not ours
+            if path.is_file() and not SKIP_DIRS & set(parts) and not _venv(parts):
                 found.append(path)
     return found
+
+
+def _venv(parts: tuple[str, ...]) -> bool:
+    return any(part.startswith(".venv") for part in parts)
 
 
 def citing(root: Path = ROOT) -> list[str]:
