@@ -178,6 +178,9 @@ class Worker(WorkerState):
             )
             return
         if self.driver.check_wakeups() is False:
+            if self.driver.outage.down:  # the store went away meanwhile: nothing is proven
+                log.debug("worker %s: the LISTEN check met an outage", self.owner)
+                return
             log.warning(
                 "worker %s: a NOTIFY of its own did not reach its LISTEN connection (a "
                 "transaction pooler without pooler='transaction', or a listen_url to another "
