@@ -35,6 +35,10 @@ class EnqueueOptions(TypedDict, total=False):
     max_attempts: int | None
     #: a parent task id (workflows)
     parent: str | None
+    #: False: the commit returns before it reaches the disk (PostgreSQL ``synchronous_commit``
+    #: off for that transaction; on SQLite nothing changes): a server crash may lose the last
+    #: moments' enqueues whole, never tear one nor run one twice (docs/guide.md)
+    wait_for_disk: bool
 
 
 #: The value of each option left out (the same as passing it).
@@ -47,6 +51,7 @@ DEFAULTS: Final[EnqueueOptions] = {
     "delay": None,
     "max_attempts": None,
     "parent": None,
+    "wait_for_disk": True,
 }
 
 #: The option names, in their order of definition.

@@ -121,6 +121,11 @@ class Driver(Statements, Reads, abc.ABC):
         loop; a driver may keep a connection for it instead of checking one out each time."""
         return self.transaction()
 
+    def skip_flush_wait(self, tx: Tx) -> None:
+        """Let ``tx``'s commit return before it reaches the disk (``wait_for_disk=False``).
+        Nothing on SQLite: its ``synchronous`` is a setting of the connection, which cannot
+        change inside a transaction; every commit waits for its fsync there."""
+
     def batch_transaction(self, *, connection: Any = None) -> AbstractContextManager[Tx]:
         """The transaction of a bulk enqueue (``task_insert_batches``, then ``notify_queued``
         for each queue), committed at its end as ``transaction`` is; a driver may send it

@@ -119,6 +119,7 @@ def enqueue(
         priority=body.priority,
         delay=body.delay,
         run_at=body.run_at,
+        wait_for_disk=body.wait_for_disk,
     )
     response.status_code = 201 if task.created else 200
     response.headers["Location"] = f"/api/tasks/{task.id}"

@@ -62,6 +62,11 @@ class EnqueueBody(Strict):
     )
     run_at: Time | None = Field(default=None, description="ISO 8601 with a time zone")
     tenant: StrictStr | None = Field(default=None, max_length=255)
+    wait_for_disk: StrictBool = Field(
+        default=True,
+        description="false: the commit returns before it reaches the disk (a server crash may"
+        " lose it; docs/guide.md)",
+    )
 
 
 class ActBody(Strict):

@@ -353,6 +353,10 @@ class PostgresDriver(Checkout, Listening, HandOff, NotifyAfterCommit, PoolerSens
         else:
             tx.one("notify_queued", {"queue": queue})
 
+    def skip_flush_wait(self, tx: Any) -> None:
+        # SET LOCAL: this transaction only, so behind a transaction pooler too
+        tx.conn.execute("SET LOCAL synchronous_commit = off")
+
     def is_outage(self, error: BaseException) -> bool:
         # serialization failures and deadlocks are worth the same write again
         return isinstance(
