@@ -9,19 +9,28 @@ Run it with the project's environment (jobtrail and psycopg importable). It crea
 ``bench/.venv-peers`` (gitignored) and pip installs the peers there; oban, which needs Python >=
 3.12, goes to ``bench/.venv-peers-312`` (gitignored), made with the first such Python found
 (``python3.12``, ``python3.13`` on PATH, then ``~/.pyenv/versions/3.1[2-9]*``). A peer that fails
-to install, or finds no such Python, is skipped with the reason printed. Every system gets a fresh
+to install, or finds no such Python, is skipped with the reason printed. Celery (on Redis and on
+RabbitMQ), RQ (Redis) and Dramatiq (RabbitMQ) use the brokers of this machine
+(``BENCH_REDIS_URL``, default ``redis://127.0.0.1:6379/0``; ``BENCH_AMQP``, default
+``guest:guest@127.0.0.1:5672``), each on a queue of its own; one whose broker does not answer
+is skipped with a line saying so. Every system gets a fresh
 database on the same PostgreSQL (``CREATE DATABASE bench_<name>``; server from ``--pg``, default
 ``JOBTRAIL_TEST_PG_URL`` or ``postgresql://postgres@127.0.0.1:5432/test``) or a fresh SQLite file.
 The peers are driven through their public APIs by the small scripts in ``bench/peers/``; nothing
 of theirs is copied.
 
-Columns: enqueue single / bulk (jobs/s from the enqueuing process), process with 1 and 2 worker
+Columns: durability (what an enqueue has made durable when it returns: the legend under the
+table), enqueue single / bulk (jobs/s from the enqueuing process), 16 threads (jobs/s of one
+process whose 16 threads enqueue one job at a time each, at once), process with 1 and 2 worker
 processes of concurrency 10 (jobs/s from the first to the last finished job, counted in the
 store), idle latency p50/p99 (enqueue one job to an idle worker, time until the handler runs;
 100 samples), CPU ms per 1,000 jobs during the 1-process run (workers with their child
-processes + PostgreSQL backends of that database, from /proc/<pid>/stat). Every throughput is
-verified by counting finished rows in the store; the last row is jobtrail ÷ the best peer on the
-same backend, per column.
+processes + PostgreSQL backends of that database, or the broker's server processes, from
+/proc/<pid>/stat). ``jobtrail-pg-nowait`` is jobtrail enqueueing with ``wait_for_disk=False``
+(the commit does not wait for its flush). Every throughput is
+verified by counting finished rows in the store (the brokers' peers keep none: their handlers
+count, ``record_done``); the ratio rows are jobtrail ÷ the best peer on the same backend, per
+column, and jobtrail on PostgreSQL ÷ the best of the brokers' peers.
 """
 
 from __future__ import annotations
@@ -581,7 +590,8 @@ def main() -> None:
     print()
     print(
         f"N={args.n}, concurrency {CONCURRENCY} per worker process, every library at its"
-        f" defaults except the -tuned rows ({TUNED}), {os.cpu_count()} CPUs"
+        f" defaults except the -tuned rows ({TUNED}) and -nowait ({NOWAIT}),"
+        f" {os.cpu_count()} CPUs"
         + (f", median of {args.rounds} interleaved rounds" if args.rounds > 1 else "")
     )
     print(table(results))
