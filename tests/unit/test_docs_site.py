@@ -8,8 +8,11 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "mkdocs.yml"
+PAGES = sorted((ROOT / "docs").glob("*.md"))
 
 
 def config() -> str:
@@ -41,6 +44,41 @@ def test_every_page_of_docs_is_in_the_nav_once() -> None:
     assert sorted([*listed, *outside]) == pages
     assert listed[0] == "index.md" and "celery.md" in listed
     assert outside == ["STATUS.md"]
+
+
+def misindented(text: str) -> list[int]:
+    """Lines indented by 1 to 3 spaces that Python-Markdown, which builds the site, reads
+    otherwise than GitHub: a nested list item (it nests at 4 spaces only, else the list goes
+    flat) and a block after a blank line (a paragraph or a fenced block there ends the list:
+    the numbering starts again). Fenced blocks' own lines are not looked at."""
+    found = []
+    lines = text.splitlines()
+    fence: int | None = None
+    for number, line in enumerate(lines, start=1):
+        body = line.lstrip(" ")
+        indent = len(line) - len(body)
+        if fence is not None:
+            if body.startswith("```") and indent <= fence:
+                fence = None
+            continue
+        if body.startswith("```"):
+            fence = indent
+        blank_before = number == 1 or not lines[number - 2].strip()
+        item = re.match(r"([-*+]|\d+\.) ", body)
+        if body and 0 < indent < 4 and (item or blank_before):
+            found.append(number)
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_list_content_is_indented_four_spaces(page: Path) -> None:
+    """GitHub nests at 2 spaces; the site's Markdown needs 4 (which GitHub reads alike)."""
+    assert misindented(page.read_text(encoding="utf-8")) == [], page.name
+
+
+def test_the_indent_check_can_fail() -> None:
+    text = "1. step\n\n   ```sh\n   run\n   ```\n\n- a\n  - b\n  lazy line\n\n    - c\n"
+    assert misindented(text) == [3, 8]
 
 
 def test_the_build_is_strict_and_validates_links_and_anchors() -> None:
