@@ -5,6 +5,7 @@ transaction); bad input changes nothing, the same on both backends."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from contextlib import closing
 from typing import Any
@@ -81,6 +82,8 @@ def test_postgres_skips_the_flush_wait_for_that_transaction_only(
 
         assert seen(kapp.enqueue("k", {})) == {"on"}
         assert seen(kapp.enqueue("k", {}, wait_for_disk=False)) == {"off"}
+        assert seen(asyncio.run(kapp.aenqueue("k", {}, wait_for_disk=False))) == {"off"}
+        assert seen(asyncio.run(kapp.aenqueue("k", {}))) == {"on"}
         # the setting went with its transaction: the next ones on the same pool wait again
         assert seen(*kapp.enqueue_many([{"kind": "k"}] * 3)) == {"on"}
         assert seen(kapp.enqueue("k", {}, idempotency_key="x")) == {"on"}

@@ -49,9 +49,9 @@ class Enqueue(Part):
         with tracing.send(new.queue) as span:
             if span is not None:
                 _traced(new)
-            if connection is None and new.parent_id is None and wait:
+            if connection is None and new.parent_id is None:
                 # its own transaction: one statement on PostgreSQL (insert, log, wake-up)
-                row, created = transition.create_alone(self._driver, new)
+                row, created = transition.create_alone(self._driver, new, wait_for_disk=wait)
                 if not created and row["payload_hash"] != new.payload_hash:
                     raise IdempotencyConflict(str(row["id"]), new.idempotency_key or "")
                 task = task_from_row(row, created=created)

@@ -298,6 +298,11 @@ class Driver(Statements, Reads, abc.ABC):
                 self.notify_queued(tx, new.queue)
         return row, created
 
+    def task_insert_unflushed(self, new: NewTask) -> tuple[Row, bool]:
+        """``task_insert_alone`` whose commit need not wait for the disk
+        (``wait_for_disk=False``); by default (SQLite) ``task_insert_alone`` itself."""
+        return self.task_insert_alone(new)
+
     def task_insert_many(self, tx: Tx, news: Sequence[NewTask]) -> list[tuple[Row, bool]]:
         """``task_insert`` for each of ``news``, in order (drivers may do it in one go)."""
         return [self.task_insert(tx, new) for new in news]
