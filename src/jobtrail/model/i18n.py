@@ -67,10 +67,10 @@ MESSAGES: dict[str, dict[str, str]] = {
     "tasks.newest": {"en": "« newest", "zh": "« 最新"},
     "tasks.older": {"en": "older »", "zh": "更早 »"},
     "tasks.footer": {
-        "en": "Newest first, {n} shown. Key search is exact, within the tenant (default none) "
-        "and the registered kinds or the chosen kind.",
-        "zh": "最新的在前，显示 {n} 个。按键查找要求完全一致，限于所选租户（默认无租户）"
-        "以及已注册的类型或所选类型。",
+        "en": "Newest first, {n} shown. Key search is exact, across tenants and kinds unless "
+        "a tenant or kind is chosen.",
+        "zh": "最新的在前，显示 {n} 个。按键查找要求完全一致，除非选定租户或类型，否则跨所有租户"
+        "和类型。",
     },
     # -- one task ----------------------------------------------------------------------------
     "task.title": {"en": "Task {id}", "zh": "任务 {id}"},
@@ -728,6 +728,10 @@ MESSAGES.update(
         "life.receipt": {"en": "waiting for the receipt", "zh": "等待回执"},
         "life.cancelling": {"en": "cancelling", "zh": "取消中"},
         "life.goes_on": {"en": "now", "zh": "至今"},
+        "life.end": {
+            "en": "ended {state} ({reason}) at +{at}",
+            "zh": "于 +{at} 结束：{state}（{reason}）",
+        },
         "life.item": {
             "en": "{phase}: {took} ({start} → {end})",
             "zh": "{phase}：{took}（{start} → {end}）",

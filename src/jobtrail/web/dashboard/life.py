@@ -16,7 +16,7 @@ from datetime import datetime
 from html import escape
 
 from ...model import i18n
-from ...model.machine import State
+from ...model.machine import TERMINAL, State
 from ...model.models import Transition
 
 #: reasons that put a task back in the queue to wait out a back-off before its next attempt
@@ -128,6 +128,20 @@ def phases(transitions: list[Transition], now: datetime) -> list[Phase]:
     return found
 
 
+def ending(transitions: list[Transition]) -> Transition | None:
+    """The transition that ended the life (into ``succeeded``, ``cancelled`` or ``dead``), or
+    ``None`` while it goes on."""
+    moves = [t for t in transitions if t.from_state is None or t.from_state != t.to_state]
+    last = moves[-1] if moves else None
+    return last if last is not None and last.to_state in TERMINAL else None
+
+
+def describe_end(end: Transition, first: Phase | None, lang: str) -> str:
+    """The accessible list's last line: how the life ended, and when."""
+    took = (end.at - first.start).total_seconds() if first else 0.0
+    return i18n.t("life.end", lang, state=end.to_state.value, reason=end.reason, at=_seconds(took))
+
+
 def _seconds(value: float) -> str:
     if value < 1:
         return f"{value * 1000:.0f} ms"
@@ -155,7 +169,7 @@ def describe(p: Phase, lang: str) -> str:
     )  # fmt: skip
 
 
-def svg(found: list[Phase], lang: str) -> str:
+def svg(found: list[Phase], lang: str, end: Transition | None = None) -> str:
     """The picture: one lane per kind of phase, a bar per phase with its reason written on it
     (where it fits; always in its tooltip), and a time axis labelled in seconds from the
     enqueue. Decorative to a screen reader, which reads the list beside it instead."""
@@ -195,6 +209,13 @@ def svg(found: list[Phase], lang: str) -> str:
             )
         out.append("</g>")
     base = PAD + len(lanes) * LANE_H
+    if end is not None:  # the end of the life: a mark with its state
+        x = LABEL_W + (end.at - origin).total_seconds() / total * plot
+        out.append(
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{PAD - 4}" y2="{base}" '
+            f'class="end e-{end.to_state.value}">'
+            f"<title>{escape(describe_end(end, found[0], lang))}</title></line>"
+        )
     out.append(f'<line x1="{LABEL_W}" x2="{WIDTH - PAD}" y1="{base}" y2="{base}" class="axis"/>')
     for k in range(6):
         x = LABEL_W + k / 5 * plot

@@ -399,7 +399,12 @@ def task_page(request: Request, dash: Dash, task_id: str, done: str | None = Non
         done=done if done in DONE_CODES else None,
         can_cancel=task.state in ACTIONABLE_CANCEL,
         can_replay=task.state is State.DEAD,
-        life_svg=Markup(life.svg(phases, lang)),
+        life_svg=Markup(life.svg(phases, lang, life.ending(transitions))),
+        life_end=(
+            life.describe_end(end, phases[0] if phases else None, lang)
+            if (end := life.ending(transitions))
+            else None
+        ),
         life_items=[life.describe(p, lang) for p in phases],
         life_kinds=[p.kind for p in phases],
     )
@@ -478,8 +483,9 @@ def queue_page(request: Request, dash: Dash, queue: str) -> HTMLResponse:
     """One queue: its state, the live workers that serve it and its activity chart."""
     dash.whole_store(request, "read")
     found = [x for x in dash.app.queues() if x["queue"] == queue]
-    if not found:
-        raise HTTPException(404, f"no queue {queue[:80]!r}")
+    serving = [w for w in dash.app.workers() if queue in w.queues]
+    if not found and not serving:
+        raise HTTPException(404, f"no queue {queue[:80]!r}: no task and no live worker")
     lang = request_lang(request)
     activity = dash.app.activity()
     mine = activity["queues"].get(queue)
@@ -490,8 +496,8 @@ def queue_page(request: Request, dash: Dash, queue: str) -> HTMLResponse:
         if mine
         else None
     )
-    serving = [w for w in dash.app.workers() if queue in w.queues]
-    return dash.page(request, "queue.html", queue=found[0], serving=serving, chart=chart)
+    shown = found[0] if found else {"queue": queue, "paused": False}
+    return dash.page(request, "queue.html", queue=shown, serving=serving, chart=chart)
 
 
 # ``path``: a queue name may hold "/" (sent as %2F, which the server decodes before routing)
