@@ -42,14 +42,15 @@ SELECT CASE WHEN i % 4 = 0 THEN 'email' ELSE 'publish' END, 'default', 't' || (i
                   ELSE 'enqueued' END,
        CASE WHEN state = 'dead' THEN 'unavailable' END,
        CASE WHEN state = 'dead' THEN 'TimeoutError: bank ' || (i % 97) || ' did not answer' END,
-       CASE state WHEN 'queued' THEN 1 ELSE 3 END, t0, t0, t0, CASE WHEN state <> 'queued' THEN t0 END
+       CASE state WHEN 'queued' THEN 1 ELSE 3 END, t0, t0, t0,
+       CASE WHEN state <> 'queued' THEN t0 END
 FROM (
     SELECT i, CASE WHEN i % 100 < 94 THEN 'succeeded' WHEN i % 100 < 97 THEN 'queued'
                    ELSE 'dead' END AS state,
            now() - interval '24 hours' + (i::float8 / %(n)s) * interval '24 hours' AS t0
     FROM generate_series(1, %(n)s) AS i
 ) s;
-ANALYZE jobtrail_tasks;
+VACUUM ANALYZE jobtrail_tasks;
 """
 
 SQLITE_LOAD = """
@@ -85,6 +86,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--backend", choices=["postgres", "sqlite"], default="postgres")
     parser.add_argument("--tasks", type=int, default=1_000_000)
+    parser.add_argument("--keep", action="store_true", help="keep the loaded schema or file")
     args = parser.parse_args()
     from fastapi.testclient import TestClient
 
@@ -124,6 +126,10 @@ def main() -> int:
             f"key: key-{(n // 2) // 10 * 10}",
             "tenant: t7",
         ]
+        for page in ("/", "/?state=dead"):
+            print(
+                f"  page {page:<31} {best(lambda page=page: client.get(page)):8.1f} ms (no search)"
+            )
         print(f"  {'search':<36} {'App.search':>11} {'page /?q=':>10}  found")
         for query in searches:
             found = app.search(query)
@@ -137,7 +143,9 @@ def main() -> int:
         print(f"  {'select-all preview, state=succeeded':<36} {ms:8.1f} ms  (10,000 cap)")
     finally:
         app.close()
-        if args.backend == "postgres":
+        if args.keep:
+            print(f"kept: {url}")
+        elif args.backend == "postgres":
             with psycopg.connect(PG_URL, autocommit=True) as conn:
                 conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
     return 0

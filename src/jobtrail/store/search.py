@@ -28,4 +28,5 @@ class Search:
         of ``id`` and ``state`` only (a bulk selection, its preview). App.search."""
         if mode not in MODES:
             raise ValueError(f"unknown search mode {mode!r}")
+        tx.run("search_plan_per_call", {})
         return tx.all(f"search_{mode}_states" if states_only else f"search_{mode}", params)

@@ -10,6 +10,10 @@
   AND id < COALESCE(:before_id, 9223372036854775807)
   AND id > COALESCE(:floor_id, 0)
 
+-- name: search_plan_per_call
+-- SQLite plans each statement for its values already.
+SELECT 1;
+
 -- name: search_top_id
 SELECT COALESCE(max(id), 0) AS id FROM jobtrail_tasks;
 
