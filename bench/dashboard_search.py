@@ -87,6 +87,7 @@ def main() -> int:
     parser.add_argument("--backend", choices=["postgres", "sqlite"], default="postgres")
     parser.add_argument("--tasks", type=int, default=1_000_000)
     parser.add_argument("--keep", action="store_true", help="keep the loaded schema or file")
+    parser.add_argument("--url", help="time a store loaded before (--keep) instead of loading")
     args = parser.parse_args()
     from fastapi.testclient import TestClient
 
@@ -94,7 +95,9 @@ def main() -> int:
 
     n = int(args.tasks)
     schema = "bench_" + secrets.token_hex(4)
-    if args.backend == "postgres":
+    if args.url:
+        url, args.keep = args.url, True
+    elif args.backend == "postgres":
         with psycopg.connect(PG_URL, autocommit=True) as conn:
             conn.execute(f'CREATE SCHEMA "{schema}"')
         url = f"{PG_URL}?options={quote(f'-csearch_path={schema}')}"
@@ -105,7 +108,9 @@ def main() -> int:
     app.migrate()
     try:
         start = time.perf_counter()
-        if args.backend == "postgres":
+        if args.url:
+            pass
+        elif args.backend == "postgres":
             with psycopg.connect(url, autocommit=True) as conn:
                 for statement in PG_LOAD.split(";\n"):
                     if statement.strip():
