@@ -120,6 +120,8 @@ def test_bulk_cancel_of_three_selected_tasks(site: Site, browser: Any) -> None:
     _by_name(browser, "button", "Cancel").click()
     _wait(lambda: "3 of 3 tasks done" in _text(browser, "#bulk-live"), what="the progress page")
     assert "finished" in _text(browser, "#bulk-state")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SHOTS / "oncall-bulk-progress.png"))
     for t in chosen:
         task = site.app.get(t.id)
         assert task.state is jobtrail.State.CANCELLED
@@ -145,6 +147,8 @@ def test_select_all_matching_with_its_preview(site: Site, browser: Any) -> None:
     assert "3 queued" in preview and "2 cancelled" in preview, preview
     box.click()
     _fill_operator(browser, note="drain the sweepable backlog")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SHOTS / "oncall-select-all.png"))
     _by_name(browser, "button", "Cancel").click()
     _wait(lambda: "5 of 5 tasks done" in _text(browser, "#bulk-live"), what="the progress page")
     outcomes = sorted(r.text for r in browser.find_elements("css selector", "tr.bulk-outcome"))
@@ -273,6 +277,8 @@ def test_the_picture_of_a_task_that_retried(site: Site, browser: Any) -> None:
     titles = [t.get_attribute("textContent") for t in svg.find_elements("css selector", "title")]
     assert titles == items
     assert "time since it was enqueued" in svg.get_attribute("textContent")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SHOTS / "oncall-life-retried.png"))
 
 
 PAGES = [
