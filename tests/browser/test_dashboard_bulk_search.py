@@ -103,6 +103,16 @@ def test_bulk_actions_each_task_its_own_transition(site: tuple[str, Seeded]) -> 
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert app.transitions(s.dead)[-1].actor == "ann"
+    # the dead-letter page's "select all": every dead task, dismissed one by one
+    page = fetch(url + "/dead")[1]
+    assert 'id="select-all"' in page and "select all 1 matching the filter" in page
+    dismiss = {"action": "dismiss", "by": "ann", "note": "won't fix", "all": "1", "state": "dead"}
+    assert fetch(url + "/bulk", dismiss)[0] == 303
+    deadline = time.monotonic() + 10
+    while not app.get(s.dead_other).dismissed:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert app.transitions(s.dead_other)[-1].reason == "dismissed"
     assert fetch(url + "/bulk/nope")[0] == 404
 
 

@@ -550,6 +550,10 @@ def dead(
         groups=dash.app.dead(tasks=EVIDENCE_TASKS),
         runs=runs,
         bulk_actions=["replay", "dismiss"],
+        # "select all": every dead task (the newest SELECTION_MAX), as the list's state=dead
+        selection=dash.app.search_states("", state="dead", cap=SELECTION_MAX),
+        selection_max=SELECTION_MAX,
+        selection_state=State.DEAD.value,
         **extra,
     )
 
