@@ -10,6 +10,7 @@ tenant-bound caller sees only that tenant's tasks and not the cross-tenant pages
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -320,9 +321,17 @@ def tasks(
                 state=state, kind=kind, queue=queue, tenant=tenant,
                 limit=PAGE_SIZE + 1, before=before,
             )  # fmt: skip
-        selection = dash.app.search_states(
-            q or "", state=state, kind=kind, queue=queue, tenant=tenant, cap=SELECTION_MAX
-        )
+        if before is None and len(rows) <= PAGE_SIZE:  # the whole answer is on this page
+            selection = {
+                "ids": [t.id for t in rows],
+                "states": dict(Counter(t.state.value for t in rows).most_common()),
+                "more": False,
+                "scanned_from": scanned_from,
+            }
+        else:  # what "all matching" would take: read again, up to SELECTION_MAX
+            selection = dash.app.search_states(
+                q or "", state=state, kind=kind, queue=queue, tenant=tenant, cap=SELECTION_MAX
+            )
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from None
     more = len(rows) > PAGE_SIZE
