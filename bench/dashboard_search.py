@@ -8,6 +8,9 @@ idempotency key, the dead ones an error text; then times each kind of search, th
 
 PostgreSQL finds a payload field through the GIN index of migration 0026 and a key through
 its own index; SQLite and error text read at most the newest 100,000 tasks (``SCAN``).
+The pages also count the open states through index-only scans: on a shared server where
+another open transaction kept the load's VACUUM from marking pages all-visible they read the
+heap (a second per page); ``--keep``, ``VACUUM`` the schema, and time it again with ``--url``.
 """
 
 from __future__ import annotations
