@@ -73,6 +73,45 @@ class ActBody(Strict):
     )
 
 
+class ReplayBody(ActBody):
+    """A replay of one dead task; with ``from_step`` the handler resumes at that step (its
+    recorded outcome and everything recorded after it are forgotten and run again)."""
+
+    from_step: StrictStr | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="resume at this step (recorded name); the preview says what runs again",
+        examples=["charge"],
+    )
+
+
+class ReplayEffectOut(BaseModel):
+    name: str
+    effect_key: str | None
+    status: str
+    attempt: int
+    forgotten: bool = Field(description="a replay from a step forgets it: it runs again")
+    confirmed_at: str | None = None
+    provider_ids: list[str] | None = None
+
+
+class ReplayEffectsOut(BaseModel):
+    again: list[ReplayEffectOut] = Field(description="effects the replay would perform again")
+    skip: list[ReplayEffectOut] = Field(description="confirmed effects it keeps")
+
+
+class ReplayPreviewOut(BaseModel):
+    """What ``POST /api/tasks/{id}/replay`` would do with the same ``from_step``."""
+
+    task_id: str
+    state: str
+    replayable: bool = Field(description="the task is dead (replay refuses any other)")
+    from_step: str | None
+    forgotten: list[str] = Field(description="recorded names it forgets, in recorded order")
+    effects: ReplayEffectsOut
+
+
 class ReceiptBody(Strict):
     ok: StrictBool
     category: StrictStr | None = Field(default=None, max_length=64)

@@ -196,6 +196,27 @@ CREATE TABLE jobtrail_steps (
     CONSTRAINT jobtrail_steps_task_id_fkey FOREIGN KEY (task_id) REFERENCES jobtrail_tasks(id)
 );
 
+CREATE TABLE jobtrail_steps_superseded (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    task_id bigint NOT NULL,
+    name text NOT NULL,
+    is_effect boolean NOT NULL,
+    status text NOT NULL,
+    effect_key text,
+    result jsonb,
+    attempt integer NOT NULL,
+    error text,
+    created_at timestamp with time zone NOT NULL,
+    confirmed_at timestamp with time zone,
+    replay_seq bigint NOT NULL,
+    "position" integer NOT NULL,
+    superseded_at timestamp with time zone NOT NULL,
+    CONSTRAINT jobtrail_steps_superseded_pkey PRIMARY KEY (id),
+    CONSTRAINT jobtrail_steps_superseded_task_id_fkey FOREIGN KEY (task_id) REFERENCES jobtrail_tasks(id)
+);
+
+CREATE INDEX jobtrail_steps_superseded_task ON jobtrail_steps_superseded USING btree (task_id, id);
+
 CREATE TABLE jobtrail_tasks (
     id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
     kind text NOT NULL,
@@ -334,6 +355,8 @@ CREATE SEQUENCE jobtrail_outbox_id_seq;
 CREATE SEQUENCE jobtrail_queue_history_id_seq;
 
 CREATE SEQUENCE jobtrail_replay_runs_id_seq;
+
+CREATE SEQUENCE jobtrail_steps_superseded_id_seq;
 
 CREATE SEQUENCE jobtrail_tasks_id_seq;
 
