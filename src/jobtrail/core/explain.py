@@ -63,6 +63,16 @@ SENTENCES: dict[str, dict[str, str]] = {
         Reason.DISMISSED: "closed without a replay: it stays dead and needs no action",
         Reason.WINDOW_SKIPPED_CATCH_UP_BOUND: "cron window skipped: beyond the catch-up bound",
         Reason.WINDOW_SKIPPED_PAUSED: "cron window skipped: its queue was paused",
+        Reason.SLEEPING: "the handler sleeps; it resumes at the wake time without holding a worker",
+        Reason.WAITING_FOR_EVENT: "the handler waits for an event; no worker is held",
+        Reason.WAITING_FOR_CHILDREN: "the handler waits for the children it started",
+        Reason.EVENT_RECEIVED: "the event it waited for arrived; queued to resume",
+        Reason.CHILDREN_FINISHED: "the children it waited for have ended; queued to resume",
+        Reason.WAIT_TIMED_OUT: "the wait passed its deadline; queued to resume with a timeout",
+        Reason.CANCELLED_WHILE_SUSPENDED: "cancelled while its handler was suspended",
+        Reason.CANCELLED_AFTER_EFFECTS: (
+            "cancelled at a suspension after some effects were already confirmed"
+        ),
     },
     "zh": {
         Reason.ENQUEUED: "已接受，进入队列",
@@ -96,6 +106,14 @@ SENTENCES: dict[str, dict[str, str]] = {
         Reason.DISMISSED: "已搁置：保持 dead，无需处理",
         Reason.WINDOW_SKIPPED_CATCH_UP_BOUND: "定时窗口被跳过：超出补跑上限",
         Reason.WINDOW_SKIPPED_PAUSED: "定时窗口被跳过：队列已暂停",
+        Reason.SLEEPING: "处理函数休眠，到点后恢复，期间不占用工作器",
+        Reason.WAITING_FOR_EVENT: "处理函数等待事件，期间不占用工作器",
+        Reason.WAITING_FOR_CHILDREN: "处理函数等待它启动的子任务",
+        Reason.EVENT_RECEIVED: "等待的事件已到达，重新排队以恢复",
+        Reason.CHILDREN_FINISHED: "等待的子任务都已结束，重新排队以恢复",
+        Reason.WAIT_TIMED_OUT: "等待超过期限，重新排队并以超时恢复",
+        Reason.CANCELLED_WHILE_SUSPENDED: "处理函数挂起期间被取消",
+        Reason.CANCELLED_AFTER_EFFECTS: "部分副作用已确认后，在挂起点确认取消",
     },
 }
 

@@ -28,6 +28,7 @@ NameList = str | list[str]
 TIME_COLUMNS = frozenset(
     {
         "run_at",
+        "wait_until",
         "lease_expires_at",
         "receipt_deadline",
         "budget_started_at",
