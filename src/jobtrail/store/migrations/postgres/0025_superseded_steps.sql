@@ -1,7 +1,8 @@
 -- Replay from a step (app.replay(..., from_step=NAME)): the recorded outcomes a replay forgot
 -- so that the handler runs them again — the named step and everything recorded after it — are
 -- moved here, as they were, beside the replay that superseded them. jobtrail_steps keeps one row
--- per (task, name) for the handler to read; this table keeps the history of what was forgotten.
+-- per (task, name) for the handler to read; this table keeps the history of what was forgotten
+-- (the columns of jobtrail_steps, record and call_order of migration 0022 included), and:
 --   replay_seq     the task's seq after the replayed transition that superseded the row
 --   superseded_at  when, by the database clock
 --   position       its place in the order the task had recorded it (1, 2, ...)
@@ -17,6 +18,8 @@ CREATE TABLE jobtrail_steps_superseded (
     error         TEXT,
     created_at    TIMESTAMPTZ NOT NULL,
     confirmed_at  TIMESTAMPTZ,
+    record        TEXT        NOT NULL,
+    call_order    INTEGER,
     replay_seq    BIGINT      NOT NULL,
     position      INTEGER     NOT NULL,
     superseded_at TIMESTAMPTZ NOT NULL

@@ -219,6 +219,8 @@ CREATE TABLE jobtrail_steps_superseded (
     error text,
     created_at timestamp with time zone NOT NULL,
     confirmed_at timestamp with time zone,
+    record text NOT NULL,
+    call_order integer,
     replay_seq bigint NOT NULL,
     "position" integer NOT NULL,
     superseded_at timestamp with time zone NOT NULL,

@@ -12,6 +12,8 @@ CREATE TABLE jobtrail_steps_superseded (
     error         TEXT,
     created_at    REAL    NOT NULL,
     confirmed_at  REAL,
+    record        TEXT    NOT NULL,
+    call_order    INTEGER,
     replay_seq    INTEGER NOT NULL,
     position      INTEGER NOT NULL,
     superseded_at REAL    NOT NULL

@@ -2,16 +2,18 @@
 -- were, to jobtrail_steps_superseded, beside the replay that superseded them.
 
 -- name: step_list_recorded
--- A task's steps and effects in the order they were recorded: the time each was first
--- recorded (each in its own transaction: now() differs).
-SELECT * FROM jobtrail_steps WHERE task_id = %(id)s ORDER BY created_at, name;
+-- A task's steps and effects in the order they were recorded: rows from before migration 22
+-- (no call_order) first, by the time each was first recorded (each in its own transaction:
+-- now() differs), then by the handler's call order.
+SELECT * FROM jobtrail_steps WHERE task_id = %(id)s
+ORDER BY call_order IS NOT NULL, call_order, created_at, name;
 
 -- name: step_supersede
 INSERT INTO jobtrail_steps_superseded
     (task_id, name, is_effect, status, effect_key, result, attempt, error, created_at,
-     confirmed_at, replay_seq, position, superseded_at)
+     confirmed_at, record, call_order, replay_seq, position, superseded_at)
 SELECT task_id, name, is_effect, status, effect_key, result, attempt, error, created_at,
-       confirmed_at, %(replay_seq)s, %(position)s, now()
+       confirmed_at, record, call_order, %(replay_seq)s, %(position)s, now()
 FROM jobtrail_steps WHERE task_id = %(id)s AND name = %(name)s;
 
 -- name: step_forget
