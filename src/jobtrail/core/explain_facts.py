@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ..model.machine import State
+from ..model.machine import Reason, State
+from ..model.models import task_from_row
 from ..store.base import Driver, Row, Tx
-from . import workflow
+from . import explain_durable, workflow
 
 _WORDS = {
     "en": {
@@ -64,12 +65,18 @@ def gather(driver: Driver, tx: Tx, row: Row, lang: str) -> Facts:
                 words["waits"].format(id=before["id"], kind=before["kind"], state=before["state"])
             )
     children = driver.children_list(tx, id=row["id"])
+    task = task_from_row(row)
+    joined = explain_durable.children_line(task, children, lang)  # a handler's ctx.join
+    if joined is not None:
+        facts.why.append(joined)
     if children:
         line = words["children"].format(summary=workflow.summary(children))
         facts.details.append(line)
-        if row["state"] == State.WAITING:
+        if row["state"] == State.WAITING and task.waiting_for is None:
             facts.why.append(line)
     steps = driver.step_list(tx, id=row["id"])
+    if row["last_reason"] == Reason.CANCELLED_AFTER_EFFECTS:  # which effects it did
+        facts.details.append(explain_durable.confirmed_effects(steps, lang))
     if steps:
         facts.details.append(words["steps"])
         for s in steps:
