@@ -676,3 +676,11 @@ MESSAGES.update(
         },
     }
 )
+
+
+# -- durable handlers in stats and metrics (durable-ui) ---------------------------------------
+MESSAGES.update(
+    {
+        "cli.h_suspended": {"en": "SLEEP/EVENT/JOIN", "zh": "休眠/事件/子任务"},
+    }
+)

@@ -171,6 +171,12 @@ class Statements:
         already confirmed)."""
         return tx.all("step_list", {"id": id})
 
+    def stats_suspended(self, tx: Tx) -> list[Row]:
+        """``queue``, ``kind``, ``wait_kind`` and ``n``: the tasks whose durable handler is
+        suspended (sleeping, waiting for an event or for its children), from their partial
+        index; services/stats.py (stats, /metrics)."""
+        return tx.all("stats_suspended")
+
     def step_list_recorded(self, tx: Tx, *, id: int) -> list[Row]:
         """A task's steps and effects in the order they were recorded; App.steps, and
         App.replay with ``from_step`` and its preview (what comes after the named step)."""

@@ -118,6 +118,19 @@ class ReceiptBody(Strict):
     error: StrictStr | None = Field(default=None, max_length=10_000)
 
 
+class WaitingFor(BaseModel):
+    """``Task.waiting_for``: ``kind`` ``sleep`` (``name``, ``until``), ``event`` (``key``,
+    ``deadline``) or ``children`` (``ids``, ``deadline``); times in ISO 8601, a deadline
+    null for a wait without timeout."""
+
+    kind: str = Field(examples=["event"])
+    name: str | None = Field(default=None, description="the sleep's name")
+    until: str | None = Field(default=None, description="the sleep's wake time")
+    key: str | None = Field(default=None, description="the event key")
+    ids: list[str] | None = Field(default=None, description="the children it joins")
+    deadline: str | None = Field(default=None, description="when the wait times out")
+
+
 class TaskOut(BaseModel):
     id: str
     kind: str
@@ -146,6 +159,11 @@ class TaskOut(BaseModel):
     created: bool = False
     steps: dict[str, Any] = Field(default_factory=dict)
     result: Any = Field(default=None, description="the handler's return value once succeeded")
+    waiting_for: WaitingFor | None = Field(
+        default=None,
+        description="what its suspended handler waits for (a sleep, an event, its children); "
+        "null when it is not suspended",
+    )
 
 
 class ResultOut(BaseModel):

@@ -311,6 +311,8 @@ CREATE INDEX jobtrail_tasks_receipt_lookup ON jobtrail_tasks USING btree (receip
 
 CREATE INDEX jobtrail_tasks_state_kind ON jobtrail_tasks USING btree (state, kind, id);
 
+CREATE INDEX jobtrail_tasks_suspended ON jobtrail_tasks USING btree (queue, kind, wait_kind) WHERE (((state = 'queued'::text) AND (last_reason = 'sleeping'::text)) OR ((state = 'waiting'::text) AND (last_reason = ANY (ARRAY['waiting_for_event'::text, 'waiting_for_children'::text]))));
+
 CREATE INDEX jobtrail_tasks_wait_deadline ON jobtrail_tasks USING btree (wait_until) WHERE ((state = 'waiting'::text) AND (wait_until IS NOT NULL));
 
 CREATE INDEX jobtrail_tasks_wait_event ON jobtrail_tasks USING btree (tenant, wait_key) WHERE ((state = 'waiting'::text) AND (wait_kind = 'event'::text));

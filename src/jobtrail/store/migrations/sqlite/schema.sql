@@ -293,6 +293,10 @@ CREATE INDEX jobtrail_tasks_receipt_lookup ON jobtrail_tasks (receipt_id)
 
 CREATE INDEX jobtrail_tasks_state_kind ON jobtrail_tasks (state, kind, id);
 
+CREATE INDEX jobtrail_tasks_suspended ON jobtrail_tasks (queue, kind, wait_kind)
+    WHERE (state = 'queued' AND last_reason = 'sleeping')
+       OR (state = 'waiting' AND last_reason IN ('waiting_for_event', 'waiting_for_children'));
+
 CREATE INDEX jobtrail_tasks_wait_deadline ON jobtrail_tasks (wait_until)
     WHERE state = 'waiting' AND wait_until IS NOT NULL;
 

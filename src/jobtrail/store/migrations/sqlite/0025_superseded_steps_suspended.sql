@@ -19,3 +19,10 @@ CREATE TABLE jobtrail_steps_superseded (
     superseded_at REAL    NOT NULL
 );
 CREATE INDEX jobtrail_steps_superseded_task ON jobtrail_steps_superseded (task_id, id);
+
+-- The suspended durable handlers per queue and kind (stats, /metrics): a task whose handler
+-- sleeps (queued, sleeping) or waits for an event or its children (waiting). Only suspended
+-- tasks are in it, so counting them reads no other task, however many are queued.
+CREATE INDEX jobtrail_tasks_suspended ON jobtrail_tasks (queue, kind, wait_kind)
+    WHERE (state = 'queued' AND last_reason = 'sleeping')
+       OR (state = 'waiting' AND last_reason IN ('waiting_for_event', 'waiting_for_children'));
