@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any, Unpack
 
+from ..core import suspension
 from ..model import validate
 from ..model.enqueue_options import EnqueueOptions, refuse_unknown, spelled_out
 from ..model.errors import TaskFailed
@@ -137,6 +138,12 @@ class Async(Part):
     ) -> CancelResult:
         """``cancel`` from a coroutine."""
         return await self._driver.run_async(self._actions.cancel, task_id, by=by, note=note)
+
+    async def asend_event(self, key: str, payload: Any = None, *, tenant: str = "") -> int:
+        """``send_event`` from a coroutine."""
+        return await self._driver.run_async(
+            suspension.send_event, self._driver, key, payload, tenant=tenant
+        )
 
     async def areplay(
         self, task_id: str | int, *, by: str, note: str, from_step: str | None = None

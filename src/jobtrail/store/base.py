@@ -16,6 +16,7 @@ from typing import Any
 from ..model.errors import StoreUnavailable
 from ..model.machine import HELD, TERMINAL, State
 from . import flow, queries
+from .durable import DurableStatements
 from .outage import OutageNotice
 from .reads import Reads
 from .statements import Statements
@@ -85,7 +86,7 @@ def check_pooler(pooler: str | None) -> str | None:
     )
 
 
-class Driver(Statements, Reads, abc.ABC):
+class Driver(Statements, DurableStatements, Reads, abc.ABC):
     """A backend. Generic operations live here; each dialect supplies SQL and connections."""
 
     dialect: str

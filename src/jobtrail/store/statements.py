@@ -676,10 +676,11 @@ class Statements:
     # -- the handler context's holder-conditional writes (``None``: no longer held) -----------
     def effect_intent(self, tx: Tx, params: dict[str, Any]) -> Row | None:
         """Record an effect intent only while the caller holds the task (``None``: no longer held);
-        ``ctx``."""
-        return tx.one("effect_intent", params)
+        ``ctx``. ``call_order``: its place among the handler's recorded calls (optional)."""
+        return tx.one("effect_intent", {"call_order": None, **params})
 
     def step_confirm(self, tx: Tx, params: dict[str, Any]) -> Row | None:
         """Record a confirmed step or effect only while the caller holds the task (``None``: no
-        longer held); ``ctx``."""
-        return tx.one("step_confirm", params)
+        longer held); ``ctx``. ``call_order``: its place among the handler's recorded calls
+        (optional)."""
+        return tx.one("step_confirm", {"call_order": None, **params})
