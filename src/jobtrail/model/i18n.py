@@ -678,9 +678,13 @@ MESSAGES.update(
 )
 
 
-# -- durable handlers in stats and metrics (durable-ui) ---------------------------------------
+# -- durable handlers in stats and metrics, events sent from outside (durable-ui) -------------
 MESSAGES.update(
     {
         "cli.h_suspended": {"en": "SLEEP/EVENT/JOIN", "zh": "休眠/事件/子任务"},
+        "cli.event_sent": {
+            "en": "event {key!r} sent; woke {n} task(s)",
+            "zh": "事件 {key!r} 已发送；唤醒了 {n} 个任务",
+        },
     }
 )

@@ -293,6 +293,19 @@ def replay_preview(
     }
 
 
+@router.post("/api/events", response_model=s.EventOut, responses=ERRORS)
+def send_event(body: s.EventBody, app: Jobtrail, who: Actor) -> dict[str, Any]:
+    """Send an event: it is stored (the first payload for a key wins) and every task of the
+    tenant waiting for its key resumes (``{"woken": n}``, 0 for a repeat). A tenant-bound
+    token sends to its own tenant only (naming another is 403)."""
+    tenant = body.tenant or ""
+    if who.tenant is not None:
+        if body.tenant not in (None, who.tenant):
+            raise HTTPException(403, "this token may only send events to its own tenant")
+        tenant = who.tenant
+    return {"woken": app.send_event(body.key, body.payload, tenant=tenant)}
+
+
 @router.post("/api/tasks/{task_id}/receipt", response_model=s.TaskOut, responses=ERRORS)
 def receipt(task_id: TaskId, body: s.ReceiptBody, app: Jobtrail, who: Actor) -> dict[str, Any]:
     task = visible(app, who, task_id)

@@ -112,6 +112,27 @@ class ReplayPreviewOut(BaseModel):
     effects: ReplayEffectsOut
 
 
+class EventBody(Strict):
+    """An event for the tasks waiting for it (``App.send_event``)."""
+
+    key: StrictStr = Field(
+        min_length=1, max_length=255, description="the event key", examples=["verified:42"]
+    )
+    payload: Any = Field(
+        default=None, description="any JSON; the first payload for a key wins", examples=[{}]
+    )
+    tenant: StrictStr | None = Field(
+        default=None,
+        max_length=255,
+        description="the tenant (default: the token's, else none); a tenant-bound token may "
+        "name only its own",
+    )
+
+
+class EventOut(BaseModel):
+    woken: int = Field(description="tasks moved waiting → queued (0 for a repeat)")
+
+
 class ReceiptBody(Strict):
     ok: StrictBool
     category: StrictStr | None = Field(default=None, max_length=64)
@@ -228,6 +249,10 @@ class QueuesOut(BaseModel):
 class WebhookOut(BaseModel):
     task_id: str | None
     duplicate: bool
+    event_key: str | None = Field(
+        default=None, description="the event the source's event_key mapped the delivery to"
+    )
+    woken: int | None = Field(default=None, description="tasks that event woke (0: a repeat)")
 
 
 class FieldError(BaseModel):
