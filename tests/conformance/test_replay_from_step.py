@@ -6,6 +6,7 @@ record is refused with nothing written."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -208,3 +209,37 @@ def test_pruning_a_task_replayed_from_a_step_deletes_its_superseded_steps(store:
     assert app.prune(3600)["tasks"] == 1
     with pytest.raises(jobtrail.TaskNotFound):
         app.steps(task_id, superseded=True)
+
+
+def test_replay_from_a_sleep_of_a_durable_handler_sleeps_again(app: jobtrail.App) -> None:
+    calls = {"a": 0, "charge": 0}
+    broken = [True]
+
+    @app.task("durable_order", max_attempts=1)
+    def durable_order(ctx: jobtrail.Context, p: Any) -> str:
+        ctx.step("a", lambda: calls.__setitem__("a", calls["a"] + 1) or "A")
+        ctx.sleep("pause", 0.05)
+        ctx.effect("charge", lambda key: calls.__setitem__("charge", calls["charge"] + 1) or 1)
+        if broken[0]:
+            raise jobtrail.PermanentError("carrier down", category="invalid_input")
+        return "done"
+
+    task_id = app.enqueue("durable_order").id
+    deadline = time.monotonic() + 10
+    while app.get(task_id).state != "dead":  # a sleep ends by the clock
+        assert time.monotonic() < deadline, app.get(task_id).state
+        burst(app)
+    assert [s["name"] for s in app.steps(task_id)] == ["a", "pause", "charge"]
+    preview = app.replay_preview(task_id, from_step="pause")
+    assert preview["forgotten"] == ["pause", "charge"]
+    assert [e["name"] for e in preview["effects"]["again"]] == ["charge"]
+
+    broken[0] = False
+    app.replay(task_id, by="ann", note="carrier back", from_step="pause")
+    while app.get(task_id).state != "succeeded":
+        assert time.monotonic() < deadline + 10, app.get(task_id).state
+        burst(app)
+    assert calls == {"a": 1, "charge": 2}
+    after = [t.reason for t in app.transitions(task_id)]
+    replayed = after.index("replayed")
+    assert "sleeping" in after[replayed:]  # it slept again: the sleep was forgotten
