@@ -249,6 +249,32 @@ def test_a_failed_child_raises_child_failed_and_the_parent_decides(app: jobtrail
     assert "child_dead" not in reasons(app, task.id)  # never the workflow rule
 
 
+def test_a_replayed_parent_runs_its_handler_again_with_its_dead_children_replayed(
+    app: jobtrail.App,
+) -> None:
+    broken = {"on": True}
+
+    @app.task("sometimes", max_attempts=1)
+    def sometimes(ctx: jobtrail.Context, p: Any) -> str:
+        if broken["on"]:
+            raise PermanentError("down", category="invalid_input")
+        return "fine"
+
+    @app.task("strict_parent", max_attempts=1)
+    def strict_parent(ctx: jobtrail.Context, p: Any) -> Any:
+        return ctx.join([ctx.spawn("kid", "sometimes")])
+
+    task = app.enqueue("strict_parent")
+    dead = _resume(app, task.id, "dead")
+    assert "ChildFailed" in (dead.last_error or "")
+    broken["on"] = False
+    again = app.replay(task.id, by="ops", note="fixed the child")
+    assert again.state == "queued"  # its handler decides again, not the workflow rule
+    assert app.children(task.id)[0].state == "queued"
+    assert _resume(app, task.id).result == ["fine"]
+    assert len(app.children(task.id)) == 1
+
+
 def test_a_child_ending_while_its_parent_waits_for_an_event_does_not_settle_it(
     app: jobtrail.App,
 ) -> None:

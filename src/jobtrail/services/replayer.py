@@ -70,7 +70,7 @@ def replay_task(driver: Driver, tx: Tx, row: Row, by: str, note: str, run_id: in
         Move(
             task_id=row["id"],
             from_state=State.DEAD,
-            to_state=State.WAITING if children else State.QUEUED,
+            to_state=State.WAITING if children and not _spawned(driver, tx, row) else State.QUEUED,
             reason=Reason.REPLAYED,
             actor=by,
             note=note,
@@ -87,6 +87,12 @@ def replay_task(driver: Driver, tx: Tx, row: Row, by: str, note: str, run_id: in
     if after is None:  # pragma: no cover - the row was just written in this transaction
         raise TaskNotFound(str(row["id"]))
     return after
+
+
+def _spawned(driver: Driver, tx: Tx, row: Row) -> bool:
+    """Whether the task's children were spawned by its handler (``ctx.spawn``): replayed, it
+    runs its handler again (``queued``), which joins them, instead of waiting by the rule."""
+    return any(s.get("record") == "spawn" for s in driver.step_list(tx, id=row["id"]))
 
 
 @dataclass
