@@ -249,6 +249,32 @@ def test_a_failed_child_raises_child_failed_and_the_parent_decides(app: jobtrail
     assert "child_dead" not in reasons(app, task.id)  # never the workflow rule
 
 
+def test_a_replayed_parent_runs_its_handler_again_with_its_dead_children_replayed(
+    app: jobtrail.App,
+) -> None:
+    broken = {"on": True}
+
+    @app.task("sometimes", max_attempts=1)
+    def sometimes(ctx: jobtrail.Context, p: Any) -> str:
+        if broken["on"]:
+            raise PermanentError("down", category="invalid_input")
+        return "fine"
+
+    @app.task("strict_parent", max_attempts=1)
+    def strict_parent(ctx: jobtrail.Context, p: Any) -> Any:
+        return ctx.join([ctx.spawn("kid", "sometimes")])
+
+    task = app.enqueue("strict_parent")
+    dead = _resume(app, task.id, "dead")
+    assert "ChildFailed" in (dead.last_error or "")
+    broken["on"] = False
+    again = app.replay(task.id, by="ops", note="fixed the child")
+    assert again.state == "queued"  # its handler decides again, not the workflow rule
+    assert app.children(task.id)[0].state == "queued"
+    assert _resume(app, task.id).result == ["fine"]
+    assert len(app.children(task.id)) == 1
+
+
 def test_a_child_ending_while_its_parent_waits_for_an_event_does_not_settle_it(
     app: jobtrail.App,
 ) -> None:
@@ -495,3 +521,40 @@ def test_a_duration_may_be_a_timedelta(app: jobtrail.App) -> None:
 
     task = app.enqueue("td")
     assert _resume(app, task.id).result == "ok"
+
+
+def test_an_idle_worker_resumes_a_woken_task_without_waiting_for_its_poll(
+    app: jobtrail.App,
+) -> None:
+    """send_event wakes the queue's idle workers (NOTIFY on PostgreSQL, the in-process hint on
+    SQLite) and a sleep's wake time is a due time the worker waits for: a poll interval of a
+    minute delays neither."""
+
+    @app.task("woken")
+    def woken(ctx: jobtrail.Context, p: Any) -> Any:
+        ctx.sleep("nap", 0.5)
+        return ctx.wait_for_event("wake-" + ctx.task_id)
+
+    task = app.enqueue("woken")
+    worker = app.start_worker(concurrency=1, poll_interval=60)
+    try:
+        wait_for(lambda: app.get(task.id).state == "waiting", "the handler to wait", timeout=8)
+        started = time.monotonic()
+        assert app.send_event("wake-" + task.id, "up") == 1
+        wait_for(lambda: app.get(task.id).state == "succeeded", "the resumed run", timeout=8)
+        assert time.monotonic() - started < 5
+    finally:
+        worker.stop(grace=5)
+    assert app.get(task.id).result == "up"
+
+
+def test_a_woken_task_not_yet_resumed_is_cancelled_as_suspended(app: jobtrail.App) -> None:
+    @app.task("woken_not_run")
+    def woken_not_run(ctx: jobtrail.Context, p: Any) -> Any:
+        return ctx.wait_for_event("wk")
+
+    task = app.enqueue("woken_not_run")
+    burst(app)
+    app.send_event("wk")
+    assert app.get(task.id).last_reason == "event_received"
+    assert app.cancel(task.id, by="ops").reason == "cancelled_while_suspended"

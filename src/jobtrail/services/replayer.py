@@ -88,7 +88,7 @@ def replay_task(
         Move(
             task_id=row["id"],
             from_state=State.DEAD,
-            to_state=State.WAITING if children else State.QUEUED,
+            to_state=State.WAITING if children and not _spawned(driver, tx, row) else State.QUEUED,
             reason=Reason.REPLAYED,
             actor=by,
             note=note,
@@ -123,6 +123,12 @@ def _replay_data(
         data["from_step"] = from_step
         data["superseded"] = [str(r["name"]) for _, r in forget]
     return data
+
+
+def _spawned(driver: Driver, tx: Tx, row: Row) -> bool:
+    """Whether the task's children were spawned by its handler (``ctx.spawn``): replayed, it
+    runs its handler again (``queued``), which joins them, instead of waiting by the rule."""
+    return any(s.get("record") == "spawn" for s in driver.step_list(tx, id=row["id"]))
 
 
 @dataclass
