@@ -63,6 +63,7 @@ def test_explain_says_what_each_suspended_handler_waits_for(app: jobtrail.App) -
     text = app.explain(sleeper)
     assert re.search(rf"not running: sleeping until {ISO} \(sleep 'cool_off'\)", text), text
     assert re.search(rf"sleeping +queued +by .*until {ISO} \(sleep 'cool_off'\)", text), text
+    assert '  sleep  cool_off: recorded (attempt 1) → {"until":' in text, text
     assert re.search(rf"休眠至 {ISO}（休眠 'cool_off'）", app.explain(sleeper, lang="zh"))
 
     text = app.explain(waiter)
@@ -76,6 +77,7 @@ def test_explain_says_what_each_suspended_handler_waits_for(app: jobtrail.App) -
     line = f"waiting for 2 of 3 children: #{kids[0]} leased, #{kids[1]} queued"
     assert f"not running: {line} (times out at " in text, text
     assert "waiting for its children" not in text
+    assert text.count("  spawn  spawn/mail_") == 3 and "  join   join/" in text
     zh = app.explain(joiner, lang="zh")
     assert f"等待 3 个子任务中的 2 个：#{kids[0]} leased, #{kids[1]} queued" in zh
 

@@ -162,3 +162,9 @@ def test_cancelled_after_effects_lists_the_confirmed_effects() -> None:
 def test_every_word_exists_in_both_languages() -> None:
     words = explain_durable._WORDS
     assert set(words["en"]) == set(words["zh"])
+
+
+def test_the_live_facts_words_exist_in_both_languages() -> None:
+    from jobtrail.core import explain_facts
+
+    assert set(explain_facts._WORDS["en"]) == set(explain_facts._WORDS["zh"])

@@ -22,6 +22,14 @@ _WORDS = {
         "uncertain{error}",
         "effect_refused": "  effect {name} [key {key}]: refused by the provider in attempt "
         "{attempt} (nothing happened; the next attempt calls again){error}",
+        "record": "  {record:<6} {name}: recorded (attempt {attempt}) → {result}",
+        "record_sleep": "sleep",
+        "record_event": "wait",
+        "record_join": "join",
+        "record_spawn": "spawn",
+        "record_now": "now",
+        "record_uuid": "uuid",
+        "record_patched": "patch",
         "outbox": "outbox: {n} message(s), {pending} delivering, {done} delivered",
         "message": "  #{id} {topic}: {state}{extra}",
     },
@@ -34,6 +42,14 @@ _WORDS = {
         "effect_open": "  副作用 {name} [键 {key}]：第 {attempt} 次尝试已开始，结果不确定{error}",
         "effect_refused": "  副作用 {name} [键 {key}]：第 {attempt} 次尝试被服务方拒绝"
         "（未发生任何事；下次尝试会再次调用）{error}",
+        "record": "  {record} {name}：已记录（第 {attempt} 次尝试）→ {result}",
+        "record_sleep": "休眠",
+        "record_event": "等待",
+        "record_join": "汇合",
+        "record_spawn": "子任务",
+        "record_now": "时间",
+        "record_uuid": "uuid",
+        "record_patched": "补丁",
         "outbox": "发件箱：{n} 条消息，{pending} 条发送中，{done} 条已送达",
         "message": "  #{id} {topic}：{state}{extra}",
     },
@@ -81,7 +97,17 @@ def gather(driver: Driver, tx: Tx, row: Row, lang: str) -> Facts:
         facts.details.append(words["steps"])
         for s in steps:
             key = s["effect_key"]
-            if not s["is_effect"]:
+            record = s.get("record") or "step"
+            if not s["is_effect"] and record != "step":  # a durable handler's sleep, wait...
+                facts.details.append(
+                    words["record"].format(
+                        record=words.get(f"record_{record}", record),
+                        name=s["name"],
+                        attempt=s["attempt"],
+                        result=_short(s["result"]),
+                    )
+                )
+            elif not s["is_effect"]:
                 facts.details.append(
                     words["step"].format(
                         name=s["name"], attempt=s["attempt"], result=_short(s["result"])
