@@ -558,3 +558,36 @@ def test_a_woken_task_not_yet_resumed_is_cancelled_as_suspended(app: jobtrail.Ap
     app.send_event("wk")
     assert app.get(task.id).last_reason == "event_received"
     assert app.cancel(task.id, by="ops").reason == "cancelled_while_suspended"
+
+
+def test_a_removed_sleep_is_named_as_the_divergence(app: jobtrail.App) -> None:
+    with_sleep = {"on": True}
+
+    @app.task("shrinking")
+    def shrinking(ctx: jobtrail.Context, p: Any) -> None:
+        ctx.step("a", lambda: 1)
+        if with_sleep["on"]:
+            ctx.sleep("nap", 0.1)
+        ctx.step("b", lambda: 2)
+        ctx.wait_for_event("never")
+
+    task = app.enqueue("shrinking")
+    burst(app)  # asleep
+    _resume(app, task.id, "waiting")  # ran step b, waits for the event
+    with_sleep["on"] = False
+    app.send_event("never")
+    dead = _resume(app, task.id, "dead")
+    assert dead.last_error is not None
+    assert "expected sleep 'nap', got step 'b'" in dead.last_error
+
+
+async def _async_parent(ctx: jobtrail.Context, p: Any) -> Any:
+    kids = [await ctx.aspawn(f"k{i}", "async_kid", i) for i in range(3)]
+    return await ctx.ajoin(kids)
+
+
+def test_async_handlers_spawn_and_join(app: jobtrail.App) -> None:
+    app.task("async_kid")(lambda ctx, p: p * 10)
+    app.task("async_parent")(_async_parent)
+    task = app.enqueue("async_parent")
+    assert _resume(app, task.id).result == [0, 10, 20]

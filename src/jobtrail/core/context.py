@@ -67,6 +67,10 @@ class Attempt:
     #: this run has made, and their names (unique within a task; ``core/durable.py``).
     calls: int = 0
     names: set[str] = field(default_factory=set)
+    #: The recorded calls of earlier runs by their order, and whether their order is checked
+    #: (the history holds a durable record); read once, at the run's first recorded call.
+    history: dict[int, dict[str, Any]] | None = None
+    guarded: bool = False
 
     @property
     def effect_confirmed(self) -> bool:

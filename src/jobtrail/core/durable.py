@@ -157,12 +157,19 @@ class Durable:
 
     # -- the call order and the determinism guard ----------------------------------------------
     def _by_order(self) -> dict[int, dict[str, Any]]:
-        steps = self._steps()
-        return {r["call_order"]: r for r in steps.values() if r.get("call_order") is not None}
+        """The calls recorded by earlier runs, by their order (read once per run, before this
+        run records anything)."""
+        attempt = self._attempt
+        if attempt.history is None:
+            rows = self._steps().values()
+            attempt.history = {r["call_order"]: r for r in rows if r.get("call_order") is not None}
+            attempt.guarded = any(record_of(r) in DURABLE_RECORDS for r in rows)
+        return attempt.history
 
     def _guarded(self) -> bool:
         """Whether this task's history holds a durable record (then its order is checked)."""
-        return any(record_of(r) in DURABLE_RECORDS for r in self._steps().values())
+        self._by_order()
+        return self._attempt.guarded
 
     def _call(self, record: str, name: str) -> int:
         """Take the next call number for ``record`` ``name``: ``InvalidCall`` when the name was

@@ -122,6 +122,7 @@ def write_suspension(
                 {"key": suspend.key},
             )
     else:
+        joined = set(suspend.ids or [])
         children = {c["id"]: c for c in driver.durable_children(tx, id=task_id)}
         if all(children[i]["state"] in TERMINAL for i in suspend.ids or [] if i in children):
             _wake(
@@ -130,8 +131,8 @@ def write_suspension(
                 task_id,
                 moved["queue"],
                 Reason.CHILDREN_FINISHED,
-                actor,
-                {"children": [str(i) for i in suspend.ids or []]},
+                "system",  # the rule's move, as when the last child ends after this commit
+                {"children": {str(i): c["state"] for i, c in children.items() if i in joined}},
             )
     return decision
 
