@@ -167,7 +167,12 @@ class Enqueue(Part):
 
 
 #: What every task just created holds in the fields its insert did not set (``_task_from_new``)
-_NEW_TASK_FIELDS: dict[str, Any] = {**NEW_TASK_DEFAULTS, "dismissed": False, "created": True}
+_NEW_TASK_FIELDS: dict[str, Any] = {
+    **NEW_TASK_DEFAULTS,
+    "dismissed": False,
+    "created": True,
+    "waiting_for": None,
+}
 
 
 @contextmanager

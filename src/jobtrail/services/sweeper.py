@@ -1,5 +1,6 @@
 """The sweeper: moves tasks whose holder stopped renewing (edges 7, 8 and 18), and tends replay
-runs (``replayer.tend``): stops those whose driver stopped beating, steps the detached ones.
+runs (``replayer.tend``): stops those whose driver stopped beating, steps the detached ones;
+and wakes durable handlers whose wait passed its deadline (``wait_timed_out``).
 
 It runs inside every worker and as ``jobtrail sweep``. Like every other actor it only moves a
 task by a conditional update: the lease must still be expired and held by the same owner and
@@ -15,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 from ..core import replays, transition
 from ..core.decide import decide_expired
+from ..core.suspension import time_out_waits
 from ..model.kinds import KindSpec
 from ..model.machine import TERMINAL, State
 from ..store.base import Driver
@@ -77,5 +79,8 @@ def sweep(
         if len(rows) < batch:
             break
     moved.update(sweep_receipts(driver, kinds or {}, batch=batch, ended=ended))
+    timed_out = time_out_waits(driver, batch=batch)  # durable handlers' wait deadlines
+    if timed_out:
+        moved["wait_timed_out"] += timed_out
     tend(driver, stale=replay_stale)  # its own counts are logged; this returns tasks moved
     return dict(moved)

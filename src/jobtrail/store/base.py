@@ -16,6 +16,7 @@ from typing import Any
 from ..model.errors import StoreUnavailable
 from ..model.machine import HELD, TERMINAL, State
 from . import flow, queries
+from .durable import DurableStatements
 from .outage import OutageNotice
 from .reads import Reads
 from .search import Search
@@ -86,7 +87,7 @@ def check_pooler(pooler: str | None) -> str | None:
     )
 
 
-class Driver(Statements, Reads, Search, abc.ABC):
+class Driver(Statements, DurableStatements, Reads, Search, abc.ABC):
     """A backend. Generic operations live here; each dialect supplies SQL and connections."""
 
     dialect: str

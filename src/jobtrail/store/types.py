@@ -28,6 +28,7 @@ NameList = str | list[str]
 TIME_COLUMNS = frozenset(
     {
         "run_at",
+        "wait_until",
         "lease_expires_at",
         "receipt_deadline",
         "budget_started_at",
@@ -56,6 +57,7 @@ TIME_COLUMNS = frozenset(
         "batch_at",
         "started_at",
         "last_seen_at",
+        "superseded_at",
     }
 )
 
