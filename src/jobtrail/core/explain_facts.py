@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from ..model.machine import State
 from ..store.base import Driver, Row, Tx
-from . import workflow
+from . import explain_controls, workflow
 
 _WORDS = {
     "en": {
@@ -63,6 +63,7 @@ def gather(driver: Driver, tx: Tx, row: Row, lang: str) -> Facts:
             facts.why.append(
                 words["waits"].format(id=before["id"], kind=before["kind"], state=before["state"])
             )
+    facts.why.extend(explain_controls.lines(driver, tx, row, lang))
     children = driver.children_list(tx, id=row["id"])
     if children:
         line = words["children"].format(summary=workflow.summary(children))

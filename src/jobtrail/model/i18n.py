@@ -573,6 +573,16 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "the database is kept at {path}: try `jobtrail list --db {url}`",
         "zh": "数据库保留在 {path}：试试 `jobtrail list --db {url}`",
     },
+    # -- explain: the controls of enqueue (debounce, expiry) ---------------------------------
+    "explain.debounced": {
+        "en": "debounced {n} times; runs at {at}",
+        "zh": "已防抖合并了 {n} 次；于 {at} 运行",
+    },
+    "explain.debounced_latest": {
+        "en": "debounced {n} times; runs at {at} (at the latest {latest})",
+        "zh": "已防抖合并了 {n} 次；于 {at} 运行（最晚 {latest}）",
+    },
+    "explain.expires": {"en": "expires at {at}", "zh": "于 {at} 过期"},
 }
 
 _FIELD = re.compile(r"\{(\w*)[^{}]*\}")

@@ -44,6 +44,10 @@ class Task:
     #: The handler's return value (decoded JSON), stored with its success; ``None``
     #: when the handler returned nothing or the task has not succeeded
     result: Any = None
+    #: This enqueue folded into the open task of its ``debounce_key`` (``created`` False)
+    debounced: bool = False
+    #: ``expires_in``/``expires_at``: still queued then, it is cancelled (``expired``)
+    expires_at: datetime | None = None
 
     @property
     def terminal(self) -> bool:
@@ -208,5 +212,7 @@ def task_from_row(
             "created": created,
             "steps": steps or {},
             "result": row.get("result"),
+            "debounced": row.get("debounced", False),
+            "expires_at": row.get("expires_at"),
         }
     )
