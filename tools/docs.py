@@ -70,9 +70,14 @@ def state_diagram() -> str:
     for edge in EDGES:
         codes = " / ".join(_reasons(edge.reasons))
         if edge.annotation:
+            where = (
+                "any state"
+                if edge.sources == ANY_STATE
+                else " / ".join(str(s) for s in _states(edge.sources)) + " tasks"
+            )
             notes.append(
                 f"    note left of {State.QUEUED} : {codes} (edge {edge.number}) annotate the "
-                "timeline of any state without changing it"
+                f"timeline of {where} without changing it"
             )
             continue
         if _is_free(edge):
@@ -104,6 +109,8 @@ def _state_cell(edge: Edge) -> str:
         return " / ".join(f"`{s}`" for s in _states(states))
 
     if edge.annotation:
+        if edge.sources != ANY_STATE:
+            return " / ".join(f"`{s}` → `{s}`" for s in _states(edge.sources)) + " (no change)"
         return "X → X (no change)"
     source = "∅" if edge.creates else "any" if edge.sources == ANY_STATE else None
     target = "any" if edge.targets == ANY_STATE else names(edge.targets)

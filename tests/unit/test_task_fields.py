@@ -41,6 +41,8 @@ FIELDS = {
     "created": True,
     "steps": {"s": 1},
     "result": {"r": [1, "x"]},
+    "debounced": False,
+    "expires_at": None,
 }
 
 
