@@ -24,7 +24,8 @@ SCRIPT = textwrap.dedent("""
     import json, sys, time
     import jobtrail
 
-    url, mode, start, end, count = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+    url, mode = sys.argv[1], sys.argv[2]
+    start, end, count = float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
     app = jobtrail.App(url)
     app.task("k")(lambda ctx, p: None)
     got = []

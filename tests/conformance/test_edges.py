@@ -69,6 +69,8 @@ SPEC_EDGES = [
     ("21", "dead", "waiting", "replayed", "operator"),
     ("22", "*", "*", "manual_fix", "operator"),
     ("23", "*", "*", "correction cancel_refused_submitted receipt_requeried dismissed", "any"),
+    ("23d", "queued", "queued", "debounced", "caller"),
+    ("13e", "queued", "cancelled", "expired", "sweeper"),
 ]
 
 #: Edges not driven yet (none: every edge has a driver below).
@@ -650,6 +652,26 @@ def edge_23_receipts(store, app: jobtrail.App) -> None:
     assert_row(rows[-1], "awaiting_receipt", "dead", "receipt_timeout", "sweeper")
 
 
+def edge_23d(store, app: jobtrail.App) -> None:
+    app.task("k")(lambda ctx, p: None)
+    task = app.enqueue("k", {"n": 1}, debounce_key="d", debounce=3600)
+    again = app.enqueue("k", {"n": 2}, debounce_key="d", debounce=3600)
+    assert (again.id, again.created, again.debounced) == (task.id, False, True)
+    t = last(app, task.id)
+    assert_row(t, "queued", "queued", "debounced", "caller")
+    assert app.get(task.id).state == "queued"
+
+
+def edge_13e(store, app: jobtrail.App) -> None:
+    app.task("k")(lambda ctx, p: pytest.fail("an expired task ran"))
+    task = app.enqueue("k", expires_in=0.05)
+    wait_for(lambda: app.db_now() > task.expires_at, what="the expiry")  # type: ignore[operator]
+    run(app)
+    t = last(app, task.id)
+    assert_row(t, "queued", "cancelled", "expired", "sweeper")
+    assert reasons(app, task.id) == ["enqueued", "expired"]
+
+
 DRIVERS: dict[str, list[Callable[..., None]]] = {
     "1": [edge_1],
     "3": [edge_3, edge_3_lease],
@@ -676,6 +698,8 @@ DRIVERS: dict[str, list[Callable[..., None]]] = {
     "18f": [edge_17_and_18f],
     "20": [edge_20],
     "21": [edge_21],
+    "23d": [edge_23d],
+    "13e": [edge_13e],
 }
 
 CASES = [
