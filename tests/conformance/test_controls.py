@@ -230,3 +230,20 @@ def test_a_chain_passes_each_result_on(app: jobtrail.App) -> None:
     done = app.get(parent.id)
     assert done.state == "succeeded"
     assert done.result == [1, 11, 111]
+
+
+def test_the_dashboard_task_page_shows_debounce_and_expiry(kapp: jobtrail.App) -> None:
+    import html
+
+    from fastapi.testclient import TestClient
+
+    from jobtrail.web.server import create_app
+
+    first = kapp.enqueue("k", 1, debounce_key="d", debounce=60, debounce_max=600, expires_in=900)
+    kapp.enqueue("k", 2, debounce_key="d", debounce=60, debounce_max=600, expires_in=900)
+    with TestClient(create_app(kapp, tokens="rd:read")) as web:
+        for lang, words in (("en", ("debounced once", "expires at")), ("zh", ("防抖", "过期"))):
+            page = web.get(f"/tasks/{first.id}?lang={lang}", headers={"Authorization": "Bearer rd"})
+            assert page.status_code == 200
+            body = html.unescape(page.text)
+            assert all(w in body for w in words), (lang, words)

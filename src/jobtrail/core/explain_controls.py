@@ -16,15 +16,20 @@ def lines(driver: Driver, tx: Tx, row: Row, lang: str) -> list[str]:
     out: list[str] = []
     if row.get("debounce_key") is not None:
         n = driver.task_debounce_count(tx, row["id"])
+        times = i18n.t("explain.once", lang) if n == 1 else i18n.t("explain.times", lang, n=n)
         latest = row.get("debounce_until")
         if latest is not None:
             out.append(
                 i18n.t(
-                    "explain.debounced_latest", lang, n=n, at=iso(row["run_at"]), latest=iso(latest)
+                    "explain.debounced_latest",
+                    lang,
+                    times=times,
+                    at=iso(row["run_at"]),
+                    latest=iso(latest),
                 )
             )
         else:
-            out.append(i18n.t("explain.debounced", lang, n=n, at=iso(row["run_at"])))
+            out.append(i18n.t("explain.debounced", lang, times=times, at=iso(row["run_at"])))
     if row.get("expires_at") is not None:
         out.append(i18n.t("explain.expires", lang, at=iso(row["expires_at"])))
     return out

@@ -575,13 +575,15 @@ MESSAGES: dict[str, dict[str, str]] = {
     },
     # -- explain: the controls of enqueue (debounce, expiry) ---------------------------------
     "explain.debounced": {
-        "en": "debounced {n} times; runs at {at}",
-        "zh": "已防抖合并了 {n} 次；于 {at} 运行",
+        "en": "debounced {times}; runs at {at}",
+        "zh": "已防抖合并了 {times}；于 {at} 运行",
     },
     "explain.debounced_latest": {
-        "en": "debounced {n} times; runs at {at} (at the latest {latest})",
-        "zh": "已防抖合并了 {n} 次；于 {at} 运行（最晚 {latest}）",
+        "en": "debounced {times}; runs at {at} (at the latest {latest})",
+        "zh": "已防抖合并了 {times}；于 {at} 运行（最晚 {latest}）",
     },
+    "explain.times": {"en": "{n} times", "zh": "{n} 次"},
+    "explain.once": {"en": "once", "zh": "1 次"},
     "explain.expires": {"en": "expires at {at}", "zh": "于 {at} 过期"},
 }
 
