@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ PROCESSES = 6
 #: One enqueuer: waits for the start time, then enqueues until the end time (or COUNT
 #: times), printing the ids it got back as JSON.
 SCRIPT = textwrap.dedent("""
-    import json, sys, time
+    import json, os, sys, time
     import jobtrail
 
     url, mode = sys.argv[1], sys.argv[2]
@@ -38,14 +39,24 @@ SCRIPT = textwrap.dedent("""
             t = app.enqueue("k", {}, idempotency_key="K", unique_for=0.25)
         elif mode == "active":
             t = app.enqueue("k", {}, idempotency_key="A", unique_while="active")
+        elif mode == "debounce-claimed":
+            t = app.enqueue("k", {"pid": os.getpid(), "n": n}, debounce_key="C", debounce=0)
+            time.sleep(0.005)  # a claim may come between two enqueues
         else:
             t = app.enqueue("k", {"n": n}, debounce_key="D", debounce=60)
-        got.append([t.id, t.created, t.debounced])
+        got.append([t.id, t.created, t.debounced, t.payload])
     print(json.dumps(got))
 """)
 
 
-def _race(store: Any, tmp_path: Path, mode: str, seconds: float, count: int) -> list[list[Any]]:
+def _race(
+    store: Any,
+    tmp_path: Path,
+    mode: str,
+    seconds: float,
+    count: int,
+    meanwhile: Callable[[], None] | None = None,
+) -> list[list[Any]]:
     script = tmp_path / "enqueuer.py"
     script.write_text(SCRIPT)
     env = {**os.environ, "PYTHONPATH": str(SRC), **store.env()}
@@ -68,6 +79,9 @@ def _race(store: Any, tmp_path: Path, mode: str, seconds: float, count: int) -> 
         )
         for _ in range(PROCESSES)
     ]
+    if meanwhile is not None:
+        while any(p.poll() is None for p in procs):
+            meanwhile()
     results: list[list[Any]] = []
     for p in procs:
         out, err = p.communicate(timeout=120)
@@ -112,3 +126,35 @@ def test_one_open_debounced_task_across_processes(store: Any, tmp_path: Path) ->
     assert sum(1 for g in got if g[2]) == PROCESSES * 20 - 1
     log = app.transitions(tasks[0].id)
     assert sum(1 for t in log if t.reason == Reason.DEBOUNCED) == PROCESSES * 20 - 1
+
+
+def test_no_debounced_enqueue_is_lost_while_workers_claim(store: Any, tmp_path: Path) -> None:
+    """Enqueues fold into the open task while a worker claims at the same time (debounce 0:
+    due at once): each enqueue's payload is either run, or replaced by a later enqueue into
+    the same task (its hash in a debounced annotation); none is run twice, none lost."""
+    from jobtrail.core import payloads
+
+    from .support import run
+
+    app = store.app()
+    handled: list[Any] = []
+    app.task("k")(lambda ctx, p: handled.append(p))
+    got = _race(
+        store, tmp_path, "debounce-claimed", seconds=0, count=60, meanwhile=lambda: run(app)
+    )
+    run(app)
+    keyed = [json.dumps(p, sort_keys=True) for p in handled]
+    assert len(keyed) == len(set(keyed)), "a payload ran twice"
+    assert not app.list(state="queued")
+    tasks = {t.id for t in app.list(limit=10_000)}
+    assert {g[0] for g in got} <= tasks
+    assert len(tasks) >= 2  # claims happened between enqueues: new tasks were made
+    replaced: set[str] = set()
+    for task_id in tasks:
+        replaced |= {
+            t.data["replaced"] for t in app.transitions(task_id) if t.reason == Reason.DEBOUNCED
+        }
+    for _, _, _, payload in got:
+        ran = json.dumps(payload, sort_keys=True) in keyed
+        folded = payloads.encode(payload, 1 << 20)[1] in replaced
+        assert ran != folded, (payload, ran, folded)  # exactly one of the two
