@@ -23,15 +23,21 @@ PROCESSES = 6
 #: times), printing the ids it got back as JSON.
 SCRIPT = textwrap.dedent("""
     import json, os, sys, time
+    from pathlib import Path
     import jobtrail
 
-    url, mode = sys.argv[1], sys.argv[2]
-    start, end, count = float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+    url, mode, folder, count = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
     app = jobtrail.App(url)
     app.task("k")(lambda ctx, p: None)
-    got = []
+    app.list(limit=1)  # connected
+    (folder / f"ready-{os.getpid()}").touch()
+    go = folder / "go"
+    while not go.exists():
+        time.sleep(0.001)
+    start, end = map(float, go.read_text().split())
     while time.time() < start:
         time.sleep(0.001)
+    got = []
     n = 0
     while (time.time() < end) if count == 0 else (n < count):
         n += 1
@@ -41,7 +47,7 @@ SCRIPT = textwrap.dedent("""
             t = app.enqueue("k", {}, idempotency_key="A", unique_while="active")
         elif mode == "debounce-claimed":
             t = app.enqueue("k", {"pid": os.getpid(), "n": n}, debounce_key="C", debounce=0)
-            time.sleep(0.005)  # a claim may come between two enqueues
+            time.sleep(0.01)  # a claim may come between two enqueues
         else:
             t = app.enqueue("k", {"n": n}, debounce_key="D", debounce=60)
         got.append([t.id, t.created, t.debounced, t.payload])
@@ -59,19 +65,12 @@ def _race(
 ) -> list[list[Any]]:
     script = tmp_path / "enqueuer.py"
     script.write_text(SCRIPT)
+    folder = tmp_path / "race"
+    folder.mkdir()
     env = {**os.environ, "PYTHONPATH": str(SRC), **store.env()}
-    start = time.time() + 2.0  # every process imported and connected by then
     procs = [
         subprocess.Popen(
-            [
-                sys.executable,
-                str(script),
-                store.url,
-                mode,
-                str(start),
-                str(start + seconds),
-                str(count),
-            ],
+            [sys.executable, str(script), store.url, mode, str(folder), str(count)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -79,6 +78,14 @@ def _race(
         )
         for _ in range(PROCESSES)
     ]
+    deadline = time.monotonic() + 60
+    while len(list(folder.glob("ready-*"))) < PROCESSES:  # all connected: start together
+        assert time.monotonic() < deadline, "the enqueuers did not start"
+        assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+        time.sleep(0.01)
+    start = time.time() + 0.2
+    (folder / "go.tmp").write_text(f"{start} {start + seconds}")
+    (folder / "go.tmp").rename(folder / "go")
     if meanwhile is not None:
         while any(p.poll() is None for p in procs):
             meanwhile()
@@ -140,7 +147,7 @@ def test_no_debounced_enqueue_is_lost_while_workers_claim(store: Any, tmp_path: 
     handled: list[Any] = []
     app.task("k")(lambda ctx, p: handled.append(p))
     got = _race(
-        store, tmp_path, "debounce-claimed", seconds=0, count=60, meanwhile=lambda: run(app)
+        store, tmp_path, "debounce-claimed", seconds=2.0, count=0, meanwhile=lambda: run(app)
     )
     run(app)
     keyed = [json.dumps(p, sort_keys=True) for p in handled]

@@ -7,6 +7,7 @@ one task per window. Plain enqueues never come here."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from ..model.machine import State
@@ -16,8 +17,10 @@ if TYPE_CHECKING:
     from .base import Driver
 
 #: How often an insert is tried again after the row it met went away meanwhile (a claim took
-#: the debounced task, a window closed): each try is one more decision by the database.
-TRIES = 20
+#: the debounced task, a window closed, the open task was locked by a claim in progress): each
+#: try is one more decision by the database, after a pause that grows to ``PAUSE_MAX``.
+TRIES = 50
+PAUSE_MAX = 0.02
 
 
 def params(driver: Driver, new: NewTask) -> dict[str, Any]:
@@ -58,7 +61,9 @@ def insert(driver: Driver, tx: Tx, new: NewTask) -> tuple[Row, bool]:
     c = new.controls
     assert c is not None
     values = params(driver, new)
-    for _ in range(TRIES):
+    for attempt in range(TRIES):
+        if attempt >= 2:  # contention: let the transaction in the way finish
+            time.sleep(min(PAUSE_MAX, 0.0005 * 2**attempt))
         if c.debounce_key is not None:
             task_id = _debounce(driver, tx, values)
             if task_id is not None:

@@ -37,13 +37,17 @@ SELECT id FROM ins;
 -- name: task_debounce
 -- The open task of (tenant, kind, debounce key), if any, takes this enqueue's payload and is
 -- due debounce seconds from now (never past its debounce_until), with a debounced annotation
--- whose data is the replaced payload's hash. The row is locked first: a claim that took it
--- meanwhile cleared its key, so the lock's re-read finds nothing and a new task is made.
+-- whose data is the replaced payload's hash (read under the row's lock: the payload this
+-- update replaces). A row locked by someone else (a claim taking it, another enqueue folding
+-- into it) is skipped, not waited for: the caller's insert then waits for that transaction in
+-- the unique index and decides again (controls.py). Waiting here instead would keep the lock
+-- of a row that a claim meanwhile took (a lock outlives a failed re-check) while the insert
+-- waits for others: three enqueues could deadlock.
 WITH old AS (
     SELECT id, payload_hash FROM jobtrail_tasks
     WHERE tenant = %(tenant)s AND kind = %(kind)s AND debounce_key = %(debounce_key)s::text
       AND state = 'queued'
-    FOR UPDATE
+    FOR UPDATE SKIP LOCKED
 ), upd AS (
     UPDATE jobtrail_tasks t
     SET payload = %(payload)s::jsonb,
