@@ -247,3 +247,25 @@ def test_the_dashboard_task_page_shows_debounce_and_expiry(kapp: jobtrail.App) -
             assert page.status_code == 200
             body = html.unescape(page.text)
             assert all(w in body for w in words), (lang, words)
+
+
+def test_enqueue_many_takes_the_controls(kapp: jobtrail.App) -> None:
+    tasks = kapp.enqueue_many(
+        [
+            {"kind": "k", "payload": 1, "debounce_key": "d", "debounce": 60},
+            {"kind": "k", "payload": 2, "debounce_key": "d", "debounce": 60},
+            {"kind": "k", "payload": 3, "expires_in": 60},
+        ]
+    )
+    assert tasks[1].id == tasks[0].id and tasks[1].debounced and tasks[0].created
+    assert tasks[2].expires_at is not None
+    assert kapp.get(tasks[0].id).payload == 2 and len(kapp.list()) == 2
+
+
+def test_a_changed_payload_conflicts_only_within_the_window(kapp: jobtrail.App) -> None:
+    first = kapp.enqueue("k", {"n": 1}, idempotency_key="K", unique_for=0.3)
+    with pytest.raises(jobtrail.IdempotencyConflict):
+        kapp.enqueue("k", {"n": 2}, idempotency_key="K", unique_for=0.3)
+    time.sleep(0.4)
+    later = kapp.enqueue("k", {"n": 2}, idempotency_key="K", unique_for=0.3)
+    assert later.created and later.id != first.id and later.payload == {"n": 2}
