@@ -18,6 +18,7 @@ from ..model.machine import HELD, TERMINAL, State
 from . import controls, flow, queries
 from .outage import OutageNotice
 from .reads import Reads
+from .search import Search
 from .statements import Statements
 from .types import (
     NEW_TASK_DEFAULTS,
@@ -85,7 +86,7 @@ def check_pooler(pooler: str | None) -> str | None:
     )
 
 
-class Driver(Statements, Reads, abc.ABC):
+class Driver(Statements, Reads, Search, abc.ABC):
     """A backend. Generic operations live here; each dialect supplies SQL and connections."""
 
     dialect: str
