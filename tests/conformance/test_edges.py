@@ -76,6 +76,8 @@ SPEC_EDGES = [
     ("30", "cancel_requested", "cancelled", "cancelled_after_effects", "worker"),
     ("22", "*", "*", "manual_fix", "operator"),
     ("23", "*", "*", "correction cancel_refused_submitted receipt_requeried dismissed", "any"),
+    ("23d", "queued", "queued", "debounced", "caller"),
+    ("13e", "queued", "cancelled", "expired", "sweeper"),
 ]
 
 #: Edges not driven yet (none: every edge has a driver below).
@@ -746,6 +748,26 @@ def edge_30(store, app: jobtrail.App) -> None:
     )
 
 
+def edge_23d(store, app: jobtrail.App) -> None:
+    app.task("k")(lambda ctx, p: None)
+    task = app.enqueue("k", {"n": 1}, debounce_key="d", debounce=3600)
+    again = app.enqueue("k", {"n": 2}, debounce_key="d", debounce=3600)
+    assert (again.id, again.created, again.debounced) == (task.id, False, True)
+    t = last(app, task.id)
+    assert_row(t, "queued", "queued", "debounced", "caller")
+    assert app.get(task.id).state == "queued"
+
+
+def edge_13e(store, app: jobtrail.App) -> None:
+    app.task("k")(lambda ctx, p: pytest.fail("an expired task ran"))
+    task = app.enqueue("k", expires_in=0.05)
+    wait_for(lambda: app.db_now() > task.expires_at, what="the expiry")  # type: ignore[operator]
+    run(app)
+    t = last(app, task.id)
+    assert_row(t, "queued", "cancelled", "expired", "sweeper")
+    assert reasons(app, task.id) == ["enqueued", "expired"]
+
+
 DRIVERS: dict[str, list[Callable[..., None]]] = {
     "1": [edge_1],
     "3": [edge_3, edge_3_lease],
@@ -779,6 +801,8 @@ DRIVERS: dict[str, list[Callable[..., None]]] = {
     "28": [edge_28],
     "29": [edge_29],
     "30": [edge_30],
+    "23d": [edge_23d],
+    "13e": [edge_13e],
 }
 
 CASES = [

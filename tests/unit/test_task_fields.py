@@ -42,6 +42,8 @@ FIELDS = {
     "steps": {"s": 1},
     "result": {"r": [1, "x"]},
     "waiting_for": {"kind": "sleep", "name": "cool_off", "until": NOW},
+    "debounced": False,
+    "expires_at": None,
 }
 
 

@@ -132,6 +132,7 @@ class Context(Durable):
         self._attempt = attempt
         self._driver = driver
         self._new_task = new_task
+        self._previous: Any = _UNKNOWN
 
     @property
     def task(self) -> Task:
@@ -156,6 +157,19 @@ class Context(Durable):
         """The kind's settings this attempt runs under (what the worker decides its outcome
         by: ``core.decide``)."""
         return self._attempt.spec
+
+    @property
+    def previous_result(self) -> Any:
+        """In a sequential workflow (``enqueue_workflow(..., sequential=True)``): the result of
+        the child before this one (None for the first child, and outside a chain). Read from
+        the store when first asked."""
+        if self._previous is _UNKNOWN:
+            with self._driver.transaction(write=False) as tx:
+                row = self._driver.task_get(tx, self._attempt.task_id)
+                after = None if row is None else row.get("after_id")
+                before = None if after is None else self._driver.task_get(tx, after)
+            self._previous = None if before is None else before.get("result")
+        return self._previous
 
     @property
     def cancel_requested(self) -> bool:

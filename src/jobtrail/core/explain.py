@@ -62,6 +62,9 @@ SENTENCES: dict[str, dict[str, str]] = {
         ),
         Reason.RECEIPT_REQUERIED: "asked the provider again about the receipt",
         Reason.DISMISSED: "closed without a replay: it stays dead and needs no action",
+        Reason.DEBOUNCED: "another enqueue with its debounce key replaced the payload and "
+        "moved the run time",
+        Reason.EXPIRED: "expired while queued: cancelled, never run",
         Reason.WINDOW_SKIPPED_CATCH_UP_BOUND: "cron window skipped: beyond the catch-up bound",
         Reason.WINDOW_SKIPPED_PAUSED: "cron window skipped: its queue was paused",
         Reason.SLEEPING: "the handler sleeps; it resumes at the wake time without holding a worker",
@@ -105,6 +108,8 @@ SENTENCES: dict[str, dict[str, str]] = {
         Reason.CANCEL_REFUSED_SUBMITTED: "已提交，拒绝取消，等待回执",
         Reason.RECEIPT_REQUERIED: "向外部平台重新查询回执",
         Reason.DISMISSED: "已搁置：保持 dead，无需处理",
+        Reason.DEBOUNCED: "同一防抖键的新入队替换了载荷并推迟了运行时间",
+        Reason.EXPIRED: "排队期间已过期：已取消，从未运行",
         Reason.WINDOW_SKIPPED_CATCH_UP_BOUND: "定时窗口被跳过：超出补跑上限",
         Reason.WINDOW_SKIPPED_PAUSED: "定时窗口被跳过：队列已暂停",
         Reason.SLEEPING: "处理函数休眠，到点后恢复，期间不占用工作器",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from ..model.machine import Reason, State
 from ..model.models import task_from_row
 from ..store.base import Driver, Row, Tx
-from . import explain_durable, workflow
+from . import explain_controls, explain_durable, workflow
 
 _WORDS = {
     "en": {
@@ -80,6 +80,7 @@ def gather(driver: Driver, tx: Tx, row: Row, lang: str) -> Facts:
             facts.why.append(
                 words["waits"].format(id=before["id"], kind=before["kind"], state=before["state"])
             )
+    facts.why.extend(explain_controls.lines(driver, tx, row, lang))
     children = driver.children_list(tx, id=row["id"])
     task = task_from_row(row)
     joined = explain_durable.children_line(task, children, lang)  # a handler's ctx.join

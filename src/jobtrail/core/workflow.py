@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from ..model.machine import TERMINAL, Reason, State
-from ..store.base import Driver, Move, Row, Tx
+from ..store.base import Driver, Move, Row, Tx, dumps
 
 #: ``run_at`` of a sequential child whose previous sibling has not succeeded yet.
 NOT_YET = datetime(9999, 12, 31, tzinfo=UTC)
@@ -49,6 +49,10 @@ def after_child_moved(
     target, reason = aggregate([State(c["state"]) for c in children])
     if reason is None:
         return
+    # a chain (sequential: each child after the one before) succeeds with its children's
+    # results, in order
+    chained = target is State.SUCCEEDED and any(c.get("after_id") for c in children)
+    results = dumps(driver.children_results(tx, parent_id)) if chained else None
     apply(
         driver,
         tx,
@@ -59,6 +63,8 @@ def after_child_moved(
             reason=reason,
             actor="system",
             data={"children": {str(c["id"]): c["state"] for c in children}},
+            set_result=chained,
+            result=results,
         ),
     )
 

@@ -567,6 +567,18 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "the database is kept at {path}: try `jobtrail list --db {url}`",
         "zh": "数据库保留在 {path}：试试 `jobtrail list --db {url}`",
     },
+    # -- explain: the controls of enqueue (debounce, expiry) ---------------------------------
+    "explain.debounced": {
+        "en": "debounced {times}; runs at {at}",
+        "zh": "已防抖合并了 {times}；于 {at} 运行",
+    },
+    "explain.debounced_latest": {
+        "en": "debounced {times}; runs at {at} (at the latest {latest})",
+        "zh": "已防抖合并了 {times}；于 {at} 运行（最晚 {latest}）",
+    },
+    "explain.times": {"en": "{n} times", "zh": "{n} 次"},
+    "explain.once": {"en": "once", "zh": "1 次"},
+    "explain.expires": {"en": "expires at {at}", "zh": "于 {at} 过期"},
 }
 
 _FIELD = re.compile(r"\{(\w*)[^{}]*\}")

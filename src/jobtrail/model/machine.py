@@ -75,6 +75,8 @@ class Reason(enum.StrEnum):
     WAIT_TIMED_OUT = "wait_timed_out"
     CANCELLED_WHILE_SUSPENDED = "cancelled_while_suspended"
     CANCELLED_AFTER_EFFECTS = "cancelled_after_effects"
+    DEBOUNCED = "debounced"
+    EXPIRED = "expired"
     # Cron windows that were deliberately not run (recorded on the window, not on a task).
     WINDOW_SKIPPED_CATCH_UP_BOUND = "window_skipped_catch_up_bound"
     WINDOW_SKIPPED_PAUSED = "window_skipped_paused"
@@ -140,7 +142,7 @@ class Edge:
     @property
     def annotation(self) -> bool:
         """X → X: a note on the timeline that does not change the state."""
-        return self.number == "23"
+        return self.number in ANNOTATION_EDGES
 
     @property
     def creates(self) -> bool:
@@ -173,6 +175,9 @@ def _e(
         number, frozenset(states(sources)), frozenset(tos), frozenset(codes), actor, guard, pairs
     )
 
+
+#: The edges that annotate (X → X): the general one and debounce's.
+ANNOTATION_EDGES = frozenset({"23", "23d"})
 
 Q, L, AR, CR, W = "queued", "leased", "awaiting_receipt", "cancel_requested", "waiting"
 S, C, D = "succeeded", "cancelled", "dead"
@@ -374,6 +379,23 @@ EDGES: tuple[Edge, ...] = (
         Actor.ANY,
         "annotation: the state does not change",
     ),
+    _e(
+        "23d",
+        Q,
+        Q,
+        "debounced",
+        Actor.CALLER,
+        "annotation: an enqueue with the debounce key of this queued, unclaimed task replaced "
+        "its payload and moved its run time (never past the first enqueue + debounce_max)",
+    ),
+    _e(
+        "13e",
+        Q,
+        C,
+        "expired",
+        Actor.SWEEPER,
+        "expires_at passed while queued: never claimed (the claim skips it), cancelled",
+    ),
 )
 
 #: Which pairs each reason may join, for the pure lookups below.
@@ -398,6 +420,7 @@ def is_allowed(source: State | None, target: State, reason: Reason) -> bool:
 #: Reason codes that annotate the timeline without moving the state.
 ANNOTATIONS = frozenset(
     {Reason.CORRECTION, Reason.CANCEL_REFUSED_SUBMITTED, Reason.RECEIPT_REQUERIED, Reason.DISMISSED}
+    | {Reason.DEBOUNCED}
 )
 #: Reason codes that are not transitions of a task (they are recorded on cron windows).
 WINDOW_REASONS = frozenset({Reason.WINDOW_SKIPPED_CATCH_UP_BOUND, Reason.WINDOW_SKIPPED_PAUSED})

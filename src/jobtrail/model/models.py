@@ -49,6 +49,10 @@ class Task:
     #: "deadline": ... or None}`` or ``{"kind": "children", "ids": [...], "deadline": ...}``
     #: (times as datetimes; ``to_dict`` writes them in ISO 8601)
     waiting_for: dict[str, Any] | None = None
+    #: This enqueue folded into the open task of its ``debounce_key`` (``created`` False)
+    debounced: bool = False
+    #: ``expires_in``/``expires_at``: still queued then, it is cancelled (``expired``)
+    expires_at: datetime | None = None
 
     @property
     def terminal(self) -> bool:
@@ -216,6 +220,8 @@ def task_from_row(
             "steps": steps or {},
             "result": row.get("result"),
             "waiting_for": waiting_for(row),
+            "debounced": row.get("debounced", False),
+            "expires_at": row.get("expires_at"),
         }
     )
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
+from ..model.controls import Controls
 from ..model.machine import State
 
 Row = dict[str, Any]
@@ -58,6 +59,9 @@ TIME_COLUMNS = frozenset(
         "started_at",
         "last_seen_at",
         "superseded_at",
+        "debounce_until",
+        "unique_until",
+        "expires_at",
     }
 )
 
@@ -92,6 +96,8 @@ class NewTask:
     state: State = State.QUEUED
     actor: str = "caller"
     data: dict[str, Any] = field(default_factory=dict)
+    #: debounce, uniqueness window, expiry (model/controls.py); None for a plain task
+    controls: Controls | None = None
 
     def with_payload(self, payload_json: str, payload_hash: str) -> NewTask:
         """This task with another payload (its JSON text and hash): a bulk enqueue builds its

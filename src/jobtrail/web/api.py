@@ -119,6 +119,13 @@ def enqueue(
         priority=body.priority,
         delay=body.delay,
         run_at=body.run_at,
+        debounce_key=body.debounce_key,
+        debounce=body.debounce,
+        debounce_max=body.debounce_max,
+        unique_for=body.unique_for,
+        unique_while=body.unique_while,
+        expires_in=body.expires_in,
+        expires_at=body.expires_at,
     )
     response.status_code = 201 if task.created else 200
     response.headers["Location"] = f"/api/tasks/{task.id}"

@@ -62,6 +62,28 @@ class EnqueueBody(Strict):
     )
     run_at: Time | None = Field(default=None, description="ISO 8601 with a time zone")
     tenant: StrictStr | None = Field(default=None, max_length=255)
+    # the controls (model/controls.py checks their values, as for every caller)
+    debounce_key: StrictStr | None = Field(
+        default=None, description="fold enqueues into the queued task of this key"
+    )
+    debounce: StrictFloat | None = Field(
+        default=None, allow_inf_nan=False, description="seconds to wait for another enqueue"
+    )
+    debounce_max: StrictFloat | None = Field(
+        default=None, allow_inf_nan=False, description="seconds: the latest the task is put off"
+    )
+    unique_for: StrictFloat | None = Field(
+        default=None, allow_inf_nan=False, description="seconds the Idempotency-Key stays unique"
+    )
+    unique_while: StrictStr | None = Field(
+        default=None, description="'active': the Idempotency-Key is unique until the task ends"
+    )
+    expires_in: StrictFloat | None = Field(
+        default=None, allow_inf_nan=False, description="seconds: still queued then, cancelled"
+    )
+    expires_at: StrictStr | None = Field(
+        default=None, description="ISO 8601 with a time zone: still queued then, cancelled"
+    )
 
 
 class ActBody(Strict):
@@ -185,6 +207,8 @@ class TaskOut(BaseModel):
         description="what its suspended handler waits for (a sleep, an event, its children); "
         "null when it is not suspended",
     )
+    debounced: bool = Field(default=False, description="folded into the task of its debounce key")
+    expires_at: str | None = None
 
 
 class ResultOut(BaseModel):

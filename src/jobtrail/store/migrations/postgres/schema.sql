@@ -270,6 +270,11 @@ CREATE TABLE jobtrail_tasks (
     wait_key text,
     wait_until timestamp with time zone,
     wait_ids jsonb,
+    debounce_key text,
+    debounce_until timestamp with time zone,
+    unique_until timestamp with time zone,
+    unique_active boolean DEFAULT false NOT NULL,
+    expires_at timestamp with time zone,
     CONSTRAINT jobtrail_tasks_after_id_fkey FOREIGN KEY (after_id) REFERENCES jobtrail_tasks(id),
     CONSTRAINT jobtrail_tasks_attempts_check CHECK ((attempts >= 0)),
     CONSTRAINT jobtrail_tasks_dismissed_dead CHECK (((dismissed_at IS NULL) OR (state = 'dead'::text))),
@@ -289,7 +294,11 @@ CREATE INDEX jobtrail_tasks_after ON jobtrail_tasks USING btree (after_id) WHERE
 
 CREATE INDEX jobtrail_tasks_dead ON jobtrail_tasks USING btree (finished_at, id) INCLUDE (last_reason, kind, attempts, last_error_category, claimed_version, first_failure_at, evidence_on_row, dismissed_at) WHERE (state = 'dead'::text);
 
+CREATE UNIQUE INDEX jobtrail_tasks_debounce_open ON jobtrail_tasks USING btree (tenant, kind, debounce_key) WHERE (debounce_key IS NOT NULL);
+
 CREATE INDEX jobtrail_tasks_due_tenant ON jobtrail_tasks USING btree (queue, tenant, priority DESC, run_at, id) WHERE (state = 'queued'::text);
+
+CREATE INDEX jobtrail_tasks_expiry ON jobtrail_tasks USING btree (expires_at) WHERE ((state = 'queued'::text) AND (expires_at IS NOT NULL));
 
 CREATE INDEX jobtrail_tasks_finished ON jobtrail_tasks USING btree (finished_at) WHERE (state = ANY (ARRAY['succeeded'::text, 'cancelled'::text]));
 

@@ -186,7 +186,7 @@ CREATE TABLE jobtrail_tasks (
     finished_at         REAL,
     dismissed_at        REAL, after_id INTEGER REFERENCES jobtrail_tasks (id), result TEXT CHECK (result IS NULL OR json_valid(result)), claimed_version TEXT, first_failure_at REAL, evidence_on_row INTEGER NOT NULL DEFAULT 0
     CHECK (evidence_on_row IN (0, 1)), wait_kind TEXT
-    CHECK (wait_kind IN ('sleep', 'event', 'children')), wait_name TEXT, wait_key TEXT, wait_until REAL, wait_ids TEXT CHECK (wait_ids IS NULL OR json_valid(wait_ids)),
+    CHECK (wait_kind IN ('sleep', 'event', 'children')), wait_name TEXT, wait_key TEXT, wait_until REAL, wait_ids TEXT CHECK (wait_ids IS NULL OR json_valid(wait_ids)), debounce_key TEXT, debounce_until REAL, unique_until REAL, unique_active INTEGER NOT NULL DEFAULT 0, expires_at REAL,
     -- a finish time exactly when the state is terminal
     CHECK ((state IN ('succeeded', 'cancelled', 'dead')) = (finished_at IS NOT NULL)),
     -- a lease (owner and expiry) exactly when a worker holds the task
@@ -262,8 +262,14 @@ CREATE INDEX jobtrail_tasks_after ON jobtrail_tasks (after_id) WHERE after_id IS
 CREATE INDEX jobtrail_tasks_dead
     ON jobtrail_tasks (finished_at, id) WHERE state = 'dead';
 
+CREATE UNIQUE INDEX jobtrail_tasks_debounce_open
+    ON jobtrail_tasks (tenant, kind, debounce_key) WHERE debounce_key IS NOT NULL;
+
 CREATE INDEX jobtrail_tasks_due_tenant
     ON jobtrail_tasks (queue, tenant, priority DESC, run_at, id) WHERE state = 'queued';
+
+CREATE INDEX jobtrail_tasks_expiry
+    ON jobtrail_tasks (expires_at) WHERE state = 'queued' AND expires_at IS NOT NULL;
 
 CREATE INDEX jobtrail_tasks_finished ON jobtrail_tasks (finished_at)
     WHERE state IN ('succeeded', 'cancelled');
