@@ -943,3 +943,27 @@ def test_trace_contexts(world: dict[str, Any]) -> None:
     with d.transaction(write=False) as tx:
         # enqueued without a recording tracer: no context stored
         assert d.trace_contexts(tx, ids=d._list([world["queued"], world["leased"]])) == []
+
+
+@covers("search_top_id", "search_tasks")
+def test_search_statements(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    queued, leased = world["queued"], world["leased"]
+    base = {"state": None, "kind": None, "queue": None, "tenant": None, "before_id": None}
+    base |= {"floor_id": None, "limit": 10}
+    if d.dialect == "postgres":
+        payload = {"doc": '{"n": 2}'}
+    else:
+        payload = {"path": '$."n"', "jtype": "number", "value": 2}
+    with d.transaction(write=False) as tx:
+        assert d.search_top_id(tx) == queued
+        assert [r["id"] for r in d.search_tasks(tx, "filter", base)] == [queued, leased]
+        rows = d.search_tasks(tx, "filter", {**base, "state": "leased"}, states_only=True)
+        assert [dict(r) for r in rows] == [{"id": leased, "state": "leased"}]
+        assert [r["id"] for r in d.search_tasks(tx, "payload", {**base, **payload})] == [queued]
+        bounded = {**base, **payload, "floor_id": queued}  # only ids above the floor: none
+        assert d.search_tasks(tx, "payload", bounded) == []
+        assert d.search_tasks(tx, "error", {**base, "pattern": "%"}) == []  # no error yet
+        assert d.search_tasks(tx, "key", {**base, "key": "nope"}) == []
+        with pytest.raises(ValueError, match="unknown search mode"):
+            d.search_tasks(tx, "everything", base)

@@ -31,6 +31,7 @@ from .ops import Ops
 from .rates import Rates
 from .reads import Reads
 from .replays import Replays
+from .search import Search
 from .views import Views
 from .webhooks import Webhooks
 from .workers import Workers
@@ -102,6 +103,7 @@ class App:
         self._ops = Ops(core, self._rates)
         self._reads = Reads(core, self._ops.live_facts)
         self._views = Views(core, self._ops.live_facts)
+        self._search = Search(core)
         self._effects = Effects(core)
         self._webhooks = Webhooks(core, self._effects)
         self._actions = Actions(core, self._reads, self._effects)
@@ -202,6 +204,11 @@ class App:
     list = forward("_reads", Reads.list)
     transitions = forward("_reads", Reads.transitions)
     explain = forward("_reads", Reads.explain)
+
+    # -- search for the dashboard (search.py) ---------------------------------------------------
+    search = forward("_search", Search.search)
+    search_states = forward("_search", Search.search_states)
+    replay_effects = forward("_search", Search.replay_effects)
 
     # -- queues, health, pruning (ops.py, rates.py) ---------------------------------------------
     pause = forward("_ops", Ops.pause)

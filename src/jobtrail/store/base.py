@@ -19,6 +19,7 @@ from . import flow, queries
 from .durable import DurableStatements
 from .outage import OutageNotice
 from .reads import Reads
+from .search import Search
 from .statements import Statements
 from .types import (
     NEW_TASK_DEFAULTS,
@@ -86,7 +87,7 @@ def check_pooler(pooler: str | None) -> str | None:
     )
 
 
-class Driver(Statements, DurableStatements, Reads, abc.ABC):
+class Driver(Statements, DurableStatements, Reads, Search, abc.ABC):
     """A backend. Generic operations live here; each dialect supplies SQL and connections."""
 
     dialect: str

@@ -274,9 +274,13 @@ CREATE INDEX jobtrail_tasks_held ON jobtrail_tasks USING btree (queue, tenant) W
 
 CREATE UNIQUE INDEX jobtrail_tasks_intent_once ON jobtrail_tasks USING btree (tenant, kind, idempotency_key) WHERE (idempotency_key IS NOT NULL);
 
+CREATE INDEX jobtrail_tasks_key ON jobtrail_tasks USING btree (idempotency_key) WHERE (idempotency_key IS NOT NULL);
+
 CREATE INDEX jobtrail_tasks_lease ON jobtrail_tasks USING btree (lease_expires_at) WHERE (state = ANY (ARRAY['leased'::text, 'cancel_requested'::text]));
 
 CREATE INDEX jobtrail_tasks_parent ON jobtrail_tasks USING btree (parent_id) WHERE (parent_id IS NOT NULL);
+
+CREATE INDEX jobtrail_tasks_payload ON jobtrail_tasks USING gin (payload jsonb_path_ops);
 
 CREATE INDEX jobtrail_tasks_queued_kind ON jobtrail_tasks USING btree (queue, kind, run_at) WHERE ((state = 'queued'::text) AND (kind <> ''::text));
 

@@ -253,6 +253,9 @@ CREATE INDEX jobtrail_tasks_held ON jobtrail_tasks (queue, tenant)
 CREATE UNIQUE INDEX jobtrail_tasks_intent_once
     ON jobtrail_tasks (tenant, kind, idempotency_key) WHERE idempotency_key IS NOT NULL;
 
+CREATE INDEX jobtrail_tasks_key ON jobtrail_tasks (idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+
 CREATE INDEX jobtrail_tasks_lease
     ON jobtrail_tasks (lease_expires_at) WHERE state IN ('leased', 'cancel_requested');
 
