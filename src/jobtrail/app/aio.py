@@ -145,9 +145,13 @@ class Async(Part):
             suspension.send_event, self._driver, key, payload, tenant=tenant
         )
 
-    async def areplay(self, task_id: str | int, *, by: str, note: str) -> Task:
+    async def areplay(
+        self, task_id: str | int, *, by: str, note: str, from_step: str | None = None
+    ) -> Task:
         """``replay`` from a coroutine."""
-        return await self._driver.run_async(self._replays.replay, task_id, by=by, note=note)
+        return await self._driver.run_async(
+            self._replays.replay, task_id, by=by, note=note, from_step=from_step
+        )
 
     async def aclose(self) -> None:
         """``close`` from a coroutine: PostgreSQL's async pool is closed on the running loop."""

@@ -255,6 +255,7 @@ class App:
 
     # -- replay and dead letters (replays.py) ---------------------------------------------------
     replay = forward("_replays", Replays.replay)
+    replay_preview = forward("_replays", Replays.replay_preview)
     replay_dead = forward("_replays", Replays.replay_dead)
     start_replay_run = forward("_replays", Replays.start_replay_run)
     replay_runs = forward("_replays", Replays.replay_runs)

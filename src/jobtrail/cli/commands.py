@@ -332,10 +332,33 @@ def cancel(rt: Runtime, task_id: str, by: str, note: str | None) -> None:
 @click.argument("task_id", metavar="ID")
 @_required("by")
 @_required("note")
-def replay(rt: Runtime, task_id: str, by: str, note: str) -> None:
+@click.option(
+    "--from-step",
+    metavar="NAME",
+    help="Resume at this step: forget its recorded outcome and everything recorded after it "
+    "(kept as superseded), so they run again; see replay-preview.",
+)
+def replay(rt: Runtime, task_id: str, by: str, note: str, from_step: str | None) -> None:
     """Put a dead task back in the queue (attempts start again)."""
-    task = rt.app().replay(task_id, by=by, note=note)
-    rt.emit(task.to_dict(), f"{fmt.task_line(task)}; replay #{task.replay_count}")
+    app = rt.app()
+    forgot: list[str] = []
+    if from_step is not None:  # the names it forgets, read as the replay reads them
+        forgot = app.replay_preview(task_id, from_step=from_step)["forgotten"]
+    task = app.replay(task_id, by=by, note=note, from_step=from_step)
+    line = fmt.task_line(task)
+    text = (
+        i18n.t("cli.replay_done", "en", line=line, count=task.replay_count)
+        if from_step is None
+        else i18n.t(
+            "cli.replay_done_from",
+            "en",
+            line=line,
+            count=task.replay_count,
+            step=from_step,
+            names=", ".join(forgot),
+        )
+    )
+    rt.emit(task.to_dict(), text)
 
 
 @verb("replay-dead")

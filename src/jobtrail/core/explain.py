@@ -16,6 +16,7 @@ from typing import Any
 
 from ..model.machine import ErrorCategory, Reason, State
 from ..model.models import Task, Transition, iso
+from . import explain_durable
 from .results import raising_frame
 
 #: The languages every sentence and narrative exists in.
@@ -124,7 +125,7 @@ STATE_NAMES: dict[str, dict[State, str]] = {
         State.LEASED: "running under a lease",
         State.AWAITING_RECEIPT: "awaiting a receipt",
         State.CANCEL_REQUESTED: "cancel requested",
-        State.WAITING: "waiting for children",
+        State.WAITING: "waiting",
         State.SUCCEEDED: "succeeded",
         State.CANCELLED: "cancelled",
         State.DEAD: "dead, needs a person",
@@ -134,7 +135,7 @@ STATE_NAMES: dict[str, dict[State, str]] = {
         State.LEASED: "执行中（持有租约）",
         State.AWAITING_RECEIPT: "等待回执",
         State.CANCEL_REQUESTED: "已请求取消",
-        State.WAITING: "等待子任务",
+        State.WAITING: "等待中",
         State.SUCCEEDED: "已成功",
         State.CANCELLED: "已取消",
         State.DEAD: "需人工处理",
@@ -330,7 +331,9 @@ def why_not_running(
     owner = task.lease_owner or "?"
     if state in (State.SUCCEEDED, State.CANCELLED):
         return None
-    if state is State.QUEUED:
+    if state is State.QUEUED and (asleep := explain_durable.why(task, lang)) is not None:
+        parts.append(asleep)  # a handler's ctx.sleep: when and which sleep
+    elif state is State.QUEUED:
         # year 9999: a sequential workflow child held until its previous step succeeds;
         # the caller's ``extra`` says which step that is.
         if task.run_at is not None and _utc(now) < _utc(task.run_at) and task.run_at.year < 9999:
@@ -361,6 +364,11 @@ def why_not_running(
         if task.receipt_deadline is not None:
             line += text["deadline"].format(at=_iso(task.receipt_deadline))
         parts.append(line)
+    elif state is State.WAITING and task.waiting_for is not None:
+        # a suspended handler: its event here, its children in ``extra`` (the caller reads them)
+        waits = explain_durable.why(task, lang)
+        if waits is not None:
+            parts.append(waits)
     elif state is State.WAITING:
         parts.append(text["waiting"])
     elif state is State.DEAD:
@@ -424,6 +432,7 @@ def _details(t: Transition, lang: str, effect_confirmed: bool = False) -> str:
         segments.append(text["corrects"].format(seq=t.corrects))
     if t.data.get("effects_checked"):
         segments.append(text["effects_checked"])
+    segments.extend(explain_durable.details(t.reason, t.data, lang))
     if t.reason == Reason.ENQUEUED and t.data.get("cron_window"):  # cron (scheduler.py)
         cron, tz = t.data.get("cron", "?"), t.data.get("tz", "UTC")
         segments.append(text["cron_window"].format(w=t.data["cron_window"], cron=cron, tz=tz))

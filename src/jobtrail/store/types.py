@@ -57,6 +57,7 @@ TIME_COLUMNS = frozenset(
         "batch_at",
         "started_at",
         "last_seen_at",
+        "superseded_at",
     }
 )
 

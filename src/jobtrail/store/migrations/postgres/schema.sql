@@ -207,6 +207,29 @@ CREATE TABLE jobtrail_steps (
     CONSTRAINT jobtrail_steps_task_id_fkey FOREIGN KEY (task_id) REFERENCES jobtrail_tasks(id)
 );
 
+CREATE TABLE jobtrail_steps_superseded (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    task_id bigint NOT NULL,
+    name text NOT NULL,
+    is_effect boolean NOT NULL,
+    status text NOT NULL,
+    effect_key text,
+    result jsonb,
+    attempt integer NOT NULL,
+    error text,
+    created_at timestamp with time zone NOT NULL,
+    confirmed_at timestamp with time zone,
+    record text NOT NULL,
+    call_order integer,
+    replay_seq bigint NOT NULL,
+    "position" integer NOT NULL,
+    superseded_at timestamp with time zone NOT NULL,
+    CONSTRAINT jobtrail_steps_superseded_pkey PRIMARY KEY (id),
+    CONSTRAINT jobtrail_steps_superseded_task_id_fkey FOREIGN KEY (task_id) REFERENCES jobtrail_tasks(id)
+);
+
+CREATE INDEX jobtrail_steps_superseded_task ON jobtrail_steps_superseded USING btree (task_id, id);
+
 CREATE TABLE jobtrail_tasks (
     id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
     kind text NOT NULL,
@@ -292,6 +315,8 @@ CREATE INDEX jobtrail_tasks_receipt_lookup ON jobtrail_tasks USING btree (receip
 
 CREATE INDEX jobtrail_tasks_state_kind ON jobtrail_tasks USING btree (state, kind, id);
 
+CREATE INDEX jobtrail_tasks_suspended ON jobtrail_tasks USING btree (queue, kind, wait_kind) WHERE (((state = 'queued'::text) AND (last_reason = 'sleeping'::text)) OR ((state = 'waiting'::text) AND (last_reason = ANY (ARRAY['waiting_for_event'::text, 'waiting_for_children'::text]))));
+
 CREATE INDEX jobtrail_tasks_wait_deadline ON jobtrail_tasks USING btree (wait_until) WHERE ((state = 'waiting'::text) AND (wait_until IS NOT NULL));
 
 CREATE INDEX jobtrail_tasks_wait_event ON jobtrail_tasks USING btree (tenant, wait_key) WHERE ((state = 'waiting'::text) AND (wait_kind = 'event'::text));
@@ -359,6 +384,8 @@ CREATE SEQUENCE jobtrail_outbox_id_seq;
 CREATE SEQUENCE jobtrail_queue_history_id_seq;
 
 CREATE SEQUENCE jobtrail_replay_runs_id_seq;
+
+CREATE SEQUENCE jobtrail_steps_superseded_id_seq;
 
 CREATE SEQUENCE jobtrail_tasks_id_seq;
 

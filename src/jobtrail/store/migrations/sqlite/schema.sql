@@ -135,6 +135,25 @@ CREATE TABLE "jobtrail_steps" (
     CHECK ((is_effect = 1) = (effect_key IS NOT NULL))
 );
 
+CREATE TABLE jobtrail_steps_superseded (
+    id            INTEGER PRIMARY KEY,
+    task_id       INTEGER NOT NULL REFERENCES jobtrail_tasks (id),
+    name          TEXT    NOT NULL,
+    is_effect     INTEGER NOT NULL CHECK (is_effect IN (0, 1)),
+    status        TEXT    NOT NULL,
+    effect_key    TEXT,
+    result        TEXT CHECK (result IS NULL OR json_valid(result)),
+    attempt       INTEGER NOT NULL,
+    error         TEXT,
+    created_at    REAL    NOT NULL,
+    confirmed_at  REAL,
+    record        TEXT    NOT NULL,
+    call_order    INTEGER,
+    replay_seq    INTEGER NOT NULL,
+    position      INTEGER NOT NULL,
+    superseded_at REAL    NOT NULL
+);
+
 CREATE TABLE jobtrail_tasks (
     id                  INTEGER PRIMARY KEY AUTOINCREMENT,
     kind                TEXT    NOT NULL,
@@ -236,6 +255,8 @@ CREATE INDEX jobtrail_queue_history_queue ON jobtrail_queue_history (queue, id);
 
 CREATE INDEX jobtrail_replay_runs_running ON jobtrail_replay_runs (id) WHERE state = 'running';
 
+CREATE INDEX jobtrail_steps_superseded_task ON jobtrail_steps_superseded (task_id, id);
+
 CREATE INDEX jobtrail_tasks_after ON jobtrail_tasks (after_id) WHERE after_id IS NOT NULL;
 
 CREATE INDEX jobtrail_tasks_dead
@@ -274,6 +295,10 @@ CREATE INDEX jobtrail_tasks_receipt_lookup ON jobtrail_tasks (receipt_id)
     WHERE receipt_id IS NOT NULL;
 
 CREATE INDEX jobtrail_tasks_state_kind ON jobtrail_tasks (state, kind, id);
+
+CREATE INDEX jobtrail_tasks_suspended ON jobtrail_tasks (queue, kind, wait_kind)
+    WHERE (state = 'queued' AND last_reason = 'sleeping')
+       OR (state = 'waiting' AND last_reason IN ('waiting_for_event', 'waiting_for_children'));
 
 CREATE INDEX jobtrail_tasks_wait_deadline ON jobtrail_tasks (wait_until)
     WHERE state = 'waiting' AND wait_until IS NOT NULL;
