@@ -44,7 +44,7 @@ def test_a_sleep_releases_the_lease_and_resumes_with_the_recorded_steps(
     def napper(ctx: jobtrail.Context, p: Any) -> Any:
         ran["outside"] += 1
         a = ctx.step("a", lambda: ran.__setitem__("a", ran["a"] + 1) or "A")
-        ctx.sleep("cool_off", 0.4)
+        ctx.sleep("cool_off", 1.0)
         return {"a": a}
 
     task = app.enqueue("napper")
@@ -80,7 +80,7 @@ def test_sleep_until_a_time_past_returns_at_once(app: jobtrail.App) -> None:
 
 
 async def _async_sleeper(ctx: jobtrail.Context, p: Any) -> str:
-    await ctx.asleep("nap", 0.2)
+    await ctx.asleep("nap", 1.0)
     return await ctx.await_event("go", timeout=30)  # type: ignore[no-any-return]
 
 
@@ -344,7 +344,7 @@ def test_a_resume_in_another_order_fails_permanently_naming_the_divergence(
     def fickle(ctx: jobtrail.Context, p: Any) -> None:
         for name in order:
             ctx.step(name, lambda: 1)
-        ctx.sleep("nap", 0.1)
+        ctx.sleep("nap", 1.0)  # longer than a loaded burst: the code changes while it sleeps
 
     task = app.enqueue("fickle")
     burst(app)
@@ -367,7 +367,7 @@ def test_patched_takes_the_new_path_only_for_tasks_that_had_not_passed_it(
         if patched_code["on"]:
             taken[p["n"]] = ctx.patched("new_fee")
         ctx.step("second", lambda: 2)
-        ctx.sleep("nap", 0.2)
+        ctx.sleep("nap", 1.0)
 
     old = app.enqueue("evolving", {"n": "old"})
     burst(app)  # the old code ran to the sleep
@@ -567,7 +567,7 @@ def test_a_removed_sleep_is_named_as_the_divergence(app: jobtrail.App) -> None:
     def shrinking(ctx: jobtrail.Context, p: Any) -> None:
         ctx.step("a", lambda: 1)
         if with_sleep["on"]:
-            ctx.sleep("nap", 0.1)
+            ctx.sleep("nap", 0.5)
         ctx.step("b", lambda: 2)
         ctx.wait_for_event("never")
 
