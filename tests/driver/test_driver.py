@@ -642,6 +642,42 @@ def test_steps_and_effects(world: dict[str, Any]) -> None:
         assert [s["name"] for s in d.step_list(tx, id=world["leased"])] == ["s"]
 
 
+@covers("durable_record_put", "durable_wait_set", "durable_wait_get", "durable_children")
+@covers("durable_event_lock", "durable_event_put", "durable_event_get", "durable_event_waiters")
+@covers("durable_wait_expired", "durable_record_time_out")
+def test_durable_handlers(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    leased = world["leased"]
+    held = {"id": leased, "owner": OWNER, "attempt": 1}
+    record = {"name": "event/k", "record": "event", "status": "intent", "call_order": 1}
+    with rolled_back(d) as tx:
+        now = d.db_now(tx)
+        assert d.durable_record_put(tx, {**held, **record, "result": dumps({})}) is not None
+        stranger = {**held, "owner": "x", **record, "name": "n", "result": None}
+        assert d.durable_record_put(tx, stranger) is None  # not the holder: nothing written
+        [r] = [s for s in d.step_list(tx, id=leased) if s["name"] == "event/k"]
+        assert (r["record"], r["status"], r["call_order"]) == ("event", "intent", 1)
+        # the task waits for the event (its move is the worker's, not tested here)
+        until = now - timedelta(seconds=1)
+        assert d.durable_wait_set(
+            tx, id=leased, kind="event", name="event/k", key="k", until=until, ids=None
+        )
+        wait = d.durable_wait_get(tx, id=leased)
+        assert wait is not None and (wait["wait_kind"], wait["wait_key"]) == ("event", "k")
+        assert d.durable_event_waiters(tx, tenant="", key="k") == []  # still leased
+        d.durable_event_lock(tx, tenant="", key="k")
+        assert d.durable_event_put(tx, tenant="", key="k", payload=dumps({"a": 1})) is True
+        assert d.durable_event_put(tx, tenant="", key="k", payload=dumps(2)) is False
+        event = d.durable_event_get(tx, tenant="", key="k")
+        assert event is not None and event["payload"] == {"a": 1}
+        assert d.durable_event_get(tx, tenant="other", key="k") is None
+        assert d.durable_wait_expired(tx, limit=10) == []  # only waiting tasks time out
+        assert d.durable_record_time_out(tx, id=leased, name="event/k") == 1
+        [r] = [s for s in d.step_list(tx, id=leased) if s["name"] == "event/k"]
+        assert (r["status"], r["result"]) == ("confirmed", {"timed_out": True})
+        assert d.durable_children(tx, id=leased) == []
+
+
 # -- the outbox ----------------------------------------------------------------------------------
 @covers("outbox_insert", "outbox_list", "outbox_claim", "outbox_delivered", "outbox_failed")
 def test_outbox(world: dict[str, Any]) -> None:

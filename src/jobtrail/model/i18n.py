@@ -567,6 +567,18 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "the database is kept at {path}: try `jobtrail list --db {url}`",
         "zh": "数据库保留在 {path}：试试 `jobtrail list --db {url}`",
     },
+    # -- explain: the controls of enqueue (debounce, expiry) ---------------------------------
+    "explain.debounced": {
+        "en": "debounced {times}; runs at {at}",
+        "zh": "已防抖合并了 {times}；于 {at} 运行",
+    },
+    "explain.debounced_latest": {
+        "en": "debounced {times}; runs at {at} (at the latest {latest})",
+        "zh": "已防抖合并了 {times}；于 {at} 运行（最晚 {latest}）",
+    },
+    "explain.times": {"en": "{n} times", "zh": "{n} 次"},
+    "explain.once": {"en": "once", "zh": "1 次"},
+    "explain.expires": {"en": "expires at {at}", "zh": "于 {at} 过期"},
 }
 
 _FIELD = re.compile(r"\{(\w*)[^{}]*\}")
@@ -763,5 +775,58 @@ MESSAGES.update(
         "queues.no_workers": {"en": "no live worker", "zh": "没有存活的工作器"},
         "queue.title": {"en": "Queue {queue}", "zh": "队列 {queue}"},
         "queue.workers": {"en": "Live workers serving it", "zh": "为它服务的存活工作器"},
+    }
+)
+
+
+# -- replay from a step (durable-ui) ----------------------------------------------------------
+MESSAGES.update(
+    {
+        "task.replay_from": {"en": "from step", "zh": "从步骤"},
+        "task.replay_from_none": {
+            "en": "(none: recorded steps return their results)",
+            "zh": "（无：已记录的步骤返回其结果）",
+        },
+        "task.replay_from_effect": {
+            "en": "effect: runs again",
+            "zh": "副作用：将再次执行",
+        },
+        "cli.replay_preview_head": {
+            "en": "task {id} ({kind}, {state}): a replay{start} would",
+            "zh": "任务 {id}（{kind}，{state}）：重放{start}将",
+        },
+        "cli.replay_from": {"en": " from step '{step}'", "zh": "从步骤 '{step}' 开始"},
+        "cli.replay_not_dead": {
+            "en": "    (not dead: replay refuses it until it is)",
+            "zh": "    （不是死信：在它成为死信之前重放会被拒绝）",
+        },
+        "cli.replay_forgets": {
+            "en": "    forget and run again: {names}",
+            "zh": "    遗忘并再次运行：{names}",
+        },
+        "cli.replay_forgets_none": {
+            "en": "    forget nothing (recorded steps return their results)",
+            "zh": "    不遗忘任何内容（已记录的步骤返回其结果）",
+        },
+        "cli.replay_done": {
+            "en": "{line}; replay #{count}",
+            "zh": "{line}；第 {count} 次重放",
+        },
+        "cli.replay_done_from": {
+            "en": "{line}; replay #{count} from step '{step}', forgot: {names}",
+            "zh": "{line}；第 {count} 次重放，从步骤 '{step}' 开始，已遗忘：{names}",
+        },
+    }
+)
+
+
+# -- durable handlers in stats and metrics, events sent from outside (durable-ui) -------------
+MESSAGES.update(
+    {
+        "cli.h_suspended": {"en": "SLEEP/EVENT/JOIN", "zh": "休眠/事件/子任务"},
+        "cli.event_sent": {
+            "en": "event {key!r} sent; woke {n} task(s)",
+            "zh": "事件 {key!r} 已发送；唤醒了 {n} 个任务",
+        },
     }
 )

@@ -438,7 +438,9 @@ async def replay(request: Request, dash: Dash, task_id: str) -> Response:
     form = await _form(request)
     _require(form, "by", "note")
     try:
-        dash.app.replay(task.id, by=form["by"], note=form["note"])
+        dash.app.replay(
+            task.id, by=form["by"], note=form["note"], from_step=form.get("from_step") or None
+        )
     except IllegalTransition as exc:
         raise HTTPException(409, str(exc)) from None
     lang = form.get("lang") if form.get("lang") in explain.LANGUAGES else "en"
