@@ -97,6 +97,7 @@ class Core:
         reconcile: Callable[[str], Any] | None = None,
         check_receipt: Callable[[str], Any] | None = None,
         timeout: float | None = None,
+        concurrency_per_key: int | None = None,
     ) -> Callable[[Callable[[Any, P], Any]], TaskHandle[P]]:
         """Register a handler ``fn(ctx, payload)`` (plain or ``async def``) for a task kind
         and return its ``TaskHandle`` (callable as ``fn``; ``.kind``, ``.enqueue(...)``,
@@ -130,6 +131,7 @@ class Core:
                 check_receipt=check_receipt,
                 timeout=timeout,
                 payload_type=typed.payload_type(fn),
+                concurrency_per_key=concurrency_per_key,
             )
             spec.validate()
             if name in self._kinds:
@@ -232,7 +234,10 @@ class Core:
             )
         parent = args.get("parent")
         parent_id = self._parse_id(parent) if parent is not None else None
-        return NewTask(
+        concurrency_key = args.get("concurrency_key")
+        if concurrency_key is not None:
+            validate.concurrency_key(concurrency_key)
+        new = NewTask(
             kind=kind,
             queue=queue,
             tenant=tenant,
@@ -247,6 +252,10 @@ class Core:
             delay=delay,
             parent_id=parent_id,
         )
+        if concurrency_key is not None:
+            new.concurrency_key = concurrency_key
+            new.concurrency_limit = spec.concurrency_per_key if spec else None
+        return new
 
     def _insert(self, tx: Tx, new: NewTask) -> Task:
         if new.parent_id is not None and self._driver.task_get(tx, new.parent_id) is None:

@@ -7,7 +7,7 @@ import builtins
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..core import explain_facts, explain_workers
+from ..core import explain_facts, explain_keys, explain_workers
 from ..model import validate
 from ..model.timeparse import parse_duration
 from ..services import retention
@@ -230,6 +230,8 @@ class Ops(Part):
                     "leased (per-tenant limit)"
                 )
         out += self._rates.rate_facts(tx, row, queue, lang)
+        if queue["keyed"]:
+            out += explain_keys.key_facts(self._driver, tx, row, lang)
         return out
 
 

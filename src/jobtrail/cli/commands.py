@@ -210,6 +210,11 @@ def worker(
     metavar="N",
     help="Attempts before dead [default: the kind's].",
 )
+@click.option(
+    "--concurrency-key",
+    metavar="K",
+    help="At most the kind's concurrency_per_key tasks of key K run at once, in due order.",
+)
 def enqueue(
     rt: Runtime,
     kind: str,
@@ -221,10 +226,16 @@ def enqueue(
     queue: str | None,
     tenant: str,
     max_attempts: int | None,
+    concurrency_key: str | None,
 ) -> None:
     """Enqueue a task of KIND with PAYLOAD_JSON (a JSON document; `-` reads stdin)."""
     for name, value in (("KIND", kind), ("--key", key), ("--queue", queue), ("--tenant", tenant)):
         validate.text(value, name)  # an undecodable byte of argv arrives as a lone surrogate
+    if concurrency_key is not None:
+        try:
+            validate.concurrency_key(concurrency_key)
+        except (TypeError, ValueError) as exc:
+            raise Fail(f"--concurrency-key: {exc}") from None
     payload: Any = None
     if payload_json is not None:
         text = sys.stdin.read() if payload_json == "-" else payload_json
@@ -256,6 +267,7 @@ def enqueue(
         run_at=run_at,
         delay=delay_s,
         max_attempts=max_attempts,
+        concurrency_key=concurrency_key,
     )
     rt.emit(task.to_dict(), fmt.enqueued(task, fmt.describe_url(app.url)))
 

@@ -35,6 +35,9 @@ class EnqueueOptions(TypedDict, total=False):
     max_attempts: int | None
     #: a parent task id (workflows)
     parent: str | None
+    #: at most 255 characters: at most the kind's ``concurrency_per_key`` (default 1) tasks of
+    #: (queue, tenant, key) run at once, in due order
+    concurrency_key: str | None
 
 
 #: The value of each option left out (the same as passing it).
@@ -47,6 +50,7 @@ DEFAULTS: Final[EnqueueOptions] = {
     "delay": None,
     "max_attempts": None,
     "parent": None,
+    "concurrency_key": None,
 }
 
 #: The option names, in their order of definition.

@@ -35,6 +35,8 @@ class KindSpec:
     #: The dataclass or pydantic model of the handler's payload parameter (``core/typed.py``):
     #: ``enqueue`` checks and stores it as JSON, the handler gets it rebuilt.
     payload_type: type | None = None
+    #: serial per key: how many tasks of one concurrency key may be leased at once (None: 1)
+    concurrency_per_key: int | None = None
 
     #: ``async def`` handler (run on the worker's event loop); worked out once.
     is_async: bool = field(init=False, compare=False)
@@ -72,3 +74,4 @@ class KindSpec:
                 raise ValueError(
                     f"kind {self.name!r}: {name} must be {floor}, at most 100 years (36525d)"
                 ) from None
+        validate.concurrency_per_key(self.concurrency_per_key, self.name)

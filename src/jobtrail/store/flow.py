@@ -62,17 +62,7 @@ def claim_queue(
             tenant_tokens[r["tenant"]] = left
             rooms[r["tenant"]] = min(rooms.get(r["tenant"], _UNBOUNDED), rates.room(left))
     rooms = {t: n for t, n in rooms.items() if n < default_room}
-    rows = tx.all(
-        "task_claim_limited",
-        {
-            **common,
-            "queue": name,
-            "mode": "limited",
-            "limit": room,
-            "rooms": dumps(rooms),
-            "default_room": min(default_room, room),
-        },
-    )
+    rows = _claim_rooms(driver, tx, queue, room, rooms, default_room, common)
     if tokens is not None:
         tx.run("queue_tokens_set", {"name": name, "tokens": tokens - len(rows)})
         if bound and rate is not None and rate.per_second is not None:
@@ -81,6 +71,51 @@ def claim_queue(
         _take_tenant_tokens(driver, tx, name, rate, now, rows, tenant_tokens)
         if not rows:
             _tenant_slot(claim, rate, now, tenant_tokens)
+    return rows
+
+
+def _claim_rooms(
+    driver: Driver,
+    tx: Tx,
+    queue: Row,
+    room: int,
+    rooms: dict[str, int],
+    default_room: int,
+    common: dict[str, Any],
+) -> list[Row]:
+    """Up to ``room`` tasks of ``queue`` within the tenants' ``rooms``: its keyed tasks
+    (``task_claim_keyed``: at most each task's ``concurrency_limit`` leased per key, in due
+    order) and its other tasks (``task_claim_limited``), the two taken first in turns from one
+    claim to the next so that neither waits behind the other's backlog."""
+    statements = ["task_claim_limited"]
+    if queue.get("keyed"):
+        driver.keyed_turn = not driver.keyed_turn
+        keyed_first = driver.keyed_turn
+        statements = (
+            ["task_claim_keyed", "task_claim_limited"]
+            if keyed_first
+            else ["task_claim_limited", "task_claim_keyed"]
+        )
+    rows: list[Row] = []
+    for statement in statements:
+        left = room - len(rows)
+        if left <= 0:
+            break
+        got = tx.all(
+            statement,
+            {
+                **common,
+                "queue": queue["name"],
+                "mode": "limited",
+                "limit": left,
+                "rooms": dumps(rooms),
+                "default_room": min(default_room, left),
+            },
+        )
+        if got and len(statements) > 1:
+            for tenant, n in Counter(r["tenant"] for r in got).items():
+                rooms[tenant] = max(0, rooms.get(tenant, default_room) - n)
+        rows += got
     return rows
 
 

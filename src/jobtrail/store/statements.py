@@ -648,3 +648,29 @@ class Statements:
         """Record a confirmed step or effect only while the caller holds the task (``None``: no
         longer held); ``ctx``."""
         return tx.one("step_confirm", params)
+
+    # -- concurrency keys (serial per key) -------------------------------------------------
+    def task_set_key(self, tx: Tx, *, id: int, key: str, limit: int) -> None:
+        """Give the task just inserted in ``tx`` its concurrency key and the limit of its kind;
+        app/keys.py, with ``queue_mark_keyed`` in the same transaction."""
+        tx.run("task_set_key", {"id": id, "key": key, "limit": limit})
+
+    def queue_mark_keyed(self, tx: Tx, *, name: str) -> None:
+        """Mark queue ``name`` keyed (inserted if new): its claims go through the limited claim,
+        which takes keyed tasks by ``task_claim_keyed``; store/flow.py."""
+        tx.run("queue_mark_keyed", {"name": name})
+
+    def key_holders(self, tx: Tx, *, queue: str, tenant: str, key: str) -> list[Row]:
+        """The tasks that hold ``key`` of (``queue``, ``tenant``) now (leased or
+        cancel_requested), the oldest claim first; explain."""
+        return tx.all("key_holders", {"queue": queue, "tenant": tenant, "key": key})
+
+    def key_ahead_count(
+        self, tx: Tx, *, queue: str, tenant: str, key: str, run_at: Stamp, id: int
+    ) -> Row | None:
+        """``n``: the queued tasks of the key due before the task at (``run_at``, ``id``);
+        explain."""
+        return tx.one(
+            "key_ahead_count",
+            {"queue": queue, "tenant": tenant, "key": key, "run_at": run_at, "id": id},
+        )

@@ -90,6 +90,9 @@ class NewTask:
     state: State = State.QUEUED
     actor: str = "caller"
     data: dict[str, Any] = field(default_factory=dict)
+    #: serial per key: at most ``concurrency_limit`` tasks of (queue, tenant, key) leased
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
 
     def with_payload(self, payload_json: str, payload_hash: str) -> NewTask:
         """This task with another payload (its JSON text and hash): a bulk enqueue builds its
@@ -111,6 +114,8 @@ class NewTask:
             self.state,
             self.actor,
             self.data,
+            self.concurrency_key,
+            self.concurrency_limit,
         )
 
 

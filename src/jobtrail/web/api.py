@@ -119,6 +119,7 @@ def enqueue(
         priority=body.priority,
         delay=body.delay,
         run_at=body.run_at,
+        concurrency_key=body.concurrency_key,
     )
     response.status_code = 201 if task.created else 200
     response.headers["Location"] = f"/api/tasks/{task.id}"

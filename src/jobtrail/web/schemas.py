@@ -62,6 +62,13 @@ class EnqueueBody(Strict):
     )
     run_at: Time | None = Field(default=None, description="ISO 8601 with a time zone")
     tenant: StrictStr | None = Field(default=None, max_length=255)
+    concurrency_key: StrictStr | None = Field(
+        default=None,
+        min_length=1,
+        max_length=255,
+        description="at most the kind's concurrency_per_key tasks of this key run at once",
+        examples=["account:42"],
+    )
 
 
 class ActBody(Strict):

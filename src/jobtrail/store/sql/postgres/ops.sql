@@ -8,7 +8,8 @@
 SELECT *, now() AS db_now FROM jobtrail_queues
 WHERE name = ANY(%(queues)s::text[]) AND NOT paused
   AND (limit_total IS NOT NULL OR limit_per_tenant IS NOT NULL
-       OR rate_per_second IS NOT NULL OR rate_per_tenant IS NOT NULL)
+       OR rate_per_second IS NOT NULL OR rate_per_tenant IS NOT NULL
+       OR keyed OR kind_rated)
 ORDER BY name
 FOR UPDATE;
 
@@ -16,7 +17,8 @@ FOR UPDATE;
 SELECT name FROM jobtrail_queues
 WHERE name = ANY(%(queues)s::text[])
   AND (limit_total IS NOT NULL OR limit_per_tenant IS NOT NULL
-       OR rate_per_second IS NOT NULL OR rate_per_tenant IS NOT NULL);
+       OR rate_per_second IS NOT NULL OR rate_per_tenant IS NOT NULL
+       OR keyed OR kind_rated);
 
 -- name: queue_held_count
 SELECT COUNT(*) AS n FROM jobtrail_tasks
@@ -300,3 +302,88 @@ SELECT queue, kind, state, COUNT(*) AS n, NULL::timestamptz AS oldest_due
 FROM jobtrail_tasks
 WHERE state IN ('leased', 'cancel_requested', 'awaiting_receipt', 'waiting')
 GROUP BY queue, kind, state;
+
+-- name: task_claim_keyed
+-- The claim of a keyed queue's tasks that carry a concurrency key, under the queue's lock
+-- (queue_limits_lock: claims of the queue take turns, and this statement's snapshot, taken
+-- after the lock, sees every lease the last claimer committed). The keys with queued tasks are
+-- walked as a skip scan of jobtrail_tasks_keyed_due (one probe per key); of each key, the first
+-- tasks in due order (run_at, id) while the key's leased tasks (jobtrail_tasks_keyed_held) and
+-- the tasks before them stay within the task's concurrency_limit: a key's tasks start in due
+-- order, and a head that is not due, or of a kind this worker does not serve, holds the rest
+-- back. Then the fair claim's rooms per tenant (:rooms, :default_room) and :limit.
+WITH RECURSIVE keys AS (
+    (SELECT tenant, concurrency_key AS key FROM jobtrail_tasks
+     WHERE state = 'queued' AND queue = %(queue)s AND concurrency_key IS NOT NULL
+     ORDER BY tenant, concurrency_key LIMIT 1)
+    UNION ALL
+    SELECT n.tenant, n.key FROM keys CROSS JOIN LATERAL (
+        SELECT tenant, concurrency_key AS key FROM jobtrail_tasks
+        WHERE state = 'queued' AND queue = %(queue)s AND concurrency_key IS NOT NULL
+          AND (tenant, concurrency_key) > (keys.tenant, keys.key)
+        ORDER BY tenant, concurrency_key LIMIT 1) n
+), c AS (
+    SELECT h.id, h.tenant, h.priority, h.run_at
+    FROM keys
+    CROSS JOIN LATERAL (
+        SELECT COUNT(*) AS n FROM jobtrail_tasks x
+        WHERE x.queue = %(queue)s AND x.tenant = keys.tenant AND x.concurrency_key = keys.key
+          AND x.state IN ('leased', 'cancel_requested')) held
+    CROSS JOIN LATERAL (
+        SELECT id, tenant, priority, run_at, kind, concurrency_limit,
+               ROW_NUMBER() OVER (ORDER BY run_at, id) AS pos
+        FROM jobtrail_tasks
+        WHERE state = 'queued' AND queue = %(queue)s AND tenant = keys.tenant
+          AND concurrency_key = keys.key
+        ORDER BY run_at, id
+        LIMIT %(limit)s) h
+    WHERE h.pos + held.n <= h.concurrency_limit AND h.run_at <= now()
+      AND h.kind = ANY(%(kinds)s::text[])
+), f AS (
+    SELECT c.*, ROW_NUMBER() OVER (PARTITION BY c.tenant ORDER BY c.priority DESC, c.run_at, c.id)
+                AS tn
+    FROM c
+), upd AS (
+    -- include: claim_set
+    WHERE t.id = ANY(ARRAY(
+        SELECT w.id FROM (
+            SELECT f.id, f.priority, f.run_at FROM f
+            LEFT JOIN jsonb_each_text(%(rooms)s::jsonb) r ON r.key = f.tenant
+            WHERE f.tn <= COALESCE(r.value::int, %(default_room)s::int)
+            ORDER BY f.priority DESC, f.run_at, f.id
+            LIMIT %(limit)s) o
+        JOIN jobtrail_tasks w ON w.id = o.id
+        WHERE w.state = 'queued'
+        ORDER BY o.priority DESC, o.run_at, o.id
+        FOR UPDATE OF w))
+    RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
+), log AS (
+    -- include: claim_log
+)
+SELECT * FROM upd;
+
+-- name: task_set_key
+-- A task just inserted (queued, in this transaction) gets its concurrency key and limit.
+UPDATE jobtrail_tasks SET concurrency_key = %(key)s::text, concurrency_limit = %(limit)s::int
+WHERE id = %(id)s;
+
+-- name: queue_mark_keyed
+-- The queue of a keyed task claims through the limited claim from now on (in the transaction
+-- that stores the task, so no claim sees the task without the mark).
+INSERT INTO jobtrail_queues (name, paused, keyed, updated_at)
+SELECT %(name)s::text, false, true, now()
+WHERE NOT EXISTS (SELECT 1 FROM jobtrail_queues WHERE name = %(name)s::text AND keyed)
+ON CONFLICT (name) DO UPDATE SET keyed = true;
+
+-- name: key_holders
+-- The tasks of (queue, tenant, key) that hold it now (leased), oldest claim first: explain.
+SELECT id, state FROM jobtrail_tasks
+WHERE queue = %(queue)s AND tenant = %(tenant)s AND concurrency_key = %(key)s
+  AND state IN ('leased', 'cancel_requested')
+ORDER BY updated_at, id;
+
+-- name: key_ahead_count
+-- The queued tasks of (queue, tenant, key) before the task at (:run_at, :id): explain.
+SELECT COUNT(*) AS n FROM jobtrail_tasks
+WHERE queue = %(queue)s AND tenant = %(tenant)s AND concurrency_key = %(key)s
+  AND state = 'queued' AND (run_at, id) < (%(run_at)s::timestamptz, %(id)s::bigint);

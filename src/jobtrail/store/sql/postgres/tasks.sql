@@ -59,7 +59,8 @@ SELECT now() AS now, set_config('jit', 'off', true) AS jit;
                                       AND (q.limit_total IS NOT NULL
                                            OR q.limit_per_tenant IS NOT NULL
                                            OR q.rate_per_second IS NOT NULL
-                                           OR q.rate_per_tenant IS NOT NULL))))
+                                           OR q.rate_per_tenant IS NOT NULL
+                                           OR q.keyed OR q.kind_rated))))
                      ORDER BY tenant LIMIT 1)
                     UNION ALL
                     SELECT (SELECT n.tenant FROM jobtrail_tasks n
@@ -82,6 +83,8 @@ SELECT now() AS now, set_config('jit', 'off', true) AS jit;
                         SELECT id, tenant, priority, run_at FROM jobtrail_tasks
                         WHERE state = 'queued' AND queue = %(queue)s AND tenant = tenants.tenant
                           AND run_at <= now() AND kind = ANY(%(kinds)s::text[])
+                          -- a keyed task is claimed by task_claim_keyed only
+                          AND concurrency_key IS NULL
                         ORDER BY priority DESC, run_at, id
                         LIMIT (SELECT (3 * %(limit)s::int + GREATEST(1, COUNT(tenant)) - 1)
                                       / GREATEST(1, COUNT(tenant))
@@ -114,7 +117,8 @@ SELECT now() AS now, set_config('jit', 'off', true) AS jit;
                            AND (q.paused OR q.limit_total IS NOT NULL
                                 OR q.limit_per_tenant IS NOT NULL
                                 OR q.rate_per_second IS NOT NULL
-                                OR q.rate_per_tenant IS NOT NULL)) AS open,
+                                OR q.rate_per_tenant IS NOT NULL
+                                OR q.keyed OR q.kind_rated)) AS open,
                      (SELECT tenant FROM jobtrail_tasks
                       WHERE state = 'queued' AND queue = %(queue)s ORDER BY tenant LIMIT 1) AS lo,
                      (SELECT tenant FROM jobtrail_tasks
@@ -240,7 +244,8 @@ WITH pick AS (
           SELECT 1 FROM jobtrail_queues q
           WHERE q.name = %(queue)s::text
             AND (q.paused OR q.limit_total IS NOT NULL OR q.limit_per_tenant IS NOT NULL
-                 OR q.rate_per_second IS NOT NULL OR q.rate_per_tenant IS NOT NULL))
+                 OR q.rate_per_second IS NOT NULL OR q.rate_per_tenant IS NOT NULL
+                 OR q.kind_rated))
       AND NOT EXISTS (
           SELECT 1 FROM jobtrail_tasks x WHERE x.state = 'queued' AND x.queue = %(queue)s::text)
       AND NOT pg_try_advisory_xact_lock_shared(w.lock_key)

@@ -7,14 +7,16 @@
 SELECT *, round((julianday('now') - 2440587.5) * 86400.0, 3) AS db_now FROM jobtrail_queues
 WHERE name IN (SELECT value FROM json_each(:queues)) AND paused = 0
   AND (limit_total IS NOT NULL OR limit_per_tenant IS NOT NULL
-       OR rate_per_second IS NOT NULL OR rate_per_tenant IS NOT NULL)
+       OR rate_per_second IS NOT NULL OR rate_per_tenant IS NOT NULL
+       OR keyed = 1 OR kind_rated = 1)
 ORDER BY name;
 
 -- name: queue_limited_names
 SELECT name FROM jobtrail_queues
 WHERE name IN (SELECT value FROM json_each(:queues))
   AND (limit_total IS NOT NULL OR limit_per_tenant IS NOT NULL
-       OR rate_per_second IS NOT NULL OR rate_per_tenant IS NOT NULL);
+       OR rate_per_second IS NOT NULL OR rate_per_tenant IS NOT NULL
+       OR keyed = 1 OR kind_rated = 1);
 
 -- name: queue_held_count
 SELECT COUNT(*) AS n FROM jobtrail_tasks
@@ -282,3 +284,74 @@ SELECT queue, kind, state, COUNT(*) AS n, NULL AS oldest_due
 FROM jobtrail_tasks
 WHERE state IN ('leased', 'cancel_requested', 'awaiting_receipt', 'waiting')
 GROUP BY queue, kind, state;
+
+-- name: task_claim_keyed
+-- The claim of a keyed queue's tasks that carry a concurrency key: the same as PostgreSQL's
+-- (writers are serialised by BEGIN IMMEDIATE, so the counts are those of the last claim).
+-- include: claim_set
+WHERE state = 'queued' AND id IN (
+    WITH RECURSIVE keys(tenant, key) AS (
+        SELECT * FROM (SELECT tenant, concurrency_key FROM jobtrail_tasks
+                       WHERE state = 'queued' AND queue = :queue
+                         AND concurrency_key IS NOT NULL
+                       ORDER BY tenant, concurrency_key LIMIT 1)
+        UNION ALL
+        SELECT (SELECT n.tenant FROM jobtrail_tasks n
+                WHERE n.state = 'queued' AND n.queue = :queue AND n.concurrency_key IS NOT NULL
+                  AND (n.tenant, n.concurrency_key) > (keys.tenant, keys.key)
+                ORDER BY n.tenant, n.concurrency_key LIMIT 1),
+               (SELECT n.concurrency_key FROM jobtrail_tasks n
+                WHERE n.state = 'queued' AND n.queue = :queue AND n.concurrency_key IS NOT NULL
+                  AND (n.tenant, n.concurrency_key) > (keys.tenant, keys.key)
+                ORDER BY n.tenant, n.concurrency_key LIMIT 1)
+        FROM keys WHERE keys.key IS NOT NULL
+    ), held AS (
+        SELECT keys.tenant, keys.key,
+               (SELECT COUNT(*) FROM jobtrail_tasks x
+                WHERE x.queue = :queue AND x.tenant = keys.tenant
+                  AND x.concurrency_key = keys.key
+                  AND x.state IN ('leased', 'cancel_requested')) AS n
+        FROM keys WHERE keys.key IS NOT NULL
+    ), h AS (
+        SELECT d.id, d.tenant, d.priority, d.run_at, d.kind, d.concurrency_limit, held.n AS held,
+               ROW_NUMBER() OVER (PARTITION BY d.tenant, d.concurrency_key
+                                  ORDER BY d.run_at, d.id) AS pos
+        FROM held JOIN jobtrail_tasks d ON d.id IN (
+            SELECT e.id FROM jobtrail_tasks e
+            WHERE e.state = 'queued' AND e.queue = :queue AND e.tenant = held.tenant
+              AND e.concurrency_key = held.key
+            ORDER BY e.run_at, e.id
+            LIMIT :limit)
+    ), c AS (
+        SELECT h.*, ROW_NUMBER() OVER (PARTITION BY h.tenant
+                                       ORDER BY h.priority DESC, h.run_at, h.id) AS tn
+        FROM h
+        WHERE h.pos + h.held <= h.concurrency_limit
+          AND h.run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)
+          AND h.kind IN (SELECT value FROM json_each(:kinds))
+    )
+    SELECT c.id FROM c LEFT JOIN json_each(:rooms) r ON r.key = c.tenant
+    WHERE c.tn <= COALESCE(r.value, :default_room)
+    ORDER BY c.priority DESC, c.run_at, c.id
+    LIMIT :limit)
+RETURNING *, round((julianday('now') - 2440587.5) * 86400.0, 3) - run_at AS waited;
+
+-- name: task_set_key
+UPDATE jobtrail_tasks SET concurrency_key = :key, concurrency_limit = :limit WHERE id = :id;
+
+-- name: queue_mark_keyed
+INSERT INTO jobtrail_queues (name, paused, keyed, updated_at)
+SELECT :name, 0, 1, round((julianday('now') - 2440587.5) * 86400.0, 3)
+WHERE NOT EXISTS (SELECT 1 FROM jobtrail_queues WHERE name = :name AND keyed = 1)
+ON CONFLICT (name) DO UPDATE SET keyed = 1;
+
+-- name: key_holders
+SELECT id, state FROM jobtrail_tasks
+WHERE queue = :queue AND tenant = :tenant AND concurrency_key = :key
+  AND state IN ('leased', 'cancel_requested')
+ORDER BY updated_at, id;
+
+-- name: key_ahead_count
+SELECT COUNT(*) AS n FROM jobtrail_tasks
+WHERE queue = :queue AND tenant = :tenant AND concurrency_key = :key
+  AND state = 'queued' AND (run_at < :run_at OR (run_at = :run_at AND id < :id));

@@ -78,6 +78,8 @@ SET state = 'leased',
             WHERE e.state = 'queued' AND e.queue = :queue AND e.tenant = tenants.tenant
               AND e.run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)
               AND e.kind IN (SELECT value FROM json_each(:kinds))
+              -- a keyed task is claimed by task_claim_keyed only
+              AND e.concurrency_key IS NULL
             ORDER BY e.priority DESC, e.run_at, e.id
             LIMIT (SELECT (3 * :limit + MAX(1, COUNT(tenant)) - 1) / MAX(1, COUNT(tenant))
                    FROM tenants))
