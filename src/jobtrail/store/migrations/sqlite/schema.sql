@@ -25,6 +25,17 @@ CREATE TABLE jobtrail_cron_windows (
     CHECK ((state = 'skipped') = (reason IS NOT NULL))
 );
 
+CREATE TABLE jobtrail_kind_rates (
+    queue      TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    per_second REAL NOT NULL CHECK (per_second > 0),
+    burst      INTEGER CHECK (burst IS NULL OR burst >= 0),
+    tokens     REAL,
+    tokens_at  REAL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (queue, kind)
+);
+
 CREATE TABLE jobtrail_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL);
 
 CREATE TABLE jobtrail_outbox (
@@ -73,7 +84,8 @@ CREATE TABLE jobtrail_queues (
     CHECK (rate_per_second IS NULL OR rate_per_second > 0), rate_burst INTEGER
     CHECK (rate_burst IS NULL OR rate_burst >= 0), rate_per_tenant REAL
     CHECK (rate_per_tenant IS NULL OR rate_per_tenant > 0), ramp_seconds REAL
-    CHECK (ramp_seconds IS NULL OR ramp_seconds > 0), ramp_started_at REAL, rate_until REAL, tokens REAL, tokens_at REAL,
+    CHECK (ramp_seconds IS NULL OR ramp_seconds > 0), ramp_started_at REAL, rate_until REAL, tokens REAL, tokens_at REAL, keyed INTEGER NOT NULL DEFAULT 0 CHECK (keyed IN (0, 1)), kind_rated INTEGER NOT NULL DEFAULT 0
+    CHECK (kind_rated IN (0, 1)),
     CHECK ((paused = 1) = (paused_at IS NOT NULL))
 );
 
@@ -156,7 +168,8 @@ CREATE TABLE jobtrail_tasks (
     updated_at          REAL    NOT NULL,
     finished_at         REAL,
     dismissed_at        REAL, after_id INTEGER REFERENCES jobtrail_tasks (id), result TEXT CHECK (result IS NULL OR json_valid(result)), claimed_version TEXT, first_failure_at REAL, evidence_on_row INTEGER NOT NULL DEFAULT 0
-    CHECK (evidence_on_row IN (0, 1)),
+    CHECK (evidence_on_row IN (0, 1)), concurrency_key TEXT, concurrency_limit INTEGER
+    CHECK (concurrency_limit IS NULL OR concurrency_limit >= 1),
     -- a finish time exactly when the state is terminal
     CHECK ((state IN ('succeeded', 'cancelled', 'dead')) = (finished_at IS NOT NULL)),
     -- a lease (owner and expiry) exactly when a worker holds the task
@@ -241,6 +254,12 @@ CREATE INDEX jobtrail_tasks_held ON jobtrail_tasks (queue, tenant)
 
 CREATE UNIQUE INDEX jobtrail_tasks_intent_once
     ON jobtrail_tasks (tenant, kind, idempotency_key) WHERE idempotency_key IS NOT NULL;
+
+CREATE INDEX jobtrail_tasks_keyed_due ON jobtrail_tasks (queue, tenant, concurrency_key, run_at, id)
+    WHERE state = 'queued' AND concurrency_key IS NOT NULL;
+
+CREATE INDEX jobtrail_tasks_keyed_held ON jobtrail_tasks (queue, tenant, concurrency_key)
+    WHERE state IN ('leased', 'cancel_requested') AND concurrency_key IS NOT NULL;
 
 CREATE INDEX jobtrail_tasks_lease
     ON jobtrail_tasks (lease_expires_at) WHERE state IN ('leased', 'cancel_requested');
