@@ -62,7 +62,10 @@ def claim_queue(
             tenant_tokens[r["tenant"]] = left
             rooms[r["tenant"]] = min(rooms.get(r["tenant"], _UNBOUNDED), rates.room(left))
     rooms = {t: n for t, n in rooms.items() if n < default_room}
-    rows = _claim_rooms(driver, tx, queue, room, rooms, default_room, common)
+    if queue.get("kind_rated"):
+        rows = _claim_kinds(driver, tx, claim, queue, room, rooms, default_room, common)
+    else:
+        rows = _claim_rooms(driver, tx, queue, room, rooms, default_room, common)
     if tokens is not None:
         tx.run("queue_tokens_set", {"name": name, "tokens": tokens - len(rows)})
         if bound and rate is not None and rate.per_second is not None:
@@ -112,10 +115,50 @@ def _claim_rooms(
                 "default_room": min(default_room, left),
             },
         )
-        if got and len(statements) > 1:
+        if got:
             for tenant, n in Counter(r["tenant"] for r in got).items():
                 rooms[tenant] = max(0, rooms.get(tenant, default_room) - n)
         rows += got
+    return rows
+
+
+def _claim_kinds(
+    driver: Driver,
+    tx: Tx,
+    claim: Claim,
+    queue: Row,
+    room: int,
+    rooms: dict[str, int],
+    default_room: int,
+    common: dict[str, Any],
+) -> list[Row]:
+    """``_claim_rooms`` for a queue with rates per kind: each kind with a rate within the room
+    of its bucket (whose tokens it takes), then the kinds without one with the room left (a
+    rated kind takes no more than its bucket, so neither side can starve the other)."""
+    name, now = queue["name"], queue["db_now"]
+    buckets = {b["kind"]: b for b in driver.kind_rate_list(tx, queue=name)}
+    free = [k for k in claim.kinds if k not in buckets]
+    rows: list[Row] = []
+    for kind in claim.kinds:
+        bucket = buckets.get(kind)
+        left = room - len(rows)
+        if bucket is None or left <= 0:
+            continue
+        rate = rates.of_kind(bucket)
+        assert rate.per_second is not None
+        tokens = rates.tokens(rate, rate.per_second, bucket["tokens"], bucket["tokens_at"], now)
+        kind_room = min(left, rates.room(tokens))
+        got: list[Row] = []
+        if kind_room > 0:
+            kinds = {**common, "kinds": driver._list([kind])}
+            got = _claim_rooms(driver, tx, queue, kind_room, rooms, default_room, kinds)
+            driver.kind_tokens_set(tx, queue=name, kind=kind, tokens=tokens - len(got))
+            rows += got
+        if kind_room < left and len(got) == kind_room:  # the bucket, not the tasks, stopped it
+            claim.slots.append(rates.next_slot(rate, rate.per_second, tokens - len(got), now))
+    if free and room > len(rows):
+        kinds = {**common, "kinds": driver._list(free)}
+        rows += _claim_rooms(driver, tx, queue, room - len(rows), rooms, default_room, kinds)
     return rows
 
 

@@ -674,3 +674,32 @@ class Statements:
             "key_ahead_count",
             {"queue": queue, "tenant": tenant, "key": key, "run_at": run_at, "id": id},
         )
+
+    # -- rates per kind within a queue ----------------------------------------------------------
+    def kind_rate_list(self, tx: Tx, *, queue: str | None) -> list[Row]:
+        """The rates per kind of ``queue`` (``None``: of every queue) with their buckets;
+        store/flow.py, app/rates.py."""
+        return tx.all("kind_rate_list", {"queue": queue})
+
+    def kind_rate_set(
+        self, tx: Tx, *, queue: str, kind: str, per_second: float, burst: int | None
+    ) -> Row | None:
+        """Set the rate of ``kind`` within ``queue`` (its bucket starts full); App.set_rate."""
+        return tx.one(
+            "kind_rate_set",
+            {"queue": queue, "kind": kind, "per_second": per_second, "burst": burst},
+        )
+
+    def kind_rate_delete(self, tx: Tx, *, queue: str, kind: str) -> None:
+        """Lift the rate of ``kind`` within ``queue``; App.set_rate."""
+        tx.run("kind_rate_delete", {"queue": queue, "kind": kind})
+
+    def queue_kind_rated_sync(self, tx: Tx, *, name: str) -> None:
+        """Mark queue ``name`` kind-rated while any of its kinds has a rate (its claims then
+        go through the limited claim); App.set_rate."""
+        tx.run("queue_kind_rated_sync", {"name": name})
+
+    def kind_tokens_set(self, tx: Tx, *, queue: str, kind: str, tokens: float) -> None:
+        """The tokens left in the bucket of ``kind`` within ``queue`` after a claim;
+        store/flow.py."""
+        tx.run("kind_tokens_set", {"queue": queue, "kind": kind, "tokens": tokens})

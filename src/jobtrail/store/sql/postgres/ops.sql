@@ -387,3 +387,31 @@ ORDER BY updated_at, id;
 SELECT COUNT(*) AS n FROM jobtrail_tasks
 WHERE queue = %(queue)s AND tenant = %(tenant)s AND concurrency_key = %(key)s
   AND state = 'queued' AND (run_at, id) < (%(run_at)s::timestamptz, %(id)s::bigint);
+
+-- name: kind_rate_list
+-- The rates per kind of :queue (NULL: of every queue), with their buckets.
+SELECT queue, kind, per_second, burst, tokens, tokens_at FROM jobtrail_kind_rates
+WHERE %(queue)s::text IS NULL OR queue = %(queue)s::text
+ORDER BY queue, kind;
+
+-- name: kind_rate_set
+-- A new rate for one kind of a queue: its bucket starts over (full).
+INSERT INTO jobtrail_kind_rates (queue, kind, per_second, burst, updated_at)
+VALUES (%(queue)s, %(kind)s, %(per_second)s, %(burst)s, now())
+ON CONFLICT (queue, kind) DO UPDATE
+SET per_second = excluded.per_second, burst = excluded.burst, tokens = NULL, tokens_at = NULL,
+    updated_at = now()
+RETURNING queue, kind, per_second, burst;
+
+-- name: kind_rate_delete
+DELETE FROM jobtrail_kind_rates WHERE queue = %(queue)s AND kind = %(kind)s;
+
+-- name: queue_kind_rated_sync
+-- Whether the queue claims through the limited claim for its kinds' rates.
+UPDATE jobtrail_queues
+SET kind_rated = EXISTS (SELECT 1 FROM jobtrail_kind_rates k WHERE k.queue = %(name)s::text)
+WHERE name = %(name)s::text;
+
+-- name: kind_tokens_set
+UPDATE jobtrail_kind_rates SET tokens = %(tokens)s, tokens_at = now()
+WHERE queue = %(queue)s AND kind = %(kind)s;

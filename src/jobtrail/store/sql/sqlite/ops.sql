@@ -355,3 +355,28 @@ ORDER BY updated_at, id;
 SELECT COUNT(*) AS n FROM jobtrail_tasks
 WHERE queue = :queue AND tenant = :tenant AND concurrency_key = :key
   AND state = 'queued' AND (run_at < :run_at OR (run_at = :run_at AND id < :id));
+
+-- name: kind_rate_list
+SELECT queue, kind, per_second, burst, tokens, tokens_at FROM jobtrail_kind_rates
+WHERE :queue IS NULL OR queue = :queue
+ORDER BY queue, kind;
+
+-- name: kind_rate_set
+INSERT INTO jobtrail_kind_rates (queue, kind, per_second, burst, updated_at)
+VALUES (:queue, :kind, :per_second, :burst, round((julianday('now') - 2440587.5) * 86400.0, 3))
+ON CONFLICT (queue, kind) DO UPDATE
+SET per_second = excluded.per_second, burst = excluded.burst, tokens = NULL, tokens_at = NULL,
+    updated_at = excluded.updated_at
+RETURNING queue, kind, per_second, burst;
+
+-- name: kind_rate_delete
+DELETE FROM jobtrail_kind_rates WHERE queue = :queue AND kind = :kind;
+
+-- name: queue_kind_rated_sync
+UPDATE jobtrail_queues
+SET kind_rated = EXISTS (SELECT 1 FROM jobtrail_kind_rates k WHERE k.queue = :name)
+WHERE name = :name;
+
+-- name: kind_tokens_set
+UPDATE jobtrail_kind_rates SET tokens = :tokens, tokens_at = round((julianday('now') - 2440587.5) * 86400.0, 3)
+WHERE queue = :queue AND kind = :kind;
