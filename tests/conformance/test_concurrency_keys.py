@@ -158,3 +158,20 @@ def test_a_bad_concurrency_per_key_is_refused(app: jobtrail.App, value: Any) -> 
             return None
 
     assert "bad" not in app.kinds
+
+
+def test_the_handle_and_the_async_api_take_the_key(app: jobtrail.App) -> None:
+    import asyncio
+
+    @app.task("handled", concurrency_per_key=1)
+    def handled(ctx: Any, payload: Any) -> None:
+        return None
+
+    first = handled.enqueue(1, concurrency_key="h").id
+    second = asyncio.run(handled.aenqueue(2, concurrency_key="h")).id
+    third = asyncio.run(app.aenqueue("handled", 3, concurrency_key="h")).id
+    rows = claim(app, 10, kinds=("handled",))
+    assert ids(rows) == [first]
+    complete(app, rows)
+    assert ids(claim(app, 10, kinds=("handled",))) == [second]
+    assert third not in (first, second)
