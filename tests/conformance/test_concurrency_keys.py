@@ -149,7 +149,7 @@ def test_a_bad_key_is_refused_and_nothing_is_written(
     assert app.list() == []
 
 
-@pytest.mark.parametrize("value", [0, -1, 1.5, "2", True])
+@pytest.mark.parametrize("value", [0, -1, 1001, 1.5, "2", True])
 def test_a_bad_concurrency_per_key_is_refused(app: jobtrail.App, value: Any) -> None:
     with pytest.raises((TypeError, ValueError), match="concurrency_per_key"):
 

@@ -131,6 +131,8 @@ def batch_filters(*, reason: Any, kind: Any, limit: Any) -> None:
 
 #: the longest concurrency key (as an idempotency key)
 MAX_KEY = 255
+#: the largest ``concurrency_per_key`` (the claim counts a key's tasks up to it)
+MAX_PER_KEY = 1000
 
 
 def concurrency_key(value: Any) -> str:
@@ -152,9 +154,7 @@ def concurrency_per_key(value: Any, kind: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(
             f"kind {kind!r}: concurrency_per_key must be an integer from 1 to "
-            f"{MAX_CONCURRENCY_LIMIT}, not {type(value).__name__}"
+            f"{MAX_PER_KEY}, not {type(value).__name__}"
         )
-    if not 1 <= value <= MAX_CONCURRENCY_LIMIT:
-        raise ValueError(
-            f"kind {kind!r}: concurrency_per_key must be from 1 to {MAX_CONCURRENCY_LIMIT}"
-        )
+    if not 1 <= value <= MAX_PER_KEY:
+        raise ValueError(f"kind {kind!r}: concurrency_per_key must be from 1 to {MAX_PER_KEY}")

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 #: the room a tenant has when nothing limits it (beyond the claim's own limit)
 _UNBOUNDED = 1 << 30
+#: how many due keyed tasks (beyond three claims' worth) a keyed claim's quick look reads
+KEYED_SCAN = 100
 
 
 def claim_queue(
@@ -104,22 +106,49 @@ def _claim_rooms(
         left = room - len(rows)
         if left <= 0:
             break
-        got = tx.all(
-            statement,
-            {
-                **common,
-                "queue": queue["name"],
-                "mode": "limited",
-                "limit": left,
-                "rooms": dumps(rooms),
-                "default_room": min(default_room, left),
-            },
-        )
+        params = {
+            **common,
+            "queue": queue["name"],
+            "mode": "limited",
+            "limit": left,
+            "rooms": dumps(rooms),
+            "default_room": min(default_room, left),
+        }
+        if statement == "task_claim_keyed":
+            got = _claim_keyed(tx, params, rooms, default_room)
+        else:
+            got = tx.all(statement, params)
         if got:
             for tenant, n in Counter(r["tenant"] for r in got).items():
                 rooms[tenant] = max(0, rooms.get(tenant, default_room) - n)
         rows += got
     return rows
+
+
+def _claim_keyed(
+    tx: Tx, params: dict[str, Any], rooms: dict[str, int], default_room: int
+) -> list[Row]:
+    """The keyed tasks of a claim: ``task_claim_keyed_due`` (the first due keyed tasks in the
+    claim's order, a read of about ``KEYED_SCAN`` rows), then, when it found less than the
+    claim's room, ``task_claim_keyed`` (a walk of every key with queued tasks) for the rest —
+    the rows the first took are leased by then, so the second counts them."""
+    limit = params["limit"]
+    got = tx.all("task_claim_keyed_due", {**params, "scan": KEYED_SCAN + 3 * limit})
+    left = limit - len(got)
+    if left > 0:
+        rest = dict(rooms)
+        for tenant, n in Counter(r["tenant"] for r in got).items():
+            rest[tenant] = max(0, rest.get(tenant, default_room) - n)
+        got += tx.all(
+            "task_claim_keyed",
+            {
+                **params,
+                "limit": left,
+                "rooms": dumps(rest),
+                "default_room": min(default_room, left),
+            },
+        )
+    return got
 
 
 def _claim_kinds(

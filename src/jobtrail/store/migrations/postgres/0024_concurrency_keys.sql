@@ -14,6 +14,9 @@ ALTER TABLE jobtrail_queues ADD COLUMN kind_rated boolean NOT NULL DEFAULT false
 -- the keys with queued tasks of a queue (a skip scan) and each key's tasks in due order
 CREATE INDEX jobtrail_tasks_keyed_due ON jobtrail_tasks (queue, tenant, concurrency_key, run_at, id)
     WHERE state = 'queued' AND concurrency_key IS NOT NULL;
+-- the keyed tasks in the claim's order (task_claim_keyed_due)
+CREATE INDEX jobtrail_tasks_keyed_order ON jobtrail_tasks (queue, priority DESC, run_at, id)
+    WHERE state = 'queued' AND concurrency_key IS NOT NULL;
 -- the tasks holding a key now
 CREATE INDEX jobtrail_tasks_keyed_held ON jobtrail_tasks (queue, tenant, concurrency_key)
     WHERE state IN ('leased', 'cancel_requested') AND concurrency_key IS NOT NULL;

@@ -279,6 +279,8 @@ CREATE INDEX jobtrail_tasks_keyed_due ON jobtrail_tasks USING btree (queue, tena
 
 CREATE INDEX jobtrail_tasks_keyed_held ON jobtrail_tasks USING btree (queue, tenant, concurrency_key) WHERE ((state = ANY (ARRAY['leased'::text, 'cancel_requested'::text])) AND (concurrency_key IS NOT NULL));
 
+CREATE INDEX jobtrail_tasks_keyed_order ON jobtrail_tasks USING btree (queue, priority DESC, run_at, id) WHERE ((state = 'queued'::text) AND (concurrency_key IS NOT NULL));
+
 CREATE INDEX jobtrail_tasks_lease ON jobtrail_tasks USING btree (lease_expires_at) WHERE (state = ANY (ARRAY['leased'::text, 'cancel_requested'::text]));
 
 CREATE INDEX jobtrail_tasks_parent ON jobtrail_tasks USING btree (parent_id) WHERE (parent_id IS NOT NULL);

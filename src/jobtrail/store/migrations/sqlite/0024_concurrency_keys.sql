@@ -8,6 +8,9 @@ ALTER TABLE jobtrail_queues ADD COLUMN kind_rated INTEGER NOT NULL DEFAULT 0
 
 CREATE INDEX jobtrail_tasks_keyed_due ON jobtrail_tasks (queue, tenant, concurrency_key, run_at, id)
     WHERE state = 'queued' AND concurrency_key IS NOT NULL;
+-- the keyed tasks in the claim's order (task_claim_keyed_due)
+CREATE INDEX jobtrail_tasks_keyed_order ON jobtrail_tasks (queue, priority DESC, run_at, id)
+    WHERE state = 'queued' AND concurrency_key IS NOT NULL;
 CREATE INDEX jobtrail_tasks_keyed_held ON jobtrail_tasks (queue, tenant, concurrency_key)
     WHERE state IN ('leased', 'cancel_requested') AND concurrency_key IS NOT NULL;
 

@@ -261,6 +261,9 @@ CREATE INDEX jobtrail_tasks_keyed_due ON jobtrail_tasks (queue, tenant, concurre
 CREATE INDEX jobtrail_tasks_keyed_held ON jobtrail_tasks (queue, tenant, concurrency_key)
     WHERE state IN ('leased', 'cancel_requested') AND concurrency_key IS NOT NULL;
 
+CREATE INDEX jobtrail_tasks_keyed_order ON jobtrail_tasks (queue, priority DESC, run_at, id)
+    WHERE state = 'queued' AND concurrency_key IS NOT NULL;
+
 CREATE INDEX jobtrail_tasks_lease
     ON jobtrail_tasks (lease_expires_at) WHERE state IN ('leased', 'cancel_requested');
 

@@ -415,3 +415,56 @@ WHERE name = %(name)s::text;
 -- name: kind_tokens_set
 UPDATE jobtrail_kind_rates SET tokens = %(tokens)s, tokens_at = now()
 WHERE queue = %(queue)s AND kind = %(kind)s;
+
+-- name: task_claim_keyed_due
+-- task_claim_keyed's quick look, under the same queue lock: the first :scan due keyed tasks
+-- of the queue in the claim's order (jobtrail_tasks_keyed_order), each taken when its key's
+-- leased tasks plus its key's queued tasks before it (bounded probes of
+-- jobtrail_tasks_keyed_due) stay under its concurrency_limit. It reads about :scan rows
+-- whatever the number of keys; the driver follows with task_claim_keyed (the walk of every
+-- key) only when this one finds less than its :limit — so a backlog under a busy key that
+-- fills the first :scan rows costs one walk of the keys, not a read of the backlog.
+WITH held AS (
+    SELECT tenant, concurrency_key AS key, COUNT(*) AS n FROM jobtrail_tasks
+    WHERE queue = %(queue)s AND state IN ('leased', 'cancel_requested')
+      AND concurrency_key IS NOT NULL
+    GROUP BY tenant, concurrency_key
+), c AS (
+    SELECT s.id, s.tenant, s.priority, s.run_at
+    FROM (SELECT id, tenant, concurrency_key, priority, run_at, kind, concurrency_limit
+          FROM jobtrail_tasks
+          WHERE state = 'queued' AND queue = %(queue)s AND concurrency_key IS NOT NULL
+          ORDER BY priority DESC, run_at, id
+          LIMIT %(scan)s) s
+    LEFT JOIN held h ON h.tenant = s.tenant AND h.key = s.concurrency_key
+    WHERE s.run_at <= now() AND s.kind = ANY(%(kinds)s::text[])
+      AND COALESCE(h.n, 0) < s.concurrency_limit
+      AND COALESCE(h.n, 0) + (
+          SELECT COUNT(*) FROM (
+              SELECT 1 FROM jobtrail_tasks e
+              WHERE e.state = 'queued' AND e.queue = %(queue)s AND e.tenant = s.tenant
+                AND e.concurrency_key = s.concurrency_key
+                AND (e.run_at, e.id) < (s.run_at, s.id)
+              LIMIT s.concurrency_limit) before) < s.concurrency_limit
+), f AS (
+    SELECT c.*, ROW_NUMBER() OVER (PARTITION BY c.tenant ORDER BY c.priority DESC, c.run_at, c.id)
+                AS tn
+    FROM c
+), upd AS (
+    -- include: claim_set
+    WHERE t.id = ANY(ARRAY(
+        SELECT w.id FROM (
+            SELECT f.id, f.priority, f.run_at FROM f
+            LEFT JOIN jsonb_each_text(%(rooms)s::jsonb) r ON r.key = f.tenant
+            WHERE f.tn <= COALESCE(r.value::int, %(default_room)s::int)
+            ORDER BY f.priority DESC, f.run_at, f.id
+            LIMIT %(limit)s) o
+        JOIN jobtrail_tasks w ON w.id = o.id
+        WHERE w.state = 'queued'
+        ORDER BY o.priority DESC, o.run_at, o.id
+        FOR UPDATE OF w))
+    RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
+), log AS (
+    -- include: claim_log
+)
+SELECT * FROM upd;

@@ -380,3 +380,48 @@ WHERE name = :name;
 -- name: kind_tokens_set
 UPDATE jobtrail_kind_rates SET tokens = :tokens, tokens_at = round((julianday('now') - 2440587.5) * 86400.0, 3)
 WHERE queue = :queue AND kind = :kind;
+
+-- name: task_claim_keyed_due
+-- task_claim_keyed's quick look: the same as PostgreSQL's.
+-- include: claim_set
+WHERE state = 'queued' AND id IN (
+    WITH held AS (
+        SELECT tenant, concurrency_key AS key, COUNT(*) AS n FROM jobtrail_tasks
+        WHERE queue = :queue AND state IN ('leased', 'cancel_requested')
+          AND concurrency_key IS NOT NULL
+        GROUP BY tenant, concurrency_key
+    ), s AS (
+        SELECT id, tenant, concurrency_key, priority, run_at, kind, concurrency_limit
+        FROM jobtrail_tasks
+        WHERE state = 'queued' AND queue = :queue AND concurrency_key IS NOT NULL
+        ORDER BY priority DESC, run_at, id
+        LIMIT :scan
+    ), c AS (
+        SELECT s.id, s.tenant, s.priority, s.run_at,
+               ROW_NUMBER() OVER (PARTITION BY s.tenant
+                                  ORDER BY s.priority DESC, s.run_at, s.id) AS tn
+        FROM s LEFT JOIN held h ON h.tenant = s.tenant AND h.key = s.concurrency_key
+        WHERE s.run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)
+          AND s.kind IN (SELECT value FROM json_each(:kinds))
+          AND COALESCE(h.n, 0) < s.concurrency_limit
+          -- the key's queued tasks before it: one probe when one more may run (SQLite takes
+          -- no correlated LIMIT, so more are counted up to the largest limit there is)
+          AND CASE WHEN s.concurrency_limit - COALESCE(h.n, 0) = 1
+                   THEN NOT EXISTS (
+                       SELECT 1 FROM jobtrail_tasks e
+                       WHERE e.state = 'queued' AND e.queue = :queue AND e.tenant = s.tenant
+                         AND e.concurrency_key = s.concurrency_key
+                         AND (e.run_at < s.run_at OR (e.run_at = s.run_at AND e.id < s.id)))
+                   ELSE COALESCE(h.n, 0) + (
+                       SELECT COUNT(*) FROM jobtrail_tasks x WHERE x.id IN (
+                           SELECT e.id FROM jobtrail_tasks e
+                           WHERE e.state = 'queued' AND e.queue = :queue
+                             AND e.tenant = s.tenant AND e.concurrency_key = s.concurrency_key
+                             AND (e.run_at < s.run_at OR (e.run_at = s.run_at AND e.id < s.id))
+                           LIMIT 1000)) < s.concurrency_limit END
+    )
+    SELECT c.id FROM c LEFT JOIN json_each(:rooms) r ON r.key = c.tenant
+    WHERE c.tn <= COALESCE(r.value, :default_room)
+    ORDER BY c.priority DESC, c.run_at, c.id
+    LIMIT :limit)
+RETURNING *, round((julianday('now') - 2440587.5) * 86400.0, 3) - run_at AS waited;
