@@ -11,6 +11,12 @@ ALTER TABLE jobtrail_queues ADD COLUMN keyed boolean NOT NULL DEFAULT false;
 -- a queue with a rate for one of its kinds claims through the limited claim too
 ALTER TABLE jobtrail_queues ADD COLUMN kind_rated boolean NOT NULL DEFAULT false;
 
+-- the claims of unkeyed tasks (fair_due, claim_gate, the one-tenant claim) read only unkeyed
+-- tasks: their index leaves keyed ones out, so a backlog under a busy key is not read by
+-- every claim of the queue's other tasks
+DROP INDEX jobtrail_tasks_due_tenant;
+CREATE INDEX jobtrail_tasks_due_tenant ON jobtrail_tasks (queue, tenant, priority DESC, run_at, id)
+    WHERE state = 'queued' AND concurrency_key IS NULL;
 -- the keys with queued tasks of a queue (a skip scan) and each key's tasks in due order
 CREATE INDEX jobtrail_tasks_keyed_due ON jobtrail_tasks (queue, tenant, concurrency_key, run_at, id)
     WHERE state = 'queued' AND concurrency_key IS NOT NULL;

@@ -267,7 +267,7 @@ CREATE INDEX jobtrail_tasks_after ON jobtrail_tasks USING btree (after_id) WHERE
 
 CREATE INDEX jobtrail_tasks_dead ON jobtrail_tasks USING btree (finished_at, id) INCLUDE (last_reason, kind, attempts, last_error_category, claimed_version, first_failure_at, evidence_on_row, dismissed_at) WHERE (state = 'dead'::text);
 
-CREATE INDEX jobtrail_tasks_due_tenant ON jobtrail_tasks USING btree (queue, tenant, priority DESC, run_at, id) WHERE (state = 'queued'::text);
+CREATE INDEX jobtrail_tasks_due_tenant ON jobtrail_tasks USING btree (queue, tenant, priority DESC, run_at, id) WHERE ((state = 'queued'::text) AND (concurrency_key IS NULL));
 
 CREATE INDEX jobtrail_tasks_finished ON jobtrail_tasks USING btree (finished_at) WHERE (state = ANY (ARRAY['succeeded'::text, 'cancelled'::text]));
 

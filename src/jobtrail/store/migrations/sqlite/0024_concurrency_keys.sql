@@ -6,6 +6,10 @@ ALTER TABLE jobtrail_queues ADD COLUMN keyed INTEGER NOT NULL DEFAULT 0 CHECK (k
 ALTER TABLE jobtrail_queues ADD COLUMN kind_rated INTEGER NOT NULL DEFAULT 0
     CHECK (kind_rated IN (0, 1));
 
+DROP INDEX jobtrail_tasks_due_tenant;
+CREATE INDEX jobtrail_tasks_due_tenant ON jobtrail_tasks (queue, tenant, priority DESC, run_at, id)
+    WHERE state = 'queued' AND concurrency_key IS NULL;
+
 CREATE INDEX jobtrail_tasks_keyed_due ON jobtrail_tasks (queue, tenant, concurrency_key, run_at, id)
     WHERE state = 'queued' AND concurrency_key IS NOT NULL;
 -- the keyed tasks in the claim's order (task_claim_keyed_due)

@@ -243,8 +243,8 @@ CREATE INDEX jobtrail_tasks_after ON jobtrail_tasks (after_id) WHERE after_id IS
 CREATE INDEX jobtrail_tasks_dead
     ON jobtrail_tasks (finished_at, id) WHERE state = 'dead';
 
-CREATE INDEX jobtrail_tasks_due_tenant
-    ON jobtrail_tasks (queue, tenant, priority DESC, run_at, id) WHERE state = 'queued';
+CREATE INDEX jobtrail_tasks_due_tenant ON jobtrail_tasks (queue, tenant, priority DESC, run_at, id)
+    WHERE state = 'queued' AND concurrency_key IS NULL;
 
 CREATE INDEX jobtrail_tasks_finished ON jobtrail_tasks (finished_at)
     WHERE state IN ('succeeded', 'cancelled');

@@ -99,8 +99,13 @@ SELECT COUNT(*) AS n FROM jobtrail_transitions tr JOIN jobtrail_tasks t ON t.id 
 WHERE t.queue = %(queue)s AND tr.reason = 'claimed' AND tr.at >= %(since)s AND tr.at < %(until)s;
 
 -- name: queue_due_count
-SELECT COUNT(*) AS n FROM jobtrail_tasks
-WHERE queue = %(queue)s AND state = 'queued' AND run_at <= now();
+-- Unkeyed and keyed tasks apart: each has its index (jobtrail_tasks_due_tenant, _keyed_order).
+SELECT (SELECT COUNT(*) FROM jobtrail_tasks
+        WHERE queue = %(queue)s AND state = 'queued' AND concurrency_key IS NULL
+          AND run_at <= now())
+     + (SELECT COUNT(*) FROM jobtrail_tasks
+        WHERE queue = %(queue)s AND state = 'queued' AND concurrency_key IS NOT NULL
+          AND run_at <= now()) AS n;
 
 -- name: task_next_due
 -- A draining burst worker (run_worker(burst=True, drain=S)): seconds until the first queued

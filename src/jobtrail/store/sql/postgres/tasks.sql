@@ -50,7 +50,7 @@ SELECT now() AS now, set_config('jit', 'off', true) AS jit;
 -- (the caller holds the queue's lock and has checked).
                 WITH RECURSIVE tenants AS (
                     (SELECT tenant FROM jobtrail_tasks
-                     WHERE state = 'queued' AND queue = %(queue)s
+                     WHERE state = 'queued' AND queue = %(queue)s AND concurrency_key IS NULL
                        AND NOT EXISTS (
                            SELECT 1 FROM jobtrail_queues q
                            WHERE q.name = %(queue)s
@@ -65,7 +65,7 @@ SELECT now() AS now, set_config('jit', 'off', true) AS jit;
                     UNION ALL
                     SELECT (SELECT n.tenant FROM jobtrail_tasks n
                             WHERE n.state = 'queued' AND n.queue = %(queue)s
-                              AND n.tenant > tenants.tenant
+                              AND n.concurrency_key IS NULL AND n.tenant > tenants.tenant
                             ORDER BY n.tenant LIMIT 1)
                     FROM tenants WHERE tenants.tenant IS NOT NULL
                 )
@@ -83,7 +83,7 @@ SELECT now() AS now, set_config('jit', 'off', true) AS jit;
                         SELECT id, tenant, priority, run_at FROM jobtrail_tasks
                         WHERE state = 'queued' AND queue = %(queue)s AND tenant = tenants.tenant
                           AND run_at <= now() AND kind = ANY(%(kinds)s::text[])
-                          -- a keyed task is claimed by task_claim_keyed only
+                          -- keyed tasks are not in the index: task_claim_keyed takes them
                           AND concurrency_key IS NULL
                         ORDER BY priority DESC, run_at, id
                         LIMIT (SELECT (3 * %(limit)s::int + GREATEST(1, COUNT(tenant)) - 1)
@@ -120,9 +120,11 @@ SELECT now() AS now, set_config('jit', 'off', true) AS jit;
                                 OR q.rate_per_tenant IS NOT NULL
                                 OR q.keyed OR q.kind_rated)) AS open,
                      (SELECT tenant FROM jobtrail_tasks
-                      WHERE state = 'queued' AND queue = %(queue)s ORDER BY tenant LIMIT 1) AS lo,
+                      WHERE state = 'queued' AND queue = %(queue)s AND concurrency_key IS NULL
+                      ORDER BY tenant LIMIT 1) AS lo,
                      (SELECT tenant FROM jobtrail_tasks
-                      WHERE state = 'queued' AND queue = %(queue)s ORDER BY tenant DESC LIMIT 1)
+                      WHERE state = 'queued' AND queue = %(queue)s AND concurrency_key IS NULL
+                      ORDER BY tenant DESC LIMIT 1)
                      AS hi) s
 
 -- fragment: claim_one_tenant_where
@@ -133,7 +135,7 @@ SELECT now() AS now, set_config('jit', 'off', true) AS jit;
     WHERE t.id = ANY(ARRAY(
         SELECT w.id FROM jobtrail_tasks w
         WHERE (SELECT open AND NOT many FROM gate)
-          AND w.state = 'queued' AND w.queue = %(queue)s
+          AND w.state = 'queued' AND w.queue = %(queue)s AND w.concurrency_key IS NULL
           AND w.tenant = (SELECT first_tenant FROM gate) AND w.run_at <= now()
           AND w.kind = ANY(%(kinds)s::text[])
         ORDER BY w.priority DESC, w.run_at, w.id
@@ -247,7 +249,8 @@ WITH pick AS (
                  OR q.rate_per_second IS NOT NULL OR q.rate_per_tenant IS NOT NULL
                  OR q.kind_rated))
       AND NOT EXISTS (
-          SELECT 1 FROM jobtrail_tasks x WHERE x.state = 'queued' AND x.queue = %(queue)s::text)
+          SELECT 1 FROM jobtrail_tasks x
+          WHERE x.state = 'queued' AND x.queue = %(queue)s::text AND x.concurrency_key IS NULL)
       AND NOT pg_try_advisory_xact_lock_shared(w.lock_key)
     ORDER BY w.since
     LIMIT 1

@@ -85,8 +85,12 @@ SELECT COUNT(*) AS n FROM jobtrail_transitions tr JOIN jobtrail_tasks t ON t.id 
 WHERE t.queue = :queue AND tr.reason = 'claimed' AND tr.at >= :since AND tr.at < :until;
 
 -- name: queue_due_count
-SELECT COUNT(*) AS n FROM jobtrail_tasks
-WHERE queue = :queue AND state = 'queued' AND run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3);
+SELECT (SELECT COUNT(*) FROM jobtrail_tasks
+        WHERE queue = :queue AND state = 'queued' AND concurrency_key IS NULL
+          AND run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3))
+     + (SELECT COUNT(*) FROM jobtrail_tasks
+        WHERE queue = :queue AND state = 'queued' AND concurrency_key IS NOT NULL
+          AND run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)) AS n;
 
 -- name: task_next_due
 -- A draining burst worker (run_worker(burst=True, drain=S)): seconds until the first queued

@@ -65,10 +65,12 @@ SET state = 'leased',
 -- within its tenant and priority (the round it is taken in).
     WITH RECURSIVE tenants(tenant) AS (
         SELECT (SELECT tenant FROM jobtrail_tasks
-                WHERE state = 'queued' AND queue = :queue ORDER BY tenant LIMIT 1)
+                WHERE state = 'queued' AND queue = :queue AND concurrency_key IS NULL
+                ORDER BY tenant LIMIT 1)
         UNION ALL
         SELECT (SELECT n.tenant FROM jobtrail_tasks n
-                WHERE n.state = 'queued' AND n.queue = :queue AND n.tenant > tenants.tenant
+                WHERE n.state = 'queued' AND n.queue = :queue AND n.concurrency_key IS NULL
+                  AND n.tenant > tenants.tenant
                 ORDER BY n.tenant LIMIT 1)
         FROM tenants WHERE tenants.tenant IS NOT NULL
     ), c AS (
@@ -78,7 +80,7 @@ SET state = 'leased',
             WHERE e.state = 'queued' AND e.queue = :queue AND e.tenant = tenants.tenant
               AND e.run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)
               AND e.kind IN (SELECT value FROM json_each(:kinds))
-              -- a keyed task is claimed by task_claim_keyed only
+              -- keyed tasks are not in the index: task_claim_keyed takes them
               AND e.concurrency_key IS NULL
             ORDER BY e.priority DESC, e.run_at, e.id
             LIMIT (SELECT (3 * :limit + MAX(1, COUNT(tenant)) - 1) / MAX(1, COUNT(tenant))
