@@ -112,10 +112,10 @@ def make_app(backend: str, tmp: Path, pg: str, name: str) -> tuple[jobtrail.App,
     return app, raw
 
 
-def processing(backend: str, keys: int, per_key: int, pg: str) -> None:
+def processing(backend: str, keys: int, per_key: int, pg: str, rounds: int) -> None:
     n = keys * per_key
-    rates = {}
-    for variant in ("plain", "limited", "keyed"):
+    runs: dict[str, list[float]] = {"plain": [], "limited": [], "keyed": []}
+    for variant in [v for _ in range(rounds) for v in runs]:  # alternated: the machine drifts
         with tempfile.TemporaryDirectory(prefix="jobtrail-keys-") as tmp:
             app, raw = make_app(backend, Path(tmp), pg, variant)
             items: list[dict[str, Any]] = []
@@ -131,11 +131,13 @@ def processing(backend: str, keys: int, per_key: int, pg: str) -> None:
                 app.enqueue_many(items[i : i + 1000])
             if backend == "pg":
                 raw.execute("VACUUM ANALYZE jobtrail_tasks")
-            rates[variant] = worker_rate(app, n)
+            runs[variant].append(worker_rate(app, n))
             app.close()
             raw.close()
+    rates = {v: statistics.median(r) for v, r in runs.items()}
     print(
         f"{backend:6s} processing {n:,} tasks ({keys:,} keys x {per_key}, limit 1; one worker, "
+        f"median of {rounds} rounds, "
         f"concurrency 10): plain {rates['plain']:,.0f} jobs/s, keyed {rates['keyed']:,.0f} "
         f"jobs/s ({rates['keyed'] / rates['plain']:.2f}x); plain tasks under a concurrency limit "
         f"(the same limited claim) {rates['limited']:,.0f} jobs/s",
@@ -193,6 +195,7 @@ def main() -> None:
     parser.add_argument("--probes", type=int, default=300)
     parser.add_argument("--every", type=float, default=0.02)
     parser.add_argument("--only", choices=["processing", "pickup"])
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--pg",
         default=os.environ.get("JOBTRAIL_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"),
@@ -200,7 +203,7 @@ def main() -> None:
     args = parser.parse_args()
     for backend in ["pg", "sqlite"] if args.backend == "both" else [args.backend]:
         if args.only in (None, "processing"):
-            processing(backend, args.keys, args.per_key, args.pg)
+            processing(backend, args.keys, args.per_key, args.pg, args.rounds)
         if args.only in (None, "pickup"):
             empty = pickup(backend, 0, args.probes, args.every, args.pg)
             hot = pickup(backend, args.backlog, args.probes, args.every, args.pg)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 #: the room a tenant has when nothing limits it (beyond the claim's own limit)
 _UNBOUNDED = 1 << 30
 #: how many due keyed tasks (beyond three claims' worth) a keyed claim's quick look reads
-KEYED_SCAN = 100
+KEYED_SCAN = 10
 
 
 def claim_queue(

@@ -358,7 +358,7 @@ ORDER BY updated_at, id;
 -- name: key_ahead_count
 SELECT COUNT(*) AS n FROM jobtrail_tasks
 WHERE queue = :queue AND tenant = :tenant AND concurrency_key = :key
-  AND state = 'queued' AND (run_at < :run_at OR (run_at = :run_at AND id < :id));
+  AND state = 'queued' AND (run_at, id) < (:run_at, :id);
 
 -- name: kind_rate_list
 SELECT queue, kind, per_second, burst, tokens, tokens_at FROM jobtrail_kind_rates
@@ -415,13 +415,13 @@ WHERE state = 'queued' AND id IN (
                        SELECT 1 FROM jobtrail_tasks e
                        WHERE e.state = 'queued' AND e.queue = :queue AND e.tenant = s.tenant
                          AND e.concurrency_key = s.concurrency_key
-                         AND (e.run_at < s.run_at OR (e.run_at = s.run_at AND e.id < s.id)))
+                         AND (e.run_at, e.id) < (s.run_at, s.id))
                    ELSE COALESCE(h.n, 0) + (
                        SELECT COUNT(*) FROM jobtrail_tasks x WHERE x.id IN (
                            SELECT e.id FROM jobtrail_tasks e
                            WHERE e.state = 'queued' AND e.queue = :queue
                              AND e.tenant = s.tenant AND e.concurrency_key = s.concurrency_key
-                             AND (e.run_at < s.run_at OR (e.run_at = s.run_at AND e.id < s.id))
+                             AND (e.run_at, e.id) < (s.run_at, s.id)
                            LIMIT 1000)) < s.concurrency_limit END
     )
     SELECT c.id FROM c LEFT JOIN json_each(:rooms) r ON r.key = c.tenant
