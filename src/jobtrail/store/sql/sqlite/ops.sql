@@ -300,15 +300,19 @@ WHERE state = 'queued' AND id IN (
                          AND concurrency_key IS NOT NULL
                        ORDER BY tenant, concurrency_key LIMIT 1)
         UNION ALL
-        SELECT (SELECT n.tenant FROM jobtrail_tasks n
-                WHERE n.state = 'queued' AND n.queue = :queue AND n.concurrency_key IS NOT NULL
-                  AND (n.tenant, n.concurrency_key) > (keys.tenant, keys.key)
-                ORDER BY n.tenant, n.concurrency_key LIMIT 1),
-               (SELECT n.concurrency_key FROM jobtrail_tasks n
-                WHERE n.state = 'queued' AND n.queue = :queue AND n.concurrency_key IS NOT NULL
-                  AND (n.tenant, n.concurrency_key) > (keys.tenant, keys.key)
-                ORDER BY n.tenant, n.concurrency_key LIMIT 1)
-        FROM keys WHERE keys.key IS NOT NULL
+        -- the next key of this tenant, else the first of the next tenant: two index range
+        -- starts (SQLite bounds a row value "(tenant, key) >" by the tenant alone, and would
+        -- read every queued task of the tenant's keys)
+        SELECT n.tenant, n.concurrency_key FROM keys
+        JOIN jobtrail_tasks n ON n.id = COALESCE(
+            (SELECT id FROM jobtrail_tasks
+             WHERE state = 'queued' AND queue = :queue AND concurrency_key IS NOT NULL
+               AND tenant = keys.tenant AND concurrency_key > keys.key
+             ORDER BY tenant, concurrency_key LIMIT 1),
+            (SELECT id FROM jobtrail_tasks
+             WHERE state = 'queued' AND queue = :queue AND concurrency_key IS NOT NULL
+               AND tenant > keys.tenant
+             ORDER BY tenant, concurrency_key LIMIT 1))
     ), held AS (
         SELECT keys.tenant, keys.key,
                (SELECT COUNT(*) FROM jobtrail_tasks x
@@ -414,8 +418,12 @@ WHERE state = 'queued' AND id IN (
                    THEN NOT EXISTS (
                        SELECT 1 FROM jobtrail_tasks e
                        WHERE e.state = 'queued' AND e.queue = :queue AND e.tenant = s.tenant
-                         AND e.concurrency_key = s.concurrency_key
-                         AND (e.run_at, e.id) < (s.run_at, s.id))
+                         AND e.concurrency_key = s.concurrency_key AND e.run_at < s.run_at)
+                    AND NOT EXISTS (
+                       SELECT 1 FROM jobtrail_tasks e
+                       WHERE e.state = 'queued' AND e.queue = :queue AND e.tenant = s.tenant
+                         AND e.concurrency_key = s.concurrency_key AND e.run_at = s.run_at
+                         AND e.id < s.id)
                    ELSE COALESCE(h.n, 0) + (
                        SELECT COUNT(*) FROM jobtrail_tasks x WHERE x.id IN (
                            SELECT e.id FROM jobtrail_tasks e
