@@ -436,21 +436,27 @@ WITH held AS (
     GROUP BY tenant, concurrency_key
 ), c AS (
     SELECT s.id, s.tenant, s.priority, s.run_at
-    FROM (SELECT id, tenant, concurrency_key, priority, run_at, kind, concurrency_limit
-          FROM jobtrail_tasks
-          WHERE state = 'queued' AND queue = %(queue)s AND concurrency_key IS NOT NULL
-          ORDER BY priority DESC, run_at, id
-          LIMIT %(scan)s) s
+    FROM (SELECT x.*,
+                 -- its place among the rows read of its key: a cheap first cut (a key's
+                 -- later rows need no probe when its limit is already used up before them)
+                 ROW_NUMBER() OVER (PARTITION BY x.tenant, x.concurrency_key
+                                    ORDER BY x.run_at, x.id) AS pos
+          FROM (SELECT id, tenant, concurrency_key, priority, run_at, kind, concurrency_limit
+                FROM jobtrail_tasks
+                WHERE state = 'queued' AND queue = %(queue)s AND concurrency_key IS NOT NULL
+                ORDER BY priority DESC, run_at, id
+                LIMIT %(scan)s) x) s
     LEFT JOIN held h ON h.tenant = s.tenant AND h.key = s.concurrency_key
     WHERE s.run_at <= now() AND s.kind = ANY(%(kinds)s::text[])
-      AND COALESCE(h.n, 0) < s.concurrency_limit
-      AND COALESCE(h.n, 0) + (
-          SELECT COUNT(*) FROM (
-              SELECT 1 FROM jobtrail_tasks e
-              WHERE e.state = 'queued' AND e.queue = %(queue)s AND e.tenant = s.tenant
-                AND e.concurrency_key = s.concurrency_key
-                AND (e.run_at, e.id) < (s.run_at, s.id)
-              LIMIT s.concurrency_limit) before) < s.concurrency_limit
+      AND COALESCE(h.n, 0) + s.pos <= s.concurrency_limit
+      -- among its key's first (limit - leased) queued tasks in due order: a read of the
+      -- index's first entries of the key, however long its backlog
+      AND s.id IN (
+          SELECT e.id FROM jobtrail_tasks e
+          WHERE e.state = 'queued' AND e.queue = %(queue)s AND e.tenant = s.tenant
+            AND e.concurrency_key = s.concurrency_key
+          ORDER BY e.run_at, e.id
+          LIMIT s.concurrency_limit - COALESCE(h.n, 0))
 ), f AS (
     SELECT c.*, ROW_NUMBER() OVER (PARTITION BY c.tenant ORDER BY c.priority DESC, c.run_at, c.id)
                 AS tn

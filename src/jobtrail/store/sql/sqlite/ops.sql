@@ -398,12 +398,16 @@ WHERE state = 'queued' AND id IN (
         WHERE queue = :queue AND state IN ('leased', 'cancel_requested')
           AND concurrency_key IS NOT NULL
         GROUP BY tenant, concurrency_key
-    ), s AS (
+    ), x AS (
         SELECT id, tenant, concurrency_key, priority, run_at, kind, concurrency_limit
         FROM jobtrail_tasks
         WHERE state = 'queued' AND queue = :queue AND concurrency_key IS NOT NULL
         ORDER BY priority DESC, run_at, id
         LIMIT :scan
+    ), s AS (
+        SELECT x.*, ROW_NUMBER() OVER (PARTITION BY x.tenant, x.concurrency_key
+                                       ORDER BY x.run_at, x.id) AS pos
+        FROM x
     ), c AS (
         SELECT s.id, s.tenant, s.priority, s.run_at,
                ROW_NUMBER() OVER (PARTITION BY s.tenant
@@ -411,19 +415,15 @@ WHERE state = 'queued' AND id IN (
         FROM s LEFT JOIN held h ON h.tenant = s.tenant AND h.key = s.concurrency_key
         WHERE s.run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)
           AND s.kind IN (SELECT value FROM json_each(:kinds))
-          AND COALESCE(h.n, 0) < s.concurrency_limit
+          AND COALESCE(h.n, 0) + s.pos <= s.concurrency_limit
           -- the key's queued tasks before it: one probe when one more may run (SQLite takes
           -- no correlated LIMIT, so more are counted up to the largest limit there is)
           AND CASE WHEN s.concurrency_limit - COALESCE(h.n, 0) = 1
-                   THEN NOT EXISTS (
-                       SELECT 1 FROM jobtrail_tasks e
+                   THEN s.id = (
+                       SELECT e.id FROM jobtrail_tasks e
                        WHERE e.state = 'queued' AND e.queue = :queue AND e.tenant = s.tenant
-                         AND e.concurrency_key = s.concurrency_key AND e.run_at < s.run_at)
-                    AND NOT EXISTS (
-                       SELECT 1 FROM jobtrail_tasks e
-                       WHERE e.state = 'queued' AND e.queue = :queue AND e.tenant = s.tenant
-                         AND e.concurrency_key = s.concurrency_key AND e.run_at = s.run_at
-                         AND e.id < s.id)
+                         AND e.concurrency_key = s.concurrency_key
+                       ORDER BY e.run_at, e.id LIMIT 1)
                    ELSE COALESCE(h.n, 0) + (
                        SELECT COUNT(*) FROM jobtrail_tasks x WHERE x.id IN (
                            SELECT e.id FROM jobtrail_tasks e
