@@ -67,13 +67,16 @@ def state_diagram() -> str:
     """A fenced Mermaid ``stateDiagram-v2`` block drawing every edge of ``machine.EDGES``."""
     arrows: dict[tuple[str, str], list[str]] = {}
     notes: list[str] = []
+    annotations: list[str] = []
     for edge in EDGES:
         codes = " / ".join(_reasons(edge.reasons))
         if edge.annotation:
-            notes.append(
-                f"    note left of {State.QUEUED} : {codes} (edge {edge.number}) annotate the "
-                "timeline of any state without changing it"
+            where = (
+                "any state"
+                if edge.sources == ANY_STATE
+                else " / ".join(str(s) for s in _states(edge.sources))
             )
+            annotations.append(f"{codes} (edge {edge.number}, {where})")
             continue
         if _is_free(edge):
             notes.append(
@@ -91,6 +94,11 @@ def state_diagram() -> str:
     lines += [f"    {s} --> {t}: {' / '.join(labels)}" for (s, t), labels in arrows.items()]
     lines += [f"    {state} --> [*]" for state in _states(TERMINAL)]
     lines += notes
+    if annotations:
+        lines.append(
+            f"    note left of {State.QUEUED} : annotations (state unchanged): "
+            + "; ".join(annotations)
+        )
     lines.append("```")
     return "\n".join(lines)
 
@@ -104,6 +112,8 @@ def _state_cell(edge: Edge) -> str:
         return " / ".join(f"`{s}`" for s in _states(states))
 
     if edge.annotation:
+        if edge.sources != ANY_STATE:
+            return " / ".join(f"`{s}` → `{s}`" for s in _states(edge.sources)) + " (no change)"
         return "X → X (no change)"
     source = "∅" if edge.creates else "any" if edge.sources == ANY_STATE else None
     target = "any" if edge.targets == ANY_STATE else names(edge.targets)

@@ -9,6 +9,7 @@ from .core.context import Context
 from .core.payloads import intent_key
 from .model.errors import (
     Cancelled,
+    ChildFailed,
     IdempotencyConflict,
     IllegalTransition,
     JobtrailError,
@@ -21,6 +22,7 @@ from .model.errors import (
     TaskNotFound,
     TransientError,
     UnknownKind,
+    WaitTimedOut,
 )
 from .model.machine import EDGES, Actor, Edge, ErrorCategory, Reason, State
 from .model.models import CancelResult, Task, Transition, Worker
@@ -33,6 +35,7 @@ __all__ = [
     "App",
     "CancelResult",
     "Cancelled",
+    "ChildFailed",
     "Context",
     "Edge",
     "ErrorCategory",
@@ -52,6 +55,7 @@ __all__ = [
     "TransientError",
     "Transition",
     "UnknownKind",
+    "WaitTimedOut",
     "Worker",
     "__version__",
     "intent_key",

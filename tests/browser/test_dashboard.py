@@ -160,7 +160,7 @@ def test_filter_list_and_open_a_task(browser: object, site: tuple[str, Seeded, s
     _css(d, "#lang-switch").click()  # type: ignore[attr-defined]
     _wait_css(d, "#timeline")
     assert "lang=zh" in d.current_url  # type: ignore[attr-defined]
-    assert "经过" in _css(d, "h2").text  # type: ignore[attr-defined]
+    assert "经过" in [h.text for h in _all(d, "h2")]  # type: ignore[attr-defined]
     _shot(d, backend, "task-zh")
     # a task that is not due says why it is not running (the switch stuck: back to English)
     d.get(url + f"/tasks/{s.later}?lang=en")  # type: ignore[attr-defined]
@@ -207,7 +207,7 @@ def test_pause_and_resume_a_queue(browser: object, site: tuple[str, Seeded, str]
     d.get(url + "/queues")  # type: ignore[attr-defined]
     row = "#queues .queue-row[data-queue=default]"
     assert "running" in _css(d, f"{row} .qstatus").text  # type: ignore[attr-defined]
-    assert _all(d, f"{row} svg.spark")  # the last hour's activity chart
+    assert _all(d, "figure.chart svg.chart")  # the last hour's activity chart, per queue
     _fill_and_submit(d, f"{row} form", f"{row} .pause-btn", "dave", "provider outage")
     _wait_css(d, "#outcome")
     _wait_text(d, f"{row} .qstatus", "paused", "dave", "provider outage")

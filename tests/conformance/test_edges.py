@@ -67,8 +67,17 @@ SPEC_EDGES = [
         "system",
     ),
     ("21", "dead", "waiting", "replayed", "operator"),
+    ("24", "leased", "queued", "sleeping", "worker"),
+    ("25", "leased", "waiting", "waiting_for_event waiting_for_children", "worker"),
+    ("26", "waiting", "queued", "event_received", "caller"),
+    ("27", "waiting", "queued", "children_finished", "system"),
+    ("28", "waiting", "queued", "wait_timed_out", "sweeper"),
+    ("29", "queued waiting", "cancelled", "cancelled_while_suspended", "caller"),
+    ("30", "cancel_requested", "cancelled", "cancelled_after_effects", "worker"),
     ("22", "*", "*", "manual_fix", "operator"),
     ("23", "*", "*", "correction cancel_refused_submitted receipt_requeried dismissed", "any"),
+    ("23d", "queued", "queued", "debounced", "caller"),
+    ("13e", "queued", "cancelled", "expired", "sweeper"),
 ]
 
 #: Edges not driven yet (none: every edge has a driver below).
@@ -650,6 +659,115 @@ def edge_23_receipts(store, app: jobtrail.App) -> None:
     assert_row(rows[-1], "awaiting_receipt", "dead", "receipt_timeout", "sweeper")
 
 
+# -- durable handlers: a handler suspends and resumes later ------------------------------------
+def _durable_kinds(app: jobtrail.App) -> None:
+    app.task("kid")(lambda ctx, p: p)
+
+    @app.task("nap")
+    def nap(ctx, p):
+        ctx.sleep("nap", p.get("seconds", 3600))
+
+    @app.task("await_event")
+    def await_event(ctx, p):
+        return ctx.wait_for_event(p["key"], timeout=p.get("timeout"))
+
+    @app.task("spawner")
+    def spawner(ctx, p):
+        kids = [ctx.spawn(f"k{i}", "kid", i, delay=p.get("delay", 0)) for i in range(2)]
+        return ctx.join(kids)
+
+
+def edge_24(store, app: jobtrail.App) -> None:
+    _durable_kinds(app)
+    task = app.enqueue("nap", {})
+    run(app)
+    t = last(app, task.id)
+    assert_row(t, "leased", "queued", "sleeping", is_worker)
+    got = app.get(task.id)
+    assert got.lease_owner is None and got.attempts == 0 and got.run_at is not None
+    assert got.run_at > db_now(app) + timedelta(seconds=3000)
+
+
+def edge_25_26(store, app: jobtrail.App) -> None:
+    _durable_kinds(app)
+    task = app.enqueue("await_event", {"key": "go"})
+    run(app)
+    assert_row(last(app, task.id), "leased", "waiting", "waiting_for_event", is_worker)
+    assert app.send_event("go", 1) == 1
+    assert_row(last(app, task.id), "waiting", "queued", "event_received", "caller")
+    drain(app, task.id)
+    assert app.get(task.id).result == 1
+
+
+def edge_25_27(store, app: jobtrail.App) -> None:
+    _durable_kinds(app)
+    task = app.enqueue("spawner", {"delay": 0.3})
+    run(app)
+    assert_row(app.transitions(task.id)[2], "leased", "waiting", "waiting_for_children", is_worker)
+    drain(app, task.id)
+    rows = app.transitions(task.id)
+    assert_row(rows[3], "waiting", "queued", "children_finished", "system")
+    assert app.get(task.id).result == [0, 1]
+
+
+def edge_28(store, app: jobtrail.App) -> None:
+    _durable_kinds(app)
+    task = app.enqueue("await_event", {"key": "never", "timeout": 0.1})
+    run(app)
+
+    def swept() -> bool:
+        app.sweep()
+        return app.get(task.id).last_reason != "waiting_for_event"
+
+    wait_for(swept, what="wait_timed_out")
+    assert_row(app.transitions(task.id)[3], "waiting", "queued", "wait_timed_out", "sweeper")
+    app.cancel(task.id, by="ann")
+
+
+def edge_29(store, app: jobtrail.App) -> None:
+    _durable_kinds(app)
+    asleep = app.enqueue("nap", {})
+    waiting = app.enqueue("await_event", {"key": "k"})
+    run(app)
+    for task, source in ((asleep, "queued"), (waiting, "waiting")):
+        assert app.cancel(task.id, by="ann").reason == "cancelled_while_suspended"
+        assert_row(last(app, task.id), source, "cancelled", "cancelled_while_suspended", "ann")
+
+
+def edge_30(store, app: jobtrail.App) -> None:
+    @app.task("charged")
+    def charged(ctx, p):
+        ctx.effect("charge", lambda key: key)
+        app.cancel(ctx.task_id, by="ann")
+        ctx.sleep("then", 3600)
+
+    task = app.enqueue("charged")
+    run(app)
+    assert_row(
+        last(app, task.id), "cancel_requested", "cancelled", "cancelled_after_effects", is_worker
+    )
+
+
+def edge_23d(store, app: jobtrail.App) -> None:
+    app.task("k")(lambda ctx, p: None)
+    task = app.enqueue("k", {"n": 1}, debounce_key="d", debounce=3600)
+    again = app.enqueue("k", {"n": 2}, debounce_key="d", debounce=3600)
+    assert (again.id, again.created, again.debounced) == (task.id, False, True)
+    t = last(app, task.id)
+    assert_row(t, "queued", "queued", "debounced", "caller")
+    assert app.get(task.id).state == "queued"
+
+
+def edge_13e(store, app: jobtrail.App) -> None:
+    app.task("k")(lambda ctx, p: pytest.fail("an expired task ran"))
+    task = app.enqueue("k", expires_in=0.05)
+    wait_for(lambda: app.db_now() > task.expires_at, what="the expiry")  # type: ignore[operator]
+    run(app)
+    t = last(app, task.id)
+    assert_row(t, "queued", "cancelled", "expired", "sweeper")
+    assert reasons(app, task.id) == ["enqueued", "expired"]
+
+
 DRIVERS: dict[str, list[Callable[..., None]]] = {
     "1": [edge_1],
     "3": [edge_3, edge_3_lease],
@@ -676,6 +794,15 @@ DRIVERS: dict[str, list[Callable[..., None]]] = {
     "18f": [edge_17_and_18f],
     "20": [edge_20],
     "21": [edge_21],
+    "24": [edge_24],
+    "25": [edge_25_26, edge_25_27],
+    "26": [edge_25_26],
+    "27": [edge_25_27],
+    "28": [edge_28],
+    "29": [edge_29],
+    "30": [edge_30],
+    "23d": [edge_23d],
+    "13e": [edge_13e],
 }
 
 CASES = [

@@ -425,3 +425,38 @@ def test_explain_and_status_through_manage(alias: str) -> None:
     work(alias)
     text = manage("jobtrail", "explain", result.id, "--backend", alias).stdout
     assert "testapp.tasks.add" in text and "succeeded" in text
+
+
+def test_a_suspended_durable_handler_is_ready_or_running_as_its_state_says(
+    alias: str, django_env: dict[str, str]
+) -> None:
+    """A Django task whose jobtrail handler sleeps is ``queued``: ``READY`` (it runs again at its
+    wake time, as a retry does); one that waits for an event is ``waiting`` with its run begun:
+    ``RUNNING``. Neither has finished: no ``task_finished`` until the resumed run ends."""
+    from testapp.tasks import sleeps, waits_for_event
+
+    from jobtrail.contrib.django.compat import SUCCESSFUL, TaskResultStatus
+
+    asleep = sleeps.using(backend=alias).enqueue()
+    waiting = waits_for_event.using(backend=alias).enqueue(f"ev-{alias}")
+    work(alias)
+    app = backends()[alias].app
+    assert app.get(asleep.id).last_reason == "sleeping"
+    assert app.get(waiting.id).last_reason == "waiting_for_event"
+    asleep.refresh()
+    waiting.refresh()
+    assert asleep.status == TaskResultStatus.READY
+    assert waiting.status == TaskResultStatus.RUNNING
+    for result in (asleep, waiting):
+        sent = signals(django_env, alias, result.id)
+        assert [s["signal"] for s in sent] == ["enqueued", "started"], sent
+
+    assert app.send_event(f"ev-{alias}", {"ok": 1}) == 1
+    waiting.refresh()
+    assert waiting.status == TaskResultStatus.READY  # queued to resume
+    work(alias)
+    waiting.refresh()
+    assert waiting.status == SUCCESSFUL and waiting.return_value == {"ok": 1}
+    sent = signals(django_env, alias, waiting.id)
+    assert [s["signal"] for s in sent] == ["enqueued", "started", "started", "finished"]
+    app.cancel(asleep.id, by="test")

@@ -639,6 +639,42 @@ def test_steps_and_effects(world: dict[str, Any]) -> None:
         assert [s["name"] for s in d.step_list(tx, id=world["leased"])] == ["s"]
 
 
+@covers("durable_record_put", "durable_wait_set", "durable_wait_get", "durable_children")
+@covers("durable_event_lock", "durable_event_put", "durable_event_get", "durable_event_waiters")
+@covers("durable_wait_expired", "durable_record_time_out")
+def test_durable_handlers(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    leased = world["leased"]
+    held = {"id": leased, "owner": OWNER, "attempt": 1}
+    record = {"name": "event/k", "record": "event", "status": "intent", "call_order": 1}
+    with rolled_back(d) as tx:
+        now = d.db_now(tx)
+        assert d.durable_record_put(tx, {**held, **record, "result": dumps({})}) is not None
+        stranger = {**held, "owner": "x", **record, "name": "n", "result": None}
+        assert d.durable_record_put(tx, stranger) is None  # not the holder: nothing written
+        [r] = [s for s in d.step_list(tx, id=leased) if s["name"] == "event/k"]
+        assert (r["record"], r["status"], r["call_order"]) == ("event", "intent", 1)
+        # the task waits for the event (its move is the worker's, not tested here)
+        until = now - timedelta(seconds=1)
+        assert d.durable_wait_set(
+            tx, id=leased, kind="event", name="event/k", key="k", until=until, ids=None
+        )
+        wait = d.durable_wait_get(tx, id=leased)
+        assert wait is not None and (wait["wait_kind"], wait["wait_key"]) == ("event", "k")
+        assert d.durable_event_waiters(tx, tenant="", key="k") == []  # still leased
+        d.durable_event_lock(tx, tenant="", key="k")
+        assert d.durable_event_put(tx, tenant="", key="k", payload=dumps({"a": 1})) is True
+        assert d.durable_event_put(tx, tenant="", key="k", payload=dumps(2)) is False
+        event = d.durable_event_get(tx, tenant="", key="k")
+        assert event is not None and event["payload"] == {"a": 1}
+        assert d.durable_event_get(tx, tenant="other", key="k") is None
+        assert d.durable_wait_expired(tx, limit=10) == []  # only waiting tasks time out
+        assert d.durable_record_time_out(tx, id=leased, name="event/k") == 1
+        [r] = [s for s in d.step_list(tx, id=leased) if s["name"] == "event/k"]
+        assert (r["status"], r["result"]) == ("confirmed", {"timed_out": True})
+        assert d.durable_children(tx, id=leased) == []
+
+
 # -- the outbox ----------------------------------------------------------------------------------
 @covers("outbox_insert", "outbox_list", "outbox_claim", "outbox_delivered", "outbox_failed")
 def test_outbox(world: dict[str, Any]) -> None:
@@ -963,3 +999,27 @@ def test_kind_rates(world: dict[str, Any]) -> None:
         queue = d.queue_get(tx, name="default")
         assert queue is not None and not queue["kind_rated"]
         assert d.kind_rate_list(tx, queue="default") == []
+
+
+@covers("search_top_id", "search_tasks")
+def test_search_statements(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    queued, leased = world["queued"], world["leased"]
+    base = {"state": None, "kind": None, "queue": None, "tenant": None, "before_id": None}
+    base |= {"floor_id": None, "limit": 10}
+    if d.dialect == "postgres":
+        payload = {"doc": '{"n": 2}'}
+    else:
+        payload = {"path": '$."n"', "jtype": "number", "value": 2}
+    with d.transaction(write=False) as tx:
+        assert d.search_top_id(tx) == queued
+        assert [r["id"] for r in d.search_tasks(tx, "filter", base)] == [queued, leased]
+        rows = d.search_tasks(tx, "filter", {**base, "state": "leased"}, states_only=True)
+        assert [dict(r) for r in rows] == [{"id": leased, "state": "leased"}]
+        assert [r["id"] for r in d.search_tasks(tx, "payload", {**base, **payload})] == [queued]
+        bounded = {**base, **payload, "floor_id": queued}  # only ids above the floor: none
+        assert d.search_tasks(tx, "payload", bounded) == []
+        assert d.search_tasks(tx, "error", {**base, "pattern": "%"}) == []  # no error yet
+        assert d.search_tasks(tx, "key", {**base, "key": "nope"}) == []
+        with pytest.raises(ValueError, match="unknown search mode"):
+            d.search_tasks(tx, "everything", base)

@@ -17,6 +17,7 @@ import itertools
 import os
 import tempfile
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,8 @@ from reliability.support import expire_lease, make_due, raw
 import jobtrail
 from jobtrail.core import transition
 from jobtrail.core.decide import decide_failure, decide_success
+from jobtrail.core.durable import Suspend
+from jobtrail.core.suspension import write_suspension
 from jobtrail.model.machine import HELD, State
 from jobtrail.store.base import Claim, Move
 
@@ -83,6 +86,8 @@ class M:
     state: State
     attempts: int = 0
     holder: tuple[str, int] | None = None
+    #: the event key its suspended handler waits for (durable handlers)
+    waits_for: str | None = None
 
 
 class Model(RuleBasedStateMachine):
@@ -100,7 +105,8 @@ class Model(RuleBasedStateMachine):
             raw(
                 self.store.url,
                 "",
-                "TRUNCATE jobtrail_steps, jobtrail_outbox, jobtrail_transitions, jobtrail_tasks "
+                "TRUNCATE jobtrail_steps, jobtrail_outbox, jobtrail_transitions, jobtrail_tasks, "
+                "jobtrail_events "
                 "RESTART IDENTITY CASCADE",
             )
         else:
@@ -112,6 +118,8 @@ class Model(RuleBasedStateMachine):
         self.model: dict[str, M] = {}
         self.keys: dict[str, tuple[str, int]] = {}
         self.stale: list[tuple[str, str, int]] = []
+        self.sent: set[str] = set()  # event keys sent (each example has its own tenant)
+        self.tenant = f"m{next(_owners)}"
 
     def teardown(self) -> None:
         if self.backend != "postgres":
@@ -180,14 +188,14 @@ class Model(RuleBasedStateMachine):
             tid, old = self.keys[key]
             if old != n:
                 try:
-                    self.app.enqueue("m", payload, idempotency_key=key)
+                    self.app.enqueue("m", payload, idempotency_key=key, tenant=self.tenant)
                 except jobtrail.IdempotencyConflict:
                     return tid
                 raise AssertionError("a changed payload under the same key was accepted")
-            task = self.app.enqueue("m", payload, idempotency_key=key)
+            task = self.app.enqueue("m", payload, idempotency_key=key, tenant=self.tenant)
             assert task.id == tid and task.created is False
             return tid
-        task = self.app.enqueue("m", payload, idempotency_key=key)
+        task = self.app.enqueue("m", payload, idempotency_key=key, tenant=self.tenant)
         assert task.created
         self.model[task.id] = M(State.QUEUED)
         if key is not None:
@@ -243,9 +251,9 @@ class Model(RuleBasedStateMachine):
         before = len(self.app.transitions(tid))
         result = self.app.cancel(tid, by="model")
         after = len(self.app.transitions(tid))
-        if m.state is State.QUEUED:
+        if m.state in (State.QUEUED, State.WAITING):
             assert result.outcome == "cancelled"
-            m.state = State.CANCELLED
+            m.state, m.waits_for = State.CANCELLED, None
         elif m.state is State.LEASED:
             assert result.outcome == "cancel_requested"
             m.state = State.CANCEL_REQUESTED
@@ -324,9 +332,60 @@ class Model(RuleBasedStateMachine):
         task = self.app.force(tid, target_state, by="model", note="fix", effects_checked=True)
         assert task.state is target_state
         self._release(tid)
-        m.state, m.attempts = target_state, task.attempts
+        m.state, m.attempts, m.waits_for = target_state, task.attempts, None
         if target_state is State.QUEUED:
             self._requeued(tid)
+
+    @precondition(lambda self: self._held())
+    @rule(data=st.data(), how=st.sampled_from(["sleep", "event"]), key=st.sampled_from(KEYS))
+    def handler_suspends(self, data: st.DataObject, how: str, key: str) -> None:
+        """A durable handler sleeps or waits for an event (edges 24, 25; at a cancel request
+        the cancel is confirmed instead, edge 15)."""
+        tid = data.draw(st.sampled_from(self._held()))
+        m = self.model[tid]
+        assert m.holder is not None
+        owner, attempt = m.holder
+        when = self.app.db_now() + timedelta(seconds=3600)
+        suspend = (
+            Suspend("sleep", "nap", until=when)
+            if how == "sleep"
+            else Suspend("event", "e", key=key)
+        )
+        with self.app._driver.transaction() as tx:
+            decision = write_suspension(
+                self.app._driver,
+                tx,
+                task_id=int(tid),
+                owner=owner,
+                attempt=attempt,
+                actor=owner,
+                suspend=suspend,
+                cancel_requested=m.state is State.CANCEL_REQUESTED,
+                effect_confirmed=False,
+            )
+        assert decision is not None, "the holder's suspension was refused"
+        self._release(tid)
+        if m.state is State.CANCEL_REQUESTED:
+            m.state = State.CANCELLED
+            return
+        m.attempts -= 1  # a suspension is not an attempt
+        if how == "sleep":
+            m.state = State.QUEUED
+            self._requeued(tid)  # the wake time has come
+        elif key in self.sent:  # the event was there already: woken in the same transaction
+            m.state = State.QUEUED
+        else:
+            m.state, m.waits_for = State.WAITING, key
+
+    @rule(key=st.sampled_from(KEYS))
+    def send_event(self, key: str) -> None:
+        woken = self.app.send_event(key, {"k": key}, tenant=self.tenant)
+        waiting = [m for m in self.model.values() if m.state is State.WAITING]
+        expected = [m for m in waiting if m.waits_for == key and key not in self.sent]
+        assert woken == len(expected)
+        for m in expected:
+            m.state, m.waits_for = State.QUEUED, None
+        self.sent.add(key)
 
     # -- invariants ------------------------------------------------------------------------------
     @invariant()

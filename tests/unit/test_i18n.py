@@ -142,7 +142,7 @@ def test_jinja_literals_are_not_english_either() -> None:
         "lang.",
     }
     codes |= {"selected", "tasks", "task", "queues", "cron", "paused", "resumed", "queues.outcome_"}
-    codes |= {"workers"}
+    codes |= {"workers", "cancel", "danger", "yes", "no"}
     codes |= {"resume-btn", "pause-btn danger", "\\n", ", ", " · "}
     for path in TEMPLATES:
         for expr in re.findall(r"\{\{(.*?)\}\}|\{%(.*?)%\}", path.read_text(encoding="utf-8")):

@@ -41,6 +41,9 @@ FIELDS = {
     "created": True,
     "steps": {"s": 1},
     "result": {"r": [1, "x"]},
+    "waiting_for": {"kind": "sleep", "name": "cool_off", "until": NOW},
+    "debounced": False,
+    "expires_at": None,
 }
 
 

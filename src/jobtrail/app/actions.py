@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..core import transition
 from ..core.decide import decide_cancel
+from ..core.suspension import cancel_suspended, suspended
 from ..model import validate
 from ..model.errors import IllegalTransition
 from ..model.machine import Reason, State
@@ -36,6 +37,15 @@ class Actions(Part):
             with self._driver.transaction() as tx:
                 row = self._core._row(tx, task_id)
                 state = State(row["state"])
+                if suspended(row):  # a durable handler asleep or waiting: no worker involved
+                    if cancel_suspended(self._driver, tx, row, by=by, note=note):
+                        return CancelResult(
+                            str(row["id"]),
+                            "cancelled",
+                            State.CANCELLED,
+                            Reason.CANCELLED_WHILE_SUSPENDED,
+                        )
+                    continue
                 verdict = decide_cancel(state)
                 if verdict.outcome == "children":
                     break

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any, Unpack
 
+from ..core import suspension
 from ..model import validate
 from ..model.enqueue_options import EnqueueOptions, refuse_unknown, spelled_out
 from ..model.errors import TaskFailed
@@ -138,9 +139,19 @@ class Async(Part):
         """``cancel`` from a coroutine."""
         return await self._driver.run_async(self._actions.cancel, task_id, by=by, note=note)
 
-    async def areplay(self, task_id: str | int, *, by: str, note: str) -> Task:
+    async def asend_event(self, key: str, payload: Any = None, *, tenant: str = "") -> int:
+        """``send_event`` from a coroutine."""
+        return await self._driver.run_async(
+            suspension.send_event, self._driver, key, payload, tenant=tenant
+        )
+
+    async def areplay(
+        self, task_id: str | int, *, by: str, note: str, from_step: str | None = None
+    ) -> Task:
         """``replay`` from a coroutine."""
-        return await self._driver.run_async(self._replays.replay, task_id, by=by, note=note)
+        return await self._driver.run_async(
+            self._replays.replay, task_id, by=by, note=note, from_step=from_step
+        )
 
     async def aclose(self) -> None:
         """``close`` from a coroutine: PostgreSQL's async pool is closed on the running loop."""

@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core import payloads, transition, typed
-from ..model import validate
+from ..model import controls, validate
 from ..model.errors import IdempotencyConflict, TaskNotFound, UnknownKind
 from ..model.kinds import Classifier, KindSpec
 from ..model.models import Task, task_from_row
@@ -97,12 +97,17 @@ class Core:
         reconcile: Callable[[str], Any] | None = None,
         check_receipt: Callable[[str], Any] | None = None,
         timeout: float | None = None,
+        unique_for: float | None = None,
+        unique_while: str | None = None,
         concurrency_per_key: int | None = None,
     ) -> Callable[[Callable[[Any, P], Any]], TaskHandle[P]]:
         """Register a handler ``fn(ctx, payload)`` (plain or ``async def``) for a task kind
         and return its ``TaskHandle`` (callable as ``fn``; ``.kind``, ``.enqueue(...)``,
         ``.aenqueue(...)``). A payload parameter annotated with a dataclass or a pydantic model
-        makes the payload typed (``core/typed.py``)."""
+        makes the payload typed (``core/typed.py``). ``unique_for``/``unique_while``: how long
+        an idempotency key given to an enqueue of this kind stays the task's (default: for
+        ever; an enqueue's own option wins)."""
+        window, active = controls.kind_uniqueness(unique_for, unique_while)
 
         def register(fn: Callable[[Any, P], Any]) -> TaskHandle[P]:
             if isinstance(fn, TaskHandle):  # registered on another App too: its function
@@ -131,6 +136,8 @@ class Core:
                 check_receipt=check_receipt,
                 timeout=timeout,
                 payload_type=typed.payload_type(fn),
+                unique_for=window,
+                unique_active=active,
                 concurrency_per_key=concurrency_per_key,
             )
             spec.validate()
@@ -234,6 +241,18 @@ class Core:
             )
         parent = args.get("parent")
         parent_id = self._parse_id(parent) if parent is not None else None
+        limits = controls.Controls.of(
+            args,
+            has_key=key is not None,
+            kind_unique_for=spec.unique_for if spec else None,
+            kind_unique_active=spec.unique_active if spec else False,
+        )
+        if limits is not None and limits.debounce_key is not None:
+            if run_at is not None or delay is not None:
+                name = "run_at" if run_at is not None else "delay"
+                raise ValueError(f"give {name} or debounce, not both (debounce sets the run time)")
+            if parent_id is not None:
+                raise ValueError("debounce_key is not for a workflow's children")
         concurrency_key = args.get("concurrency_key")
         if concurrency_key is not None:
             validate.concurrency_key(concurrency_key)
@@ -251,6 +270,7 @@ class Core:
             run_at=run_at,
             delay=delay,
             parent_id=parent_id,
+            controls=limits,
         )
         if concurrency_key is not None:
             new.concurrency_key = concurrency_key
@@ -261,7 +281,7 @@ class Core:
         if new.parent_id is not None and self._driver.task_get(tx, new.parent_id) is None:
             raise TaskNotFound(str(new.parent_id))
         row, created = transition.create(self._driver, tx, new)
-        if not created and row["payload_hash"] != new.payload_hash:
+        if not created and row["payload_hash"] != new.payload_hash and not row.get("debounced"):
             raise IdempotencyConflict(str(row["id"]), new.idempotency_key or "")
         if created:
             self._driver.notify_queued(tx, new.queue)

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, Unpack
 
 from ..core import payloads, tracing, transition
+from ..model import controls
 from ..model.enqueue_options import ITEM_KEYS, EnqueueOptions, refuse_unknown, spelled_out
 from ..model.errors import IdempotencyConflict, UnknownKind
 from ..model.models import Task, task_from_fields, task_from_row
@@ -22,6 +23,8 @@ from .connections import dbapi_connection
 from .core import Part
 
 _KIND_AND_PAYLOAD = frozenset({"kind", "payload"})
+#: The options that make a task with controls (never a plain bulk insert)
+_CONTROLS = frozenset(controls.NAMES)
 
 
 class Enqueue(Part):
@@ -48,7 +51,12 @@ class Enqueue(Part):
         with tracing.send(new.queue) as span:
             if span is not None:
                 _traced(new)
-            if connection is None and new.parent_id is None and new.concurrency_key is None:
+            if (
+                connection is None
+                and new.parent_id is None
+                and new.controls is None
+                and new.concurrency_key is None
+            ):
                 # its own transaction: one statement on PostgreSQL (insert, log, wake-up)
                 row, created = transition.create_alone(self._driver, new)
                 if not created and row["payload_hash"] != new.payload_hash:
@@ -57,6 +65,8 @@ class Enqueue(Part):
             else:
                 with self._driver.transaction(connection=connection) as tx:
                     task = self._core._insert(tx, new)
+                if connection is None and task.debounced:
+                    self._driver.wake()  # its run time moved (a worker may wait for it)
             tracing.sent(span, task.id, task.kind)
         if connection is None and task.created:
             self._driver.wake()
@@ -76,6 +86,7 @@ class Enqueue(Part):
                 type(item) is dict
                 and item.get("idempotency_key") is None
                 and item.get("parent") is None
+                and (len(item) <= 2 or _CONTROLS.isdisjoint(item))
                 and item.get("concurrency_key") is None
                 for item in items
             ):
@@ -168,7 +179,14 @@ class Enqueue(Part):
 
 
 #: What every task just created holds in the fields its insert did not set (``_task_from_new``)
-_NEW_TASK_FIELDS: dict[str, Any] = {**NEW_TASK_DEFAULTS, "dismissed": False, "created": True}
+_NEW_TASK_FIELDS: dict[str, Any] = {
+    **NEW_TASK_DEFAULTS,
+    "dismissed": False,
+    "created": True,
+    "waiting_for": None,
+    "debounced": False,
+    "expires_at": None,
+}
 
 
 @contextmanager

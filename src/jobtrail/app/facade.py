@@ -25,11 +25,13 @@ from .core import Core, _require_name
 from .cron import Cron
 from .effects import Effects
 from .enqueue import Enqueue
+from .events import Events
 from .forward import forward
 from .ops import Ops
 from .rates import Rates
 from .reads import Reads
 from .replays import Replays
+from .search import Search
 from .views import Views
 from .webhooks import Webhooks
 from .workers import Workers
@@ -101,10 +103,12 @@ class App:
         self._ops = Ops(core, self._rates)
         self._reads = Reads(core, self._ops.live_facts)
         self._views = Views(core, self._ops.live_facts)
+        self._search = Search(core)
         self._effects = Effects(core)
         self._webhooks = Webhooks(core, self._effects)
         self._actions = Actions(core, self._reads, self._effects)
         self._replays = Replays(core)
+        self._events = Events(core)
         self._cron = Cron(core)
         self._periodic = self._cron._periodic
         self._workers = Workers(core, self._cron._cron_tick)
@@ -201,6 +205,11 @@ class App:
     transitions = forward("_reads", Reads.transitions)
     explain = forward("_reads", Reads.explain)
 
+    # -- search for the dashboard (search.py) ---------------------------------------------------
+    search = forward("_search", Search.search)
+    search_states = forward("_search", Search.search_states)
+    replay_effects = forward("_search", Search.replay_effects)
+
     # -- queues, health, pruning (ops.py, rates.py) ---------------------------------------------
     pause = forward("_ops", Ops.pause)
     resume = forward("_ops", Ops.resume)
@@ -241,8 +250,12 @@ class App:
     annotate = forward("_actions", Actions.annotate)
     dismiss = forward("_actions", Actions.dismiss)
 
+    # -- durable handlers' events (events.py) ---------------------------------------------------
+    send_event = forward("_events", Events.send_event)
+
     # -- replay and dead letters (replays.py) ---------------------------------------------------
     replay = forward("_replays", Replays.replay)
+    replay_preview = forward("_replays", Replays.replay_preview)
     replay_dead = forward("_replays", Replays.replay_dead)
     start_replay_run = forward("_replays", Replays.start_replay_run)
     replay_runs = forward("_replays", Replays.replay_runs)
@@ -273,6 +286,7 @@ class App:
     aresult = forward("_async", Async.aresult)
     acancel = forward("_async", Async.acancel)
     areplay = forward("_async", Async.areplay)
+    asend_event = forward("_async", Async.asend_event)
     aclose = forward("_async", Async.aclose)
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..core import replays
 from ..model import validate
+from ..model.machine import State
 from ..model.models import Task, iso, task_from_row
 from ..model.timeparse import parse_time
 from ..services import replayer
@@ -47,20 +48,59 @@ class Replays(Part):
     """Replay one task, replay runs, and the dead letters with their evidence."""
 
     # -- one task --------------------------------------------------------------------------------
-    def replay(self, task_id: str | int, *, by: str, note: str) -> Task:
-        """``dead`` → ``queued`` (edge 19): attempts start again, ``replay_count`` += 1."""
+    def replay(
+        self, task_id: str | int, *, by: str, note: str, from_step: str | None = None
+    ) -> Task:
+        """``dead`` → ``queued`` (edge 19): attempts start again, ``replay_count`` += 1.
+
+        With ``from_step`` the handler resumes at that step: the recorded outcome of the step
+        and of everything the task recorded after it is forgotten (kept in the history as
+        superseded: ``steps(..., superseded=True)``), so those steps and effects run again —
+        ``replay_preview`` says which effects. A name the task has not recorded is a
+        ``ValueError`` naming it, and nothing is written."""
         _require_text(by, "by")
         _require_text(note, "note")
+        step = replays.check_from_step(from_step)
         with self._driver.transaction() as tx:
-            return task_from_row(self._replay(tx, task_id, by, note))
+            return task_from_row(self._replay(tx, task_id, by, note, from_step=step))
 
     def _replay(
-        self, tx: Tx, task_id: str | int, by: str, note: str, run_id: int | None = None
+        self,
+        tx: Tx,
+        task_id: str | int,
+        by: str,
+        note: str,
+        run_id: int | None = None,
+        *,
+        from_step: str | None = None,
     ) -> Row:
         """Replay one dead task (and its dead children) in ``tx``; the row after it."""
         return replayer.replay_task(
-            self._driver, tx, self._core._row(tx, task_id), by, note, run_id
+            self._driver, tx, self._core._row(tx, task_id), by, note, run_id, from_step
         )
+
+    def replay_preview(self, task_id: str | int, *, from_step: str | None = None) -> dict[str, Any]:
+        """What ``replay(task_id, from_step=...)`` would do, writing nothing: ``task``,
+        ``from_step``, ``forgotten`` (the names it would forget, in recorded order: the handler
+        runs them again) and ``effects`` — ``again``: the effects that would run again (each
+        forgotten one, ``forgotten`` true, and each intent without a confirmed receipt),
+        ``skip``: the confirmed effects it keeps (with the provider ids their results name).
+        An unknown step name is a ``ValueError`` as for ``replay``; a task that is not dead is
+        previewed all the same (``replay`` would refuse it: ``replayable`` false)."""
+        step = replays.check_from_step(from_step)
+        with self._driver.transaction(write=False) as tx:
+            row = self._core._row(tx, task_id)
+            recorded = self._driver.step_list_recorded(tx, id=row["id"])
+        forget = replays.forget_from(recorded, step, str(row["id"])) if step is not None else []
+        names = [str(r["name"]) for _, r in forget]
+        task = task_from_row(row)
+        return {
+            "task": task,
+            "replayable": task.state == State.DEAD,
+            "from_step": step,
+            "forgotten": names,
+            "effects": replays.replay_effects(recorded, names),
+        }
 
     # -- batch replay: a recorded run ---------------------------------------------------------
     def replay_dead(

@@ -14,6 +14,7 @@ from ..model import validate
 from ..model.models import task_from_row
 from ..model.timeparse import parse_time
 from ..services import stats as stats_bounds
+from ..store.base import Row
 from .core import Core, Part
 from .reads import LiveFacts
 
@@ -30,29 +31,28 @@ class Views(Part):
         super().__init__(core)
         self._facts = facts
 
-    def steps(self, task_id: str | int) -> builtins.list[dict[str, Any]]:
+    def steps(
+        self, task_id: str | int, *, superseded: bool = False
+    ) -> builtins.list[dict[str, Any]]:
         """The task's steps and effects in the order they started: ``name``, ``effect``
         (bool), ``status`` (``confirmed``; ``intent`` — started, outcome unknown; ``refused``
         — the provider refused it, nothing happened),
         ``effect_key``, ``result`` (the step's result or the effect's receipt), ``attempt``,
-        ``error``, ``created_at``, ``confirmed_at``."""
+        ``error``, ``created_at``, ``confirmed_at``. With ``superseded`` the outcomes that a
+        replay from a step forgot come first, oldest replay first, each with ``superseded``
+        true, ``superseded_at`` and ``replay_seq`` (the task's seq after that replay), and
+        every current one has ``superseded`` false."""
         with self._driver.transaction(write=False) as tx:
             row = self._core._row(tx, task_id)
-            rows = self._driver.step_list(tx, id=row["id"])
-        return [
-            {
-                "name": r["name"],
-                "effect": bool(r["is_effect"]),
-                "status": r["status"],
-                "effect_key": r["effect_key"],
-                "result": r["result"],
-                "attempt": r["attempt"],
-                "error": r["error"],
-                "created_at": r["created_at"],
-                "confirmed_at": r["confirmed_at"],
-            }
-            for r in rows
-        ]
+            rows = self._driver.step_list_recorded(tx, id=row["id"])
+            old = self._driver.step_superseded_list(tx, id=row["id"]) if superseded else []
+        if superseded:
+            return [
+                {**_step(r), "superseded": True, "superseded_at": r["superseded_at"],
+                 "replay_seq": r["replay_seq"]}
+                for r in old
+            ] + [{**_step(r), "superseded": False} for r in rows]  # fmt: skip
+        return [_step(r) for r in rows]
 
     def why_not_running(self, task_id: str | int, lang: str = "en") -> dict[str, Any]:
         """``why``: the sentence saying why the task is not running now (``None`` when it is
@@ -229,3 +229,18 @@ def bucket_index(raw: Any, n: int) -> int | None:
     if b == n:
         return n - 1
     return b if 0 <= b < n else None
+
+
+def _step(r: Row) -> dict[str, Any]:
+    """One recorded step or effect as ``App.steps`` shows it."""
+    return {
+        "name": r["name"],
+        "effect": bool(r["is_effect"]),
+        "status": r["status"],
+        "effect_key": r["effect_key"],
+        "result": r["result"],
+        "attempt": r["attempt"],
+        "error": r["error"],
+        "created_at": r["created_at"],
+        "confirmed_at": r["confirmed_at"],
+    }

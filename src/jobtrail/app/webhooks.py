@@ -10,6 +10,15 @@ A source may confirm receipts: ``@app.webhook("pay", receipt=fn)`` where
 (not in the HTTP request, so the answer stays fast and the confirmation is retried like any
 task) and then ``confirm_receipt(receipt_id=..., ok=..., by="webhook:<source>", tenant=...)``.
 
+A source may map a delivery to a durable handler's event: ``@app.webhook("mail",
+event_key=fn)`` where ``fn(event) -> str | None`` names the event key (``None``: this delivery
+is no such event). The event (payload: the delivery's JSON) is stored and every task of the
+source's tenant waiting for that key is woken in the HTTP request, BEFORE the delivery is
+recorded: a crash between the two leaves the delivery unrecorded, so the sender's retry sends
+the event again, which changes nothing (the first payload for a key wins) and then records the
+delivery. A mapping that raises or names a bad key records nothing and is a ``ValueError``
+naming the source (the sender may retry once the code is fixed).
+
 Trust (docs/security.md). A webhook task stands for a delivery whose signature was verified, so only
 ``receive_webhook`` makes one: ``enqueue``, ``enqueue_many``, workflows, the CLI and
 ``POST /api/tasks`` refuse every kind ``webhook.<source>`` (``refuse_webhook_kind``). And a
@@ -27,9 +36,10 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from ..core import suspension
 from ..model.errors import IllegalTransition, PermanentError, TaskNotFound
 from ..model.oneline import one_line
 from ..store.base import NewTask
@@ -40,6 +50,7 @@ log = logging.getLogger("jobtrail.webhooks")
 
 F = TypeVar("F", bound=Callable[..., Any])
 ReceiptMap = Callable[[Any], "tuple[str, bool, str | None, str | None] | None"]
+EventKeyMap = Callable[[Any], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +61,10 @@ class Delivery:
     task_id: str | None
     duplicate: bool
     bad_body: bool = False
+    #: The event key the source's ``event_key`` mapped the delivery to (``None``: none), and
+    #: how many waiting tasks sending it woke (0 for a repeat).
+    event_key: str | None = None
+    woken: int = 0
 
 
 #: Task kinds that start with this are webhook kinds: made only by ``receive_webhook``.
@@ -65,23 +80,30 @@ class Webhooks(Part):
         super().__init__(core)
         self._effects = effects
         self._webhook_tenants: dict[str, str] = {}  # the tenant of each source
+        self._event_keys: dict[str, EventKeyMap] = {}  # the event key mapping of a source
 
     def webhook(
         self,
         source: str,
         *,
         receipt: ReceiptMap | None = None,
+        event_key: EventKeyMap | None = None,
         tenant: str = "",
         **task_options: Any,
     ) -> Callable[[F], F]:
         """Register ``fn(ctx, event)`` as the handler of ``source``'s event tasks (kind
         ``webhook.<source>``). ``receipt(event)`` may map an event to ``(receipt_id, ok,
         category, error)`` (or ``None``): the task confirms that receipt before calling ``fn``.
+        ``event_key(event)`` may map a delivery to an event key (or ``None``): the event is
+        sent (``send_event``, payload: the event) when the delivery arrives, waking the tasks
+        of the source's tenant that wait for it.
         ``tenant`` is the tenant the source belongs to: its event tasks carry it, and their
         receipt mapping reaches only receipts of that tenant's tasks (default ``""``: the tasks
         of no tenant). Other keyword arguments are ``@app.task``'s options."""
         _check_source(source)
         _check_tenant(tenant)
+        if event_key is not None and not callable(event_key):
+            raise TypeError("event_key must be a function of the event returning a key or None")
 
         def register(fn: F) -> F:
             def handle(ctx: Any, event: Any) -> Any:
@@ -95,6 +117,10 @@ class Webhooks(Part):
             setattr(handle, WEBHOOK_HANDLER, True)
             self._core.task(webhook_kind(source), **task_options)(handle)
             self._webhook_tenants[source] = tenant
+            if event_key is not None:
+                self._event_keys[source] = event_key
+            else:
+                self._event_keys.pop(source, None)
             return fn
 
         return register
@@ -134,6 +160,7 @@ class Webhooks(Part):
             event_type = event["type"]
         if event_type is not None:
             event_type = event_type[:255]
+        event_key, woken = self._send_event(source, event if bad is None else None)
         key = {"source": source, "delivery_id": delivery_id}
         with self._driver.transaction() as tx:
             fresh = self._driver.webhook_delivery_insert(
@@ -152,16 +179,54 @@ class Webhooks(Part):
                 result = Delivery(task.id, False)
         if result.task_id is not None and not result.duplicate:
             self._driver.wake()
+        if event_key is not None:
+            result = replace(result, event_key=event_key, woken=woken)
         outcome = "duplicate" if result.duplicate else "bad_body" if result.bad_body else "queued"
         log.info(
-            "webhook source=%s delivery=%s event=%s task=%s outcome=%s",
+            "webhook source=%s delivery=%s event=%s task=%s outcome=%s%s",
             source,
             one_line(delivery_id),
             None if event_type is None else one_line(event_type),
             result.task_id,
             outcome,
+            "" if event_key is None else f" event_key={one_line(event_key)} woken={woken}",
         )
         return result
+
+    def _send_event(self, source: str, event: Any) -> tuple[str | None, int]:
+        """The source's ``event_key`` mapping of a parsed delivery, and the event sent: ``(key,
+        woken)``, or ``(None, 0)`` when the source has no mapping, the body was not JSON or
+        the mapping said ``None``. A mapping that raises or returns no valid key is a
+        ``ValueError`` naming the source; nothing is written then."""
+        mapping = self._event_keys.get(source)
+        if mapping is None or event is None:
+            return None, 0
+        try:
+            key = mapping(event)
+        except Exception as exc:
+            log.warning("webhook source=%s: event_key raised %s", source, type(exc).__name__)
+            raise ValueError(
+                f"webhook source {source!r}: its event_key mapping raised "
+                f"{type(exc).__name__}: {one_line(str(exc))}"
+            ) from exc
+        if key is None:
+            return None, 0
+        if not isinstance(key, str):
+            raise ValueError(
+                f"webhook source {source!r}: event_key must return a string or None, "
+                f"not {type(key).__name__}"
+            )
+        try:
+            woken = suspension.send_event(
+                self._driver,
+                key,
+                event,
+                tenant=self._webhook_tenants.get(source, ""),
+                actor=f"webhook:{source}",
+            )
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"webhook source {source!r}: event_key gave {exc}") from exc
+        return key, woken
 
     def _confirm_from_event(
         self, source: str, receipt: ReceiptMap, event: Any, tenant: str

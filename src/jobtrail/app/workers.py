@@ -125,6 +125,7 @@ class Workers(Part):
             database=describe_url(self._core.url),
             retention=self._core.retention,
             ended=self._core._report_ended,
+            new_task=self._core._new_task,
         )
 
     def workers(self, *, tenant: str | None = None) -> builtins.list[models.Worker]:

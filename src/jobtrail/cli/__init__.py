@@ -6,6 +6,7 @@ from . import (  # noqa: F401  (registers the verbs)
     commands,
     dashboard,
     doctor,
+    events,
     ops,
     replays,
     serve,

@@ -211,6 +211,19 @@ def worker(
     help="Attempts before dead [default: the kind's].",
 )
 @click.option(
+    "--debounce-key", metavar="K", help="Fold into the queued, unclaimed task of this key."
+)
+@click.option("--debounce", metavar="S", help="With --debounce-key: wait S for another enqueue.")
+@click.option("--debounce-max", metavar="S", help="The longest the task is put off [no bound].")
+@click.option("--unique-for", metavar="S", help="The --key is unique for S after the task's birth.")
+@click.option(
+    "--unique-while",
+    metavar="active",
+    help="'active': the --key is unique until the task has ended.",
+)
+@click.option("--expires-in", metavar="S", help="Still queued after S: cancelled (expired).")
+@click.option("--expires-at", metavar="ISO", help="Still queued then: cancelled (with an offset).")
+@click.option(
     "--concurrency-key",
     metavar="K",
     help="At most the kind's concurrency_per_key tasks of key K run at once, in due order.",
@@ -226,6 +239,13 @@ def enqueue(
     queue: str | None,
     tenant: str,
     max_attempts: int | None,
+    debounce_key: str | None,
+    debounce: str | None,
+    debounce_max: str | None,
+    unique_for: str | None,
+    unique_while: str | None,
+    expires_in: str | None,
+    expires_at: str | None,
     concurrency_key: str | None,
 ) -> None:
     """Enqueue a task of KIND with PAYLOAD_JSON (a JSON document; `-` reads stdin)."""
@@ -244,6 +264,18 @@ def enqueue(
         except json.JSONDecodeError as exc:
             raise Fail(f"PAYLOAD_JSON is not valid JSON: {exc}") from None
     delay_s = parse_duration(delay, "--delay") if delay is not None else None
+    spans = {
+        name: parse_duration(value, "--" + name.replace("_", "-"))
+        for name, value in (
+            ("debounce", debounce),
+            ("debounce_max", debounce_max),
+            ("unique_for", unique_for),
+            ("expires_in", expires_in),
+        )
+        if value is not None
+    }
+    for name, value in (("--debounce-key", debounce_key), ("--expires-at", expires_at)):
+        validate.text(value, name)
     if run_at is not None:
         if delay is not None:
             raise Fail("give --delay or --run-at, not both")
@@ -267,6 +299,13 @@ def enqueue(
         run_at=run_at,
         delay=delay_s,
         max_attempts=max_attempts,
+        debounce_key=debounce_key,
+        unique_while=unique_while,
+        expires_at=expires_at,
+        debounce=spans.get("debounce"),
+        debounce_max=spans.get("debounce_max"),
+        unique_for=spans.get("unique_for"),
+        expires_in=spans.get("expires_in"),
         concurrency_key=concurrency_key,
     )
     rt.emit(task.to_dict(), fmt.enqueued(task, fmt.describe_url(app.url)))
@@ -344,10 +383,33 @@ def cancel(rt: Runtime, task_id: str, by: str, note: str | None) -> None:
 @click.argument("task_id", metavar="ID")
 @_required("by")
 @_required("note")
-def replay(rt: Runtime, task_id: str, by: str, note: str) -> None:
+@click.option(
+    "--from-step",
+    metavar="NAME",
+    help="Resume at this step: forget its recorded outcome and everything recorded after it "
+    "(kept as superseded), so they run again; see replay-preview.",
+)
+def replay(rt: Runtime, task_id: str, by: str, note: str, from_step: str | None) -> None:
     """Put a dead task back in the queue (attempts start again)."""
-    task = rt.app().replay(task_id, by=by, note=note)
-    rt.emit(task.to_dict(), f"{fmt.task_line(task)}; replay #{task.replay_count}")
+    app = rt.app()
+    forgot: list[str] = []
+    if from_step is not None:  # the names it forgets, read as the replay reads them
+        forgot = app.replay_preview(task_id, from_step=from_step)["forgotten"]
+    task = app.replay(task_id, by=by, note=note, from_step=from_step)
+    line = fmt.task_line(task)
+    text = (
+        i18n.t("cli.replay_done", "en", line=line, count=task.replay_count)
+        if from_step is None
+        else i18n.t(
+            "cli.replay_done_from",
+            "en",
+            line=line,
+            count=task.replay_count,
+            step=from_step,
+            names=", ".join(forgot),
+        )
+    )
+    rt.emit(task.to_dict(), text)
 
 
 @verb("replay-dead")

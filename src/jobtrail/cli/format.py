@@ -125,6 +125,11 @@ def enqueued(task: Task, db: str | None = None) -> str:
             f"enqueued task {task.id} ({task.kind}) on queue {task.queue}{where}, run at "
             f"{when(task.run_at)}"
         )
+    if task.debounced:
+        return (
+            f"task {task.id} ({task.kind}) debounced: its payload replaced, run at "
+            f"{when(task.run_at)}"
+        )
     return (
         f"task {task.id} ({task.kind}) already exists for this idempotency key; "
         f"it is {task.state.value}" + (f" ({task.last_reason})" if task.last_reason else "")

@@ -39,6 +39,7 @@ STATS_HEADERS = (
     "cli.h_queued",
     "cli.h_leased",
     "cli.h_waiting",
+    "cli.h_suspended",
     "cli.h_dead",
     "cli.h_oldest_due",
     "cli.h_in",
@@ -51,6 +52,16 @@ STATS_HEADERS = (
     "cli.h_drain",
 )
 HISTORY_HEADERS = ("cli.h_at", "cli.h_action", "cli.h_by", "cli.h_note", "cli.h_data")
+
+
+def _suspended(counts: dict[str, int] | None) -> str:
+    """The suspended durable handlers of a group: sleeping/waiting for an event/for children,
+    ``-`` when there are none (a ``stats --json`` report from before it had none)."""
+    if not counts or not any(counts.values()):
+        return "-"
+    return "/".join(
+        str(counts.get(k, 0)) for k in ("sleeping", "waiting_for_event", "waiting_for_children")
+    )
 
 
 def stats_text(report: dict[str, Any], lang: str = "en") -> str:
@@ -68,6 +79,7 @@ def stats_text(report: dict[str, Any], lang: str = "en") -> str:
                 f"{c['queued']}{plus}",
                 str(c["leased"] + c["cancel_requested"]),
                 str(c["awaiting_receipt"] + c["waiting"]),
+                _suspended(q.get("suspended")),
                 str(q["dead"]),
                 _age(q["oldest_due_age"]),
                 f"{q['arrivals_per_min']:g}",

@@ -220,3 +220,55 @@ def replay_runs(rt: Runtime, limit: int, run_id: int | None, lang: str) -> None:
     """Recorded batch replays (replay-dead): who, why, filter, progress and how each ended."""
     runs = rt.app().replay_runs(limit=limit, run_id=run_id)
     rt.emit(runs, runs_text(runs, lang))
+
+
+def replay_preview_text(result: Mapping[str, Any], lang: str = "en") -> str:
+    task = result["task"]
+    step = result["from_step"]
+    start = i18n.t("cli.replay_from", lang, step=step) if step is not None else ""
+    lines = [
+        i18n.t(
+            "cli.replay_preview_head",
+            lang,
+            id=task.id,
+            kind=task.kind,
+            state=task.state,
+            start=start,
+        )
+    ]
+    if not result["replayable"]:
+        lines.append(i18n.t("cli.replay_not_dead", lang))
+    if result["forgotten"]:
+        lines.append(i18n.t("cli.replay_forgets", lang, names=", ".join(result["forgotten"])))
+    else:
+        lines.append(i18n.t("cli.replay_forgets_none", lang))
+    effects = result["effects"]
+    if effects["again"]:
+        names = ", ".join(e["name"] for e in effects["again"])
+        lines.append(i18n.t("cli.preview_again", lang, names=names))
+    if effects["skip"]:
+        names = ", ".join(
+            e["name"] + (f" ({','.join(e['provider_ids'])})" if e["provider_ids"] else "")
+            for e in effects["skip"]
+        )
+        lines.append(i18n.t("cli.preview_skip", lang, names=names))
+    return "\n".join(lines)
+
+
+@verb("replay-preview")
+@click.argument("task_id", metavar="ID")
+@click.option("--from-step", metavar="NAME", help="Preview a replay that resumes at this step.")
+@lang_option
+def replay_preview(rt: Runtime, task_id: str, from_step: str | None, lang: str) -> None:
+    """What replay would do to one task (with --from-step: the steps it forgets and runs
+    again), and the effects it would perform again or skip. Changes nothing."""
+    result = rt.app().replay_preview(task_id, from_step=from_step)
+    data = {
+        "id": result["task"].id,
+        "state": result["task"].state,
+        "replayable": result["replayable"],
+        "from_step": result["from_step"],
+        "forgotten": result["forgotten"],
+        "effects": result["effects"],
+    }
+    rt.emit(data, replay_preview_text(result, lang))

@@ -21,9 +21,10 @@ from ..model.machine import State
 from ..model.models import Task
 from . import payloads
 from .decide import error_text, http_status
+from .durable import Durable
 
 if TYPE_CHECKING:
-    from ..store.base import Driver, Row, Tx
+    from ..store.base import Driver, NewTask, Row, Tx
 
 
 @dataclass(eq=False)
@@ -62,6 +63,14 @@ class Attempt:
     #: task at its enqueue (``tracing.carrier``), if any.
     traced: bool = False
     trace: dict[str, str] | None = None
+    #: Durable handlers: how many recorded calls (steps, effects, sleeps, waits, spawns, ...)
+    #: this run has made, and their names (unique within a task; ``core/durable.py``).
+    calls: int = 0
+    names: set[str] = field(default_factory=set)
+    #: The recorded calls of earlier runs by their order, and whether their order is checked
+    #: (the history holds a durable record); read once, at the run's first recorded call.
+    history: dict[int, dict[str, Any]] | None = None
+    guarded: bool = False
 
     @property
     def effect_confirmed(self) -> bool:
@@ -108,12 +117,22 @@ class EffectUncertain(PermanentError):
 _UNKNOWN = object()
 
 
-class Context:
-    """Passed as the first argument of every handler."""
+class Context(Durable):
+    """Passed as the first argument of every handler. The durable calls (``sleep``,
+    ``wait_for_event``, ``spawn``, ``join``, ``now``, ``uuid``, ``patched``) are its base's
+    (``core/durable.py``). ``new_task``: how ``spawn`` builds a child (the App's enqueue
+    checks); ``None`` outside a worker."""
 
-    def __init__(self, attempt: Attempt, driver: Driver) -> None:
+    def __init__(
+        self,
+        attempt: Attempt,
+        driver: Driver,
+        new_task: Callable[[dict[str, Any]], NewTask] | None = None,
+    ) -> None:
         self._attempt = attempt
         self._driver = driver
+        self._new_task = new_task
+        self._previous: Any = _UNKNOWN
 
     @property
     def task(self) -> Task:
@@ -138,6 +157,19 @@ class Context:
         """The kind's settings this attempt runs under (what the worker decides its outcome
         by: ``core.decide``)."""
         return self._attempt.spec
+
+    @property
+    def previous_result(self) -> Any:
+        """In a sequential workflow (``enqueue_workflow(..., sequential=True)``): the result of
+        the child before this one (None for the first child, and outside a chain). Read from
+        the store when first asked."""
+        if self._previous is _UNKNOWN:
+            with self._driver.transaction(write=False) as tx:
+                row = self._driver.task_get(tx, self._attempt.task_id)
+                after = None if row is None else row.get("after_id")
+                before = None if after is None else self._driver.task_get(tx, after)
+            self._previous = None if before is None else before.get("result")
+        return self._previous
 
     @property
     def cancel_requested(self) -> bool:
@@ -187,9 +219,10 @@ class Context:
         done, result = self._step_begin(name)
         if done:
             return result
+        order = self._attempt.calls
         result = fn()
         _refuse_awaitable(result, "step", "astep")
-        self._confirm(name, result, effect_key=None)
+        self._confirm(name, result, effect_key=None, order=order)
         return result
 
     async def astep(self, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
@@ -198,14 +231,16 @@ class Context:
         done, result = self._step_begin(name)
         if done:
             return result
+        order = self._attempt.calls
         result = await _awaited(fn(), "astep", "step")
-        self._confirm(name, result, effect_key=None)
+        self._confirm(name, result, effect_key=None, order=order)
         return result
 
     def _step_begin(self, name: str) -> tuple[bool, Any]:
         """The checks before a step runs: ``(True, result)`` when it is confirmed already."""
         _check_name(name)
         self.check_cancelled()
+        self._call("step", name)
         row = self._steps().get(name)
         if row is not None:
             if row["is_effect"]:
@@ -228,6 +263,7 @@ class Context:
         done, key, receipt = self._effect_begin(name)
         if done:
             return receipt
+        order = self._attempt.calls
         try:
             receipt = fn(key)
         except BaseException as exc:
@@ -236,7 +272,7 @@ class Context:
         if inspect.isawaitable(receipt):  # its coroutine never ran: nothing happened
             self._effect_forget(name)
             _refuse_awaitable(receipt, "effect", "aeffect")
-        self._confirm(name, receipt, effect_key=key)
+        self._confirm(name, receipt, effect_key=key, order=order)
         return receipt
 
     async def aeffect(self, name: str, fn: Callable[[str], Awaitable[Any]]) -> Any:
@@ -246,12 +282,13 @@ class Context:
         done, key, receipt = self._effect_begin(name)
         if done:
             return receipt
+        order = self._attempt.calls
         try:
             receipt = await _awaited(fn(key), "aeffect", "effect")
         except BaseException as exc:
             self._effect_failed(name, exc)
             raise
-        self._confirm(name, receipt, effect_key=key)
+        self._confirm(name, receipt, effect_key=key, order=order)
         return receipt
 
     def _effect_begin(self, name: str) -> tuple[bool, str, Any]:
@@ -261,6 +298,7 @@ class Context:
         self.check_cancelled()
         key = f"{self.task_id}/{name}"
         row = self._steps().get(name)
+        self._call("effect", name)
         if row is not None and not row["is_effect"]:
             raise ValueError(f"{name!r} is a step of this task, not an effect")
         if row is not None and row["status"] == "confirmed":
@@ -276,13 +314,18 @@ class Context:
                     "unknown; check the provider, then replay or force the task",
                     category="unclassified",
                 )
-        self._write(self._driver.effect_intent, {"name": name, "effect_key": key})
+        order = self._attempt.calls
+        self._write(
+            self._driver.effect_intent, {"name": name, "effect_key": key, "call_order": order}
+        )
         self._steps()[name] = {
             "name": name,
             "is_effect": True,
             "status": "intent",
             "attempt": self.attempt,
             "result": None,
+            "record": "effect",
+            "call_order": order,
         }
         return False, key, None
 
@@ -326,8 +369,11 @@ class Context:
                 }
         return self._attempt.steps
 
-    def _confirm(self, name: str, result: Any, *, effect_key: str | None) -> None:
+    def _confirm(
+        self, name: str, result: Any, *, effect_key: str | None, order: int | None = None
+    ) -> None:
         text, _ = payloads.encode(result, DEFAULT_MAX_PAYLOAD)
+        order = self._attempt.calls if order is None else order
         self._write(
             self._driver.step_confirm,
             {
@@ -335,6 +381,7 @@ class Context:
                 "effect_key": effect_key,
                 "is_effect": effect_key is not None,
                 "result": text,
+                "call_order": order,
             },
         )
         self._steps()[name] = {
@@ -343,6 +390,8 @@ class Context:
             "status": "confirmed",
             "attempt": self.attempt,
             "result": result,
+            "record": "step" if effect_key is None else "effect",
+            "call_order": order,
         }
 
     def _write(

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..model.machine import ErrorCategory, Reason, State
 from ..model.models import Task, Transition, iso
+from . import explain_durable
 from .results import raising_frame
 
 #: The languages every sentence and narrative exists in.
@@ -61,8 +62,21 @@ SENTENCES: dict[str, dict[str, str]] = {
         ),
         Reason.RECEIPT_REQUERIED: "asked the provider again about the receipt",
         Reason.DISMISSED: "closed without a replay: it stays dead and needs no action",
+        Reason.DEBOUNCED: "another enqueue with its debounce key replaced the payload and "
+        "moved the run time",
+        Reason.EXPIRED: "expired while queued: cancelled, never run",
         Reason.WINDOW_SKIPPED_CATCH_UP_BOUND: "cron window skipped: beyond the catch-up bound",
         Reason.WINDOW_SKIPPED_PAUSED: "cron window skipped: its queue was paused",
+        Reason.SLEEPING: "the handler sleeps; it resumes at the wake time without holding a worker",
+        Reason.WAITING_FOR_EVENT: "the handler waits for an event; no worker is held",
+        Reason.WAITING_FOR_CHILDREN: "the handler waits for the children it started",
+        Reason.EVENT_RECEIVED: "the event it waited for arrived; queued to resume",
+        Reason.CHILDREN_FINISHED: "the children it waited for have ended; queued to resume",
+        Reason.WAIT_TIMED_OUT: "the wait passed its deadline; queued to resume with a timeout",
+        Reason.CANCELLED_WHILE_SUSPENDED: "cancelled while its handler was suspended",
+        Reason.CANCELLED_AFTER_EFFECTS: (
+            "cancelled at a suspension after some effects were already confirmed"
+        ),
     },
     "zh": {
         Reason.ENQUEUED: "已接受，进入队列",
@@ -94,8 +108,18 @@ SENTENCES: dict[str, dict[str, str]] = {
         Reason.CANCEL_REFUSED_SUBMITTED: "已提交，拒绝取消，等待回执",
         Reason.RECEIPT_REQUERIED: "向外部平台重新查询回执",
         Reason.DISMISSED: "已搁置：保持 dead，无需处理",
+        Reason.DEBOUNCED: "同一防抖键的新入队替换了载荷并推迟了运行时间",
+        Reason.EXPIRED: "排队期间已过期：已取消，从未运行",
         Reason.WINDOW_SKIPPED_CATCH_UP_BOUND: "定时窗口被跳过：超出补跑上限",
         Reason.WINDOW_SKIPPED_PAUSED: "定时窗口被跳过：队列已暂停",
+        Reason.SLEEPING: "处理函数休眠，到点后恢复，期间不占用工作器",
+        Reason.WAITING_FOR_EVENT: "处理函数等待事件，期间不占用工作器",
+        Reason.WAITING_FOR_CHILDREN: "处理函数等待它启动的子任务",
+        Reason.EVENT_RECEIVED: "等待的事件已到达，重新排队以恢复",
+        Reason.CHILDREN_FINISHED: "等待的子任务都已结束，重新排队以恢复",
+        Reason.WAIT_TIMED_OUT: "等待超过期限，重新排队并以超时恢复",
+        Reason.CANCELLED_WHILE_SUSPENDED: "处理函数挂起期间被取消",
+        Reason.CANCELLED_AFTER_EFFECTS: "部分副作用已确认后，在挂起点确认取消",
     },
 }
 
@@ -106,7 +130,7 @@ STATE_NAMES: dict[str, dict[State, str]] = {
         State.LEASED: "running under a lease",
         State.AWAITING_RECEIPT: "awaiting a receipt",
         State.CANCEL_REQUESTED: "cancel requested",
-        State.WAITING: "waiting for children",
+        State.WAITING: "waiting",
         State.SUCCEEDED: "succeeded",
         State.CANCELLED: "cancelled",
         State.DEAD: "dead, needs a person",
@@ -116,7 +140,7 @@ STATE_NAMES: dict[str, dict[State, str]] = {
         State.LEASED: "执行中（持有租约）",
         State.AWAITING_RECEIPT: "等待回执",
         State.CANCEL_REQUESTED: "已请求取消",
-        State.WAITING: "等待子任务",
+        State.WAITING: "等待中",
         State.SUCCEEDED: "已成功",
         State.CANCELLED: "已取消",
         State.DEAD: "需人工处理",
@@ -312,7 +336,9 @@ def why_not_running(
     owner = task.lease_owner or "?"
     if state in (State.SUCCEEDED, State.CANCELLED):
         return None
-    if state is State.QUEUED:
+    if state is State.QUEUED and (asleep := explain_durable.why(task, lang)) is not None:
+        parts.append(asleep)  # a handler's ctx.sleep: when and which sleep
+    elif state is State.QUEUED:
         # year 9999: a sequential workflow child held until its previous step succeeds;
         # the caller's ``extra`` says which step that is.
         if task.run_at is not None and _utc(now) < _utc(task.run_at) and task.run_at.year < 9999:
@@ -343,6 +369,11 @@ def why_not_running(
         if task.receipt_deadline is not None:
             line += text["deadline"].format(at=_iso(task.receipt_deadline))
         parts.append(line)
+    elif state is State.WAITING and task.waiting_for is not None:
+        # a suspended handler: its event here, its children in ``extra`` (the caller reads them)
+        waits = explain_durable.why(task, lang)
+        if waits is not None:
+            parts.append(waits)
     elif state is State.WAITING:
         parts.append(text["waiting"])
     elif state is State.DEAD:
@@ -406,6 +437,7 @@ def _details(t: Transition, lang: str, effect_confirmed: bool = False) -> str:
         segments.append(text["corrects"].format(seq=t.corrects))
     if t.data.get("effects_checked"):
         segments.append(text["effects_checked"])
+    segments.extend(explain_durable.details(t.reason, t.data, lang))
     if t.reason == Reason.ENQUEUED and t.data.get("cron_window"):  # cron (scheduler.py)
         cron, tz = t.data.get("cron", "?"), t.data.get("tz", "UTC")
         segments.append(text["cron_window"].format(w=t.data["cron_window"], cron=cron, tz=tz))

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ..model.machine import State
+from ..model.machine import Reason, State
+from ..model.models import task_from_row
 from ..store.base import Driver, Row, Tx
-from . import workflow
+from . import explain_controls, explain_durable, workflow
 
 _WORDS = {
     "en": {
@@ -21,6 +22,14 @@ _WORDS = {
         "uncertain{error}",
         "effect_refused": "  effect {name} [key {key}]: refused by the provider in attempt "
         "{attempt} (nothing happened; the next attempt calls again){error}",
+        "record": "  {record:<6} {name}: recorded (attempt {attempt}) → {result}",
+        "record_sleep": "sleep",
+        "record_event": "wait",
+        "record_join": "join",
+        "record_spawn": "spawn",
+        "record_now": "now",
+        "record_uuid": "uuid",
+        "record_patched": "patch",
         "outbox": "outbox: {n} message(s), {pending} delivering, {done} delivered",
         "message": "  #{id} {topic}: {state}{extra}",
     },
@@ -33,6 +42,14 @@ _WORDS = {
         "effect_open": "  副作用 {name} [键 {key}]：第 {attempt} 次尝试已开始，结果不确定{error}",
         "effect_refused": "  副作用 {name} [键 {key}]：第 {attempt} 次尝试被服务方拒绝"
         "（未发生任何事；下次尝试会再次调用）{error}",
+        "record": "  {record} {name}：已记录（第 {attempt} 次尝试）→ {result}",
+        "record_sleep": "休眠",
+        "record_event": "等待",
+        "record_join": "汇合",
+        "record_spawn": "子任务",
+        "record_now": "时间",
+        "record_uuid": "uuid",
+        "record_patched": "补丁",
         "outbox": "发件箱：{n} 条消息，{pending} 条发送中，{done} 条已送达",
         "message": "  #{id} {topic}：{state}{extra}",
     },
@@ -63,18 +80,35 @@ def gather(driver: Driver, tx: Tx, row: Row, lang: str) -> Facts:
             facts.why.append(
                 words["waits"].format(id=before["id"], kind=before["kind"], state=before["state"])
             )
+    facts.why.extend(explain_controls.lines(driver, tx, row, lang))
     children = driver.children_list(tx, id=row["id"])
+    task = task_from_row(row)
+    joined = explain_durable.children_line(task, children, lang)  # a handler's ctx.join
+    if joined is not None:
+        facts.why.append(joined)
     if children:
         line = words["children"].format(summary=workflow.summary(children))
         facts.details.append(line)
-        if row["state"] == State.WAITING:
+        if row["state"] == State.WAITING and task.waiting_for is None:
             facts.why.append(line)
     steps = driver.step_list(tx, id=row["id"])
+    if row["last_reason"] == Reason.CANCELLED_AFTER_EFFECTS:  # which effects it did
+        facts.details.append(explain_durable.confirmed_effects(steps, lang))
     if steps:
         facts.details.append(words["steps"])
         for s in steps:
             key = s["effect_key"]
-            if not s["is_effect"]:
+            record = s.get("record") or "step"
+            if not s["is_effect"] and record != "step":  # a durable handler's sleep, wait...
+                facts.details.append(
+                    words["record"].format(
+                        record=words.get(f"record_{record}", record),
+                        name=s["name"],
+                        attempt=s["attempt"],
+                        result=_short(s["result"]),
+                    )
+                )
+            elif not s["is_effect"]:
                 facts.details.append(
                     words["step"].format(
                         name=s["name"], attempt=s["attempt"], result=_short(s["result"])

@@ -200,3 +200,65 @@ def split_effects(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, list
             item["provider_ids"] = provider_ids(r["result"])
         entry["skip" if confirmed else "again"].append(item)
     return out
+
+
+# -- replay from a step ------------------------------------------------------------------------
+#: The longest step name ``from_step`` takes (as the handler's ``ctx`` does).
+MAX_STEP_NAME = 200
+
+
+def check_from_step(from_step: Any) -> str | None:
+    """``from_step`` as given to a replay: ``None``, or a step name (non-empty text of at most
+    ``MAX_STEP_NAME`` characters); a ``ValueError`` naming it otherwise."""
+    if from_step is None:
+        return None
+    if not isinstance(from_step, str) or not from_step or len(from_step) > MAX_STEP_NAME:
+        raise ValueError(
+            f"from_step must be a step name: non-empty text of at most {MAX_STEP_NAME} characters"
+        )
+    if any(ord(c) < 32 for c in from_step):
+        raise ValueError("from_step must not contain control characters")
+    return from_step
+
+
+def forget_from(
+    recorded: Sequence[Mapping[str, Any]], from_step: str, task_id: str
+) -> list[tuple[int, Mapping[str, Any]]]:
+    """The recorded rows (in recorded order) a replay from ``from_step`` forgets — that step
+    and everything recorded after it — each with its position (from 1). A name the task has not
+    recorded is a ``ValueError`` that lists the names it has."""
+    names = [str(r["name"]) for r in recorded]
+    if from_step not in names:
+        known = ", ".join(repr(n) for n in names) or "none"
+        raise ValueError(
+            f"from_step {from_step!r}: task {task_id} has recorded no step or effect of that "
+            f"name (it has: {known})"
+        )
+    start = names.index(from_step)
+    return [(i + 1, recorded[i]) for i in range(start, len(recorded))]
+
+
+def replay_effects(
+    recorded: Iterable[Mapping[str, Any]], forgotten: Iterable[str]
+) -> dict[str, list[dict[str, Any]]]:
+    """What a replay of one task does with its effects, ``split_effects``'s shape: ``again``
+    — every effect it forgets (a confirmed one runs again: ``forgotten`` true) and every
+    intent without a confirmed receipt; ``skip`` — the confirmed effects it keeps."""
+    gone = set(forgotten)
+    out: dict[str, list[dict[str, Any]]] = {"again": [], "skip": []}
+    for r in recorded:
+        if not r["is_effect"]:
+            continue
+        item: dict[str, Any] = {
+            "name": r["name"],
+            "effect_key": r["effect_key"],
+            "status": r["status"],
+            "attempt": r["attempt"],
+            "forgotten": r["name"] in gone,
+        }
+        if r["status"] == "confirmed":
+            item["confirmed_at"] = r["confirmed_at"]
+            item["provider_ids"] = provider_ids(r["result"])
+        keep = r["status"] == "confirmed" and r["name"] not in gone
+        out["skip" if keep else "again"].append(item)
+    return out

@@ -102,9 +102,12 @@ def complete_and_claim(
 
 
 def create(driver: Driver, tx: Tx, new: NewTask) -> tuple[Row, bool]:
-    """Edges 1 and 2: a new task and its ``enqueued`` transition (or the existing one)."""
+    """Edges 1 and 2: a new task and its ``enqueued`` transition (or the existing one); with a
+    debounce key, edge 23d on the open task of the key instead (its row holds ``debounced``)."""
     if find_edge(None, new.state, Reason.ENQUEUED) is None:
         raise ValueError(f"a task cannot be created in state {new.state.value}")
+    if new.controls is not None and new.controls.debounce_key is not None:
+        check("debounce", State.QUEUED, State.QUEUED, Reason.DEBOUNCED)
     row, created = driver.task_insert(tx, new)
     if created and new.concurrency_key is not None:
         # serial per key: the key and its limit, and the queue's claims through the keyed claim

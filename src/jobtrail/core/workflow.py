@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from ..model.machine import TERMINAL, Reason, State
-from ..store.base import Driver, Move, Row, Tx
+from ..store.base import Driver, Move, Row, Tx, dumps
 
 #: ``run_at`` of a sequential child whose previous sibling has not succeeded yet.
 NOT_YET = datetime(9999, 12, 31, tzinfo=UTC)
@@ -40,10 +40,19 @@ def after_child_moved(
     parent = driver.task_lock(tx, id=parent_id)
     if parent is None or parent["state"] != State.WAITING:
         return
+    wait = driver.durable_wait_get(tx, id=parent_id)
+    if wait is not None and wait["wait_kind"] is not None:
+        # a parent whose handler spawned it: the handler decides, never the rule below
+        after_child_ended(driver, tx, wait, apply)
+        return
     children = driver.children_list(tx, id=parent_id)
     target, reason = aggregate([State(c["state"]) for c in children])
     if reason is None:
         return
+    # a chain (sequential: each child after the one before) succeeds with its children's
+    # results, in order
+    chained = target is State.SUCCEEDED and any(c.get("after_id") for c in children)
+    results = dumps(driver.children_results(tx, parent_id)) if chained else None
     apply(
         driver,
         tx,
@@ -54,6 +63,8 @@ def after_child_moved(
             reason=reason,
             actor="system",
             data={"children": {str(c["id"]): c["state"] for c in children}},
+            set_result=chained,
+            result=results,
         ),
     )
 
@@ -61,3 +72,31 @@ def after_child_moved(
 def summary(children: list[Row]) -> str:
     """``render #2 succeeded, publish #3 cancelled``."""
     return ", ".join(f"{c['kind']} #{c['id']} {c['state']}" for c in children)
+
+
+def after_child_ended(
+    driver: Driver, tx: Tx, parent: Row, apply: Callable[[Driver, Tx, Move], Row | None]
+) -> None:
+    """A child of a suspended ``parent`` (locked, ``waiting``) ended: the parent's handler
+    decides, never the workflow rule. When it waits for its children and every child it joins
+    has ended, it moves ``waiting → queued`` (``children_finished``) in this transaction."""
+    if parent["wait_kind"] != "children" or parent["last_reason"] != Reason.WAITING_FOR_CHILDREN:
+        return
+    joined = [int(i) for i in parent["wait_ids"] or []]
+    states = {c["id"]: c["state"] for c in driver.durable_children(tx, id=parent["id"])}
+    if all(states.get(i) in TERMINAL for i in joined):
+        moved = apply(
+            driver,
+            tx,
+            Move(
+                task_id=parent["id"],
+                from_state=State.WAITING,
+                to_state=State.QUEUED,
+                reason=Reason.CHILDREN_FINISHED,
+                actor="system",
+                run_in=0.0,
+                data={"children": {str(i): states[i] for i in joined}},
+            ),
+        )
+        if moved is not None:
+            driver.notify_queued(tx, parent["queue"])

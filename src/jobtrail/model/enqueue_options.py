@@ -35,6 +35,21 @@ class EnqueueOptions(TypedDict, total=False):
     max_attempts: int | None
     #: a parent task id (workflows)
     parent: str | None
+    #: fold enqueues together: while the task of (tenant, kind, key) is queued and unclaimed,
+    #: an enqueue with the key replaces its payload and moves its run time (needs ``debounce``)
+    debounce_key: str | None
+    #: seconds (or a ``timedelta``) to wait for another enqueue with the key
+    debounce: float | None
+    #: the longest the first enqueue's task is put off (None: no bound); at least ``debounce``
+    debounce_max: float | None
+    #: the idempotency key is the task's for this many seconds after it was created
+    unique_for: float | None
+    #: ``"active"``: the idempotency key is the task's until it has ended
+    unique_while: str | None
+    #: seconds: a task still queued then is cancelled (``expired``), never run
+    expires_in: float | None
+    #: an aware datetime or ISO 8601 with an offset: as ``expires_in``
+    expires_at: datetime | str | None
     #: at most 255 characters: at most the kind's ``concurrency_per_key`` (default 1) tasks of
     #: (queue, tenant, key) run at once, in due order
     concurrency_key: str | None
@@ -50,6 +65,13 @@ DEFAULTS: Final[EnqueueOptions] = {
     "delay": None,
     "max_attempts": None,
     "parent": None,
+    "debounce_key": None,
+    "debounce": None,
+    "debounce_max": None,
+    "unique_for": None,
+    "unique_while": None,
+    "expires_in": None,
+    "expires_at": None,
     "concurrency_key": None,
 }
 

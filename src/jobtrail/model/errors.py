@@ -192,3 +192,37 @@ class SchemaMissing(StoreUnavailable):
         else:
             what = f"the database {url} has no jobtrail schema" + (f" ({detail})" if detail else "")
         super().__init__(f"{what}; run `{self.command}` (or app.migrate()) first")
+
+
+class WaitTimedOut(JobtrailError):  # noqa: N818 - the public name is fixed by the spec
+    """Raised in a resumed handler by ``ctx.wait_for_event`` or ``ctx.join`` whose timeout
+    passed first (the sweeper moved the task ``waiting → queued``, ``wait_timed_out``). Not a
+    failure by itself: the handler may catch it and decide. ``what`` names the wait."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what} timed out")
+        self.what = what
+
+
+class ChildFailed(JobtrailError):  # noqa: N818 - the public name is fixed by the spec
+    """Raised by ``ctx.join`` when a child it waits for ended ``dead`` or ``cancelled``:
+    ``task_id`` (the child's id), ``state`` and ``reason`` (its last reason code). The handler
+    may catch it and decide the parent's outcome."""
+
+    def __init__(self, task_id: str, state: State, reason: str | None) -> None:
+        super().__init__(f"child task {task_id} ended {state.value} ({reason})")
+        self.task_id = task_id
+        self.state = state
+        self.reason = reason
+
+
+class NonDeterministic(PermanentError):
+    """A resumed handler's recorded calls (steps, effects, sleeps, waits, spawns) came in
+    another order than recorded: the task fails permanently (category ``invalid_input``),
+    naming the first divergence ("expected step 'a', got 'b'")."""
+
+
+class InvalidCall(PermanentError, ValueError):
+    """A durable call made with bad arguments from inside a handler (an empty or repeated
+    name, a bad duration, an unknown kind, ...): a ``ValueError`` that also fails the attempt
+    permanently (``invalid_input``); nothing was written."""

@@ -61,17 +61,16 @@ MESSAGES: dict[str, dict[str, str]] = {
     "tasks.ph_kind": {"en": "kind", "zh": "类型"},
     "tasks.ph_queue": {"en": "queue", "zh": "队列"},
     "tasks.ph_tenant": {"en": "tenant", "zh": "租户"},
-    "tasks.ph_q": {"en": "task id or idempotency key", "zh": "任务编号或幂等键"},
     "tasks.filter": {"en": "Filter", "zh": "筛选"},
     "tasks.clear": {"en": "clear", "zh": "清除"},
     "tasks.none": {"en": "No tasks match.", "zh": "没有匹配的任务。"},
     "tasks.newest": {"en": "« newest", "zh": "« 最新"},
     "tasks.older": {"en": "older »", "zh": "更早 »"},
     "tasks.footer": {
-        "en": "Newest first, {n} shown. Key search is exact, within the tenant (default none) "
-        "and the registered kinds or the chosen kind.",
-        "zh": "最新的在前，显示 {n} 个。按键查找要求完全一致，限于所选租户（默认无租户）"
-        "以及已注册的类型或所选类型。",
+        "en": "Newest first, {n} shown. Key search is exact, across tenants and kinds unless "
+        "a tenant or kind is chosen.",
+        "zh": "最新的在前，显示 {n} 个。按键查找要求完全一致，除非选定租户或类型，否则跨所有租户"
+        "和类型。",
     },
     # -- one task ----------------------------------------------------------------------------
     "task.title": {"en": "Task {id}", "zh": "任务 {id}"},
@@ -201,11 +200,6 @@ MESSAGES: dict[str, dict[str, str]] = {
     "queues.col_run": {"en": "run p50/p95", "zh": "运行 p50/p95"},
     "queues.col_drain": {"en": "drain", "zh": "清空用时"},
     "queues.none": {"en": "No tasks.", "zh": "没有任务。"},
-    "spark.arrived": {"en": "{n} arrived", "zh": "到达 {n}"},
-    "spark.label": {
-        "en": "arrivals and completions, max {top} per bucket",
-        "zh": "到达与完成，每格最多 {top}",
-    },
     # -- dead letters ------------------------------------------------------------------------
     "dead.title": {"en": "Dead letters", "zh": "死信"},
     "dead.col_versions": {"en": "code versions", "zh": "代码版本"},
@@ -592,6 +586,18 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "kind {kind} at most {rate}/s",
         "zh": "类型 {kind} 每秒最多 {rate} 个",
     },
+    # -- explain: the controls of enqueue (debounce, expiry) ---------------------------------
+    "explain.debounced": {
+        "en": "debounced {times}; runs at {at}",
+        "zh": "已防抖合并了 {times}；于 {at} 运行",
+    },
+    "explain.debounced_latest": {
+        "en": "debounced {times}; runs at {at} (at the latest {latest})",
+        "zh": "已防抖合并了 {times}；于 {at} 运行（最晚 {latest}）",
+    },
+    "explain.times": {"en": "{n} times", "zh": "{n} 次"},
+    "explain.once": {"en": "once", "zh": "1 次"},
+    "explain.expires": {"en": "expires at {at}", "zh": "于 {at} 过期"},
 }
 
 _FIELD = re.compile(r"\{(\w*)[^{}]*\}")
@@ -654,3 +660,192 @@ def display_width(text: str) -> int:
 def ljust(text: str, width: int) -> str:
     """``text`` padded with spaces to ``width`` display columns."""
     return text + " " * max(0, width - display_width(text))
+
+
+# -- dashboard for people on call: search, bulk actions, live pages, the life picture, charts --
+MESSAGES.update(
+    {
+        "nav.label": {"en": "Pages", "zh": "页面"},
+        "form.note": {"en": "note", "zh": "备注"},
+        "live.on": {"en": "live: updates by itself", "zh": "实时：自动更新"},
+        "live.paused": {
+            "en": "live updates paused while you fill a form",
+            "zh": "填写表单时暂停实时更新",
+        },
+        "live.offline": {
+            "en": "live updates: server not reachable",
+            "zh": "实时更新：无法连接服务器",
+        },
+        "search.label": {"en": "Search", "zh": "搜索"},
+        "search.placeholder": {
+            "en": "payload.order_id = 17, error: timeout, key: …",
+            "zh": "payload.order_id = 17、error: timeout、key: …",
+        },
+        "search.help": {
+            "en": "Search by a payload field (payload.order_id = 17), error text (error: timeout), "
+            "idempotency key (key: note-42), tenant (tenant: acme) or task id; the address "
+            "of the results can be shared.",
+            "zh": "可按负载字段（payload.order_id = 17）、错误文本（error: timeout）、幂等键"
+            "（key: note-42）、租户（tenant: acme）或任务编号搜索；结果页的地址可以分享。",
+        },
+        "search.bounded": {
+            "en": "This search read only the newest {n} tasks (no index serves it here).",
+            "zh": "此搜索只读取了最新的 {n} 个任务（这里没有可用的索引）。",
+        },
+        "bulk.col_select": {"en": "select", "zh": "选择"},
+        "bulk.select": {"en": "select task {id}", "zh": "选择任务 {id}"},
+        "bulk.legend": {
+            "en": "Act on the selected tasks",
+            "zh": "对所选任务执行操作",
+        },
+        "bulk.select_all": {
+            "en": "select all {n} matching the filter",
+            "zh": "选择符合筛选条件的全部 {n} 个",
+        },
+        "bulk.select_all_more": {
+            "en": "select the newest {n} matching the filter",
+            "zh": "选择符合筛选条件的最新 {n} 个",
+        },
+        "bulk.bounded": {
+            "en": "more match: one action takes at most {n}",
+            "zh": "符合的更多：一次操作最多 {n} 个",
+        },
+        "bulk.cancel": {"en": "Cancel", "zh": "取消"},
+        "bulk.replay": {"en": "Replay", "zh": "重放"},
+        "bulk.dismiss": {"en": "Dismiss", "zh": "搁置"},
+        "bulk.help": {
+            "en": "Each task gets its own transition with your name and note. A replay shows "
+            "what it would do to the tasks' effects before it starts; a task the action does "
+            "not apply to is left alone and counted.",
+            "zh": "每个任务各自记录一次带有你的名字和备注的转换。重放开始前会显示它对各任务副作用"
+            "的影响；操作不适用的任务保持不变并计入统计。",
+        },
+        "bulk.confirm_title": {"en": "Replay the selected tasks?", "zh": "重放所选任务？"},
+        "bulk.confirm_count": {
+            "en": "dead tasks would be replayed, one transition each.",
+            "zh": "个死信任务将被重放，每个一次转换。",
+        },
+        "bulk.not_dead": {
+            "en": "{n} selected tasks are not dead and are left alone.",
+            "zh": "所选任务中有 {n} 个不是死信，保持不变。",
+        },
+        "bulk.shown": {"en": "The first {n} are shown.", "zh": "只显示前 {n} 个。"},
+        "bulk.replay_n": {"en": "Replay {n} tasks", "zh": "重放 {n} 个任务"},
+        "bulk.back": {"en": "Back to the tasks", "zh": "返回任务列表"},
+        "bulk.title": {"en": "Bulk action", "zh": "批量操作"},
+        "bulk.summary": {
+            "en": "{action}, by {by}: “{note}”",
+            "zh": "{action}，操作人 {by}：“{note}”",
+        },
+        "bulk.progress": {
+            "en": "{done} of {total} tasks done",
+            "zh": "已完成 {done}/{total} 个任务",
+        },
+        "bulk.finished": {"en": "finished", "zh": "已完成"},
+        "bulk.running": {"en": "running…", "zh": "进行中…"},
+        "bulk.outcomes": {"en": "Outcomes", "zh": "结果"},
+        "bulk.outcome": {"en": "outcome", "zh": "结果"},
+        "bulk.none_yet": {"en": "none yet", "zh": "暂无"},
+        "bulk.failures": {"en": "Failures", "zh": "失败"},
+        "bulk.tasks": {"en": "Tasks:", "zh": "任务："},
+        "life.title": {"en": "Its life", "zh": "生命周期"},
+        "life.run": {"en": "attempt {n}", "zh": "第 {n} 次尝试"},
+        "life.queue": {"en": "queued", "zh": "排队"},
+        "life.retry": {"en": "waiting to retry", "zh": "等待重试"},
+        "life.sleep": {"en": "sleeping", "zh": "休眠"},
+        "life.wait_event": {"en": "waiting for an event", "zh": "等待事件"},
+        "life.wait_children": {"en": "waiting for its children", "zh": "等待子任务"},
+        "life.wait": {"en": "waiting", "zh": "等待"},
+        "life.receipt": {"en": "waiting for the receipt", "zh": "等待回执"},
+        "life.cancelling": {"en": "cancelling", "zh": "取消中"},
+        "life.goes_on": {"en": "now", "zh": "至今"},
+        "life.end": {
+            "en": "ended {state} ({reason}) at +{at}",
+            "zh": "于 +{at} 结束：{state}（{reason}）",
+        },
+        "life.item": {
+            "en": "{phase}: {took} ({start} → {end})",
+            "zh": "{phase}：{took}（{start} → {end}）",
+        },
+        "life.lane_queue": {"en": "queued", "zh": "排队"},
+        "life.lane_run": {"en": "attempts", "zh": "尝试"},
+        "life.lane_retry": {"en": "retry waits", "zh": "重试等待"},
+        "life.lane_sleep": {"en": "sleeps", "zh": "休眠"},
+        "life.lane_wait": {"en": "waits", "zh": "等待"},
+        "life.lane_receipt": {"en": "receipt wait", "zh": "回执等待"},
+        "life.axis": {"en": "time since it was enqueued", "zh": "自入队起的时间"},
+        "chart.title": {"en": "Activity per queue", "zh": "各队列的活动"},
+        "chart.label": {
+            "en": "queue {queue}: {arrived} arrived and {finished} finished in the last "
+            "{minutes} minutes",
+            "zh": "队列 {queue}：最近 {minutes} 分钟到达 {arrived} 个，完成 {finished} 个",
+        },
+        "chart.bucket": {
+            "en": "{ago} min ago: {arrived} arrived, {finished} finished",
+            "zh": "{ago} 分钟前：到达 {arrived}，完成 {finished}",
+        },
+        "chart.now": {"en": "now", "zh": "现在"},
+        "chart.legend": {
+            "en": "bars: arrivals, line: completions, per {minutes} min; axis: minutes before now",
+            "zh": "柱：到达，线：完成，每 {minutes} 分钟；横轴：距现在的分钟数",
+        },
+        "queues.col_workers": {"en": "served by", "zh": "服务的工作器"},
+        "queues.its_tasks": {"en": "its tasks", "zh": "其任务"},
+        "queues.no_workers": {"en": "no live worker", "zh": "没有存活的工作器"},
+        "queue.title": {"en": "Queue {queue}", "zh": "队列 {queue}"},
+        "queue.workers": {"en": "Live workers serving it", "zh": "为它服务的存活工作器"},
+    }
+)
+
+
+# -- replay from a step (durable-ui) ----------------------------------------------------------
+MESSAGES.update(
+    {
+        "task.replay_from": {"en": "from step", "zh": "从步骤"},
+        "task.replay_from_none": {
+            "en": "(none: recorded steps return their results)",
+            "zh": "（无：已记录的步骤返回其结果）",
+        },
+        "task.replay_from_effect": {
+            "en": "effect: runs again",
+            "zh": "副作用：将再次执行",
+        },
+        "cli.replay_preview_head": {
+            "en": "task {id} ({kind}, {state}): a replay{start} would",
+            "zh": "任务 {id}（{kind}，{state}）：重放{start}将",
+        },
+        "cli.replay_from": {"en": " from step '{step}'", "zh": "从步骤 '{step}' 开始"},
+        "cli.replay_not_dead": {
+            "en": "    (not dead: replay refuses it until it is)",
+            "zh": "    （不是死信：在它成为死信之前重放会被拒绝）",
+        },
+        "cli.replay_forgets": {
+            "en": "    forget and run again: {names}",
+            "zh": "    遗忘并再次运行：{names}",
+        },
+        "cli.replay_forgets_none": {
+            "en": "    forget nothing (recorded steps return their results)",
+            "zh": "    不遗忘任何内容（已记录的步骤返回其结果）",
+        },
+        "cli.replay_done": {
+            "en": "{line}; replay #{count}",
+            "zh": "{line}；第 {count} 次重放",
+        },
+        "cli.replay_done_from": {
+            "en": "{line}; replay #{count} from step '{step}', forgot: {names}",
+            "zh": "{line}；第 {count} 次重放，从步骤 '{step}' 开始，已遗忘：{names}",
+        },
+    }
+)
+
+
+# -- durable handlers in stats and metrics, events sent from outside (durable-ui) -------------
+MESSAGES.update(
+    {
+        "cli.h_suspended": {"en": "SLEEP/EVENT/JOIN", "zh": "休眠/事件/子任务"},
+        "cli.event_sent": {
+            "en": "event {key!r} sent; woke {n} task(s)",
+            "zh": "事件 {key!r} 已发送；唤醒了 {n} 个任务",
+        },
+    }
+)

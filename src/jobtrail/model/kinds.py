@@ -35,6 +35,10 @@ class KindSpec:
     #: The dataclass or pydantic model of the handler's payload parameter (``core/typed.py``):
     #: ``enqueue`` checks and stores it as JSON, the handler gets it rebuilt.
     payload_type: type | None = None
+    #: ``@app.task(unique_for=..., unique_while=...)``: the window of an idempotency key given
+    #: to an enqueue of this kind that names none of its own (None/False: unique for ever)
+    unique_for: float | None = None
+    unique_active: bool = False
     #: serial per key: how many tasks of one concurrency key may be leased at once (None: 1)
     concurrency_per_key: int | None = None
 

@@ -66,6 +66,17 @@ class Reason(enum.StrEnum):
     CANCEL_REFUSED_SUBMITTED = "cancel_refused_submitted"
     RECEIPT_REQUERIED = "receipt_requeried"
     DISMISSED = "dismissed"
+    # Durable handlers: a handler suspends partway and resumes later from the top.
+    SLEEPING = "sleeping"
+    WAITING_FOR_EVENT = "waiting_for_event"
+    WAITING_FOR_CHILDREN = "waiting_for_children"
+    EVENT_RECEIVED = "event_received"
+    CHILDREN_FINISHED = "children_finished"
+    WAIT_TIMED_OUT = "wait_timed_out"
+    CANCELLED_WHILE_SUSPENDED = "cancelled_while_suspended"
+    CANCELLED_AFTER_EFFECTS = "cancelled_after_effects"
+    DEBOUNCED = "debounced"
+    EXPIRED = "expired"
     # Cron windows that were deliberately not run (recorded on the window, not on a task).
     WINDOW_SKIPPED_CATCH_UP_BOUND = "window_skipped_catch_up_bound"
     WINDOW_SKIPPED_PAUSED = "window_skipped_paused"
@@ -131,7 +142,7 @@ class Edge:
     @property
     def annotation(self) -> bool:
         """X → X: a note on the timeline that does not change the state."""
-        return self.number == "23"
+        return self.number in ANNOTATION_EDGES
 
     @property
     def creates(self) -> bool:
@@ -164,6 +175,9 @@ def _e(
         number, frozenset(states(sources)), frozenset(tos), frozenset(codes), actor, guard, pairs
     )
 
+
+#: The edges that annotate (X → X): the general one and debounce's.
+ANNOTATION_EDGES = frozenset({"23", "23d"})
 
 Q, L, AR, CR, W = "queued", "leased", "awaiting_receipt", "cancel_requested", "waiting"
 S, C, D = "succeeded", "cancelled", "dead"
@@ -293,6 +307,63 @@ EDGES: tuple[Edge, ...] = (
     ),
     _e("21", D, W, "replayed", Actor.OPERATOR, "replaying a parent replays its dead children"),
     _e(
+        "24",
+        L,
+        Q,
+        "sleeping",
+        Actor.WORKER,
+        "handler called ctx.sleep; run_at = the wake time; lease released; attempt not counted",
+    ),
+    _e(
+        "25",
+        L,
+        W,
+        "waiting_for_event waiting_for_children",
+        Actor.WORKER,
+        "handler waits for an event not yet sent, or joins unfinished children it spawned; "
+        "lease released; attempt not counted",
+    ),
+    _e(
+        "26",
+        W,
+        Q,
+        "event_received",
+        Actor.CALLER,
+        "send_event stores the event and wakes every task waiting for its key, one transaction",
+    ),
+    _e(
+        "27",
+        W,
+        Q,
+        "children_finished",
+        Actor.SYSTEM,
+        "in the last joined child's terminal transaction; the parent's handler decides",
+    ),
+    _e(
+        "28",
+        W,
+        Q,
+        "wait_timed_out",
+        Actor.SWEEPER,
+        "the wait's deadline passed; the resumed call raises WaitTimedOut",
+    ),
+    _e(
+        "29",
+        f"{Q} {W}",
+        C,
+        "cancelled_while_suspended",
+        Actor.CALLER,
+        "the handler is suspended (sleeping, waiting); no worker involved; children cancelled",
+    ),
+    _e(
+        "30",
+        CR,
+        C,
+        "cancelled_after_effects",
+        Actor.WORKER,
+        "the cancel is confirmed at a suspension after an effect was confirmed",
+    ),
+    _e(
         "22",
         "*",
         "*",
@@ -307,6 +378,23 @@ EDGES: tuple[Edge, ...] = (
         "correction cancel_refused_submitted receipt_requeried dismissed",
         Actor.ANY,
         "annotation: the state does not change",
+    ),
+    _e(
+        "23d",
+        Q,
+        Q,
+        "debounced",
+        Actor.CALLER,
+        "annotation: an enqueue with the debounce key of this queued, unclaimed task replaced "
+        "its payload and moved its run time (never past the first enqueue + debounce_max)",
+    ),
+    _e(
+        "13e",
+        Q,
+        C,
+        "expired",
+        Actor.SWEEPER,
+        "expires_at passed while queued: never claimed (the claim skips it), cancelled",
     ),
 )
 
@@ -332,6 +420,7 @@ def is_allowed(source: State | None, target: State, reason: Reason) -> bool:
 #: Reason codes that annotate the timeline without moving the state.
 ANNOTATIONS = frozenset(
     {Reason.CORRECTION, Reason.CANCEL_REFUSED_SUBMITTED, Reason.RECEIPT_REQUERIED, Reason.DISMISSED}
+    | {Reason.DEBOUNCED}
 )
 #: Reason codes that are not transitions of a task (they are recorded on cron windows).
 WINDOW_REASONS = frozenset({Reason.WINDOW_SKIPPED_CATCH_UP_BOUND, Reason.WINDOW_SKIPPED_PAUSED})

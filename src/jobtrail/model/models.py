@@ -44,6 +44,15 @@ class Task:
     #: The handler's return value (decoded JSON), stored with its success; ``None``
     #: when the handler returned nothing or the task has not succeeded
     result: Any = None
+    #: What the task's suspended handler waits for, or ``None`` when it is not suspended:
+    #: ``{"kind": "sleep", "name": ..., "until": ...}``, ``{"kind": "event", "key": ...,
+    #: "deadline": ... or None}`` or ``{"kind": "children", "ids": [...], "deadline": ...}``
+    #: (times as datetimes; ``to_dict`` writes them in ISO 8601)
+    waiting_for: dict[str, Any] | None = None
+    #: This enqueue folded into the open task of its ``debounce_key`` (``created`` False)
+    debounced: bool = False
+    #: ``expires_in``/``expires_at``: still queued then, it is cancelled (``expired``)
+    expires_at: datetime | None = None
 
     @property
     def terminal(self) -> bool:
@@ -56,6 +65,8 @@ class Task:
             value = getattr(self, name)
             if isinstance(value, datetime):
                 value = iso(value)
+            elif name == "waiting_for" and value is not None:
+                value = {k: iso(v) if isinstance(v, datetime) else v for k, v in value.items()}
             elif isinstance(value, State):
                 value = value.value
             out[name] = value
@@ -208,5 +219,34 @@ def task_from_row(
             "created": created,
             "steps": steps or {},
             "result": row.get("result"),
+            "waiting_for": waiting_for(row),
+            "debounced": row.get("debounced", False),
+            "expires_at": row.get("expires_at"),
         }
     )
+
+
+#: The reasons a task's handler suspends with, by the wait kind they record.
+_SUSPENDED = {
+    ("queued", "sleeping"),
+    ("waiting", "waiting_for_event"),
+    ("waiting", "waiting_for_children"),
+}
+
+
+def waiting_for(row: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``Task.waiting_for`` of a task row: what its suspended handler waits for, or ``None``
+    (the row's ``wait_*`` columns, migration 0022, hold the latest suspension; they count only
+    while the state and reason still say the handler is suspended)."""
+    kind = row.get("wait_kind")
+    if kind is None or (row["state"], row["last_reason"]) not in _SUSPENDED:
+        return None
+    if kind == "sleep":
+        return {"kind": "sleep", "name": row["wait_name"], "until": row["wait_until"]}
+    if kind == "event":
+        return {"kind": "event", "key": row["wait_key"], "deadline": row["wait_until"]}
+    return {
+        "kind": "children",
+        "ids": [str(i) for i in row.get("wait_ids") or []],
+        "deadline": row["wait_until"],
+    }

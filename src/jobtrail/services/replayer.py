@@ -28,6 +28,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,11 +54,28 @@ class RunLost(Exception):
     transaction that raised it rolls back."""
 
 
-def replay_task(driver: Driver, tx: Tx, row: Row, by: str, note: str, run_id: int | None) -> Row:
+def replay_task(
+    driver: Driver,
+    tx: Tx,
+    row: Row,
+    by: str,
+    note: str,
+    run_id: int | None,
+    from_step: str | None = None,
+) -> Row:
     """Replay one dead task (its ``task_get`` row) and its dead children in ``tx``; the row
-    after it. With ``run_id`` each ``replayed`` transition names the replay run in its data."""
+    after it. With ``run_id`` each ``replayed`` transition names the replay run in its data.
+    With ``from_step`` the task's recorded outcome of that step and of everything recorded
+    after it is forgotten (moved to the superseded steps, marked with this replay), so the
+    handler runs them again; the transition's data names them (``from_step``, ``superseded``).
+    An unknown step name is a ``ValueError`` raised before anything is written."""
     if row["state"] != State.DEAD:
         raise IllegalTransition(str(row["id"]), row["state"], "replay (only dead tasks)")
+    forget = (
+        replays.forget_from(driver.step_list_recorded(tx, id=row["id"]), from_step, str(row["id"]))
+        if from_step is not None
+        else []
+    )
     children = driver.children_list(tx, id=row["id"])
     for child in children:  # edge 21: replaying a parent replays its dead children
         if child["state"] == State.DEAD:
@@ -70,14 +88,14 @@ def replay_task(driver: Driver, tx: Tx, row: Row, by: str, note: str, run_id: in
         Move(
             task_id=row["id"],
             from_state=State.DEAD,
-            to_state=State.WAITING if children else State.QUEUED,
+            to_state=State.WAITING if children and not _spawned(driver, tx, row) else State.QUEUED,
             reason=Reason.REPLAYED,
             actor=by,
             note=note,
             run_in=0.0,
             reset_attempts=True,
             replay=True,
-            data={"replay_run": run_id} if run_id is not None else {},
+            data=_replay_data(run_id, from_step, forget),
         ),
     )
     if moved is None:  # pragma: no cover - writes are serialised in this transaction
@@ -86,7 +104,31 @@ def replay_task(driver: Driver, tx: Tx, row: Row, by: str, note: str, run_id: in
     after = driver.task_get(tx, row["id"])
     if after is None:  # pragma: no cover - the row was just written in this transaction
         raise TaskNotFound(str(row["id"]))
+    for position, step_row in forget:
+        name = str(step_row["name"])
+        driver.step_supersede(
+            tx, id=row["id"], name=name, replay_seq=int(after["seq"]), position=position
+        )
+        driver.step_forget(tx, id=row["id"], name=name)
     return after
+
+
+def _replay_data(
+    run_id: int | None, from_step: str | None, forget: list[tuple[int, Mapping[str, Any]]]
+) -> dict[str, Any]:
+    """The ``replayed`` transition's data: the replay run, the step it replays from and the
+    names it forgot (in recorded order)."""
+    data: dict[str, Any] = {"replay_run": run_id} if run_id is not None else {}
+    if from_step is not None:
+        data["from_step"] = from_step
+        data["superseded"] = [str(r["name"]) for _, r in forget]
+    return data
+
+
+def _spawned(driver: Driver, tx: Tx, row: Row) -> bool:
+    """Whether the task's children were spawned by its handler (``ctx.spawn``): replayed, it
+    runs its handler again (``queued``), which joins them, instead of waiting by the rule."""
+    return any(s.get("record") == "spawn" for s in driver.step_list(tx, id=row["id"]))
 
 
 @dataclass

@@ -96,6 +96,7 @@ def prune_batch(
         driver.prune_guard(tx, on=True)
         transitions = driver.prune_transitions(tx, ids=listed)
         driver.prune_steps(tx, ids=listed)
+        driver.prune_steps_superseded(tx, ids=listed)
         driver.prune_outbox(tx, ids=listed)
         tasks = driver.retention_delete_tasks(tx, ids=listed, state=state)
         driver.prune_guard(tx, on=False)

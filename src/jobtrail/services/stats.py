@@ -1,11 +1,14 @@
 """Queue health, computed from the store with indexed queries.
 
-Per queue and kind: counts of open states (from the partial indexes), dead tasks still needing
-a person, tasks finished in the window, arrival and completion rates per minute, retries and
-lease expiries, queue wait (claimed − due) and run time (outcome − claimed) p50/p95 from the
-transitions in the window — so time spent queued is never mistaken for slow work — and the
-estimated drain time: backlog ÷ (completion rate − arrival rate), ``never`` when arrivals keep up.
-``pruned``: what retention and ``prune`` have deleted, by state, since the store was made.
+Per queue and kind: counts of open states (from the partial indexes), the suspended durable
+handlers among them (``suspended``: ``sleeping`` — queued until their wake time —,
+``waiting_for_event``, ``waiting_for_children``; exact, from their own partial index), dead
+tasks still needing a person, tasks finished in the window, arrival and completion rates per
+minute, retries and lease expiries, queue wait (claimed − due) and run time (outcome − claimed)
+p50/p95 from the transitions in the window — so time spent queued is never mistaken for slow
+work — and the estimated drain time: backlog ÷ (completion rate − arrival rate), ``never`` when
+arrivals keep up. ``pruned``: what retention and ``prune`` have deleted, by state, since the
+store was made.
 
 Bounded (the default; ``exact=True`` reads everything, as ``/metrics`` does): so that stats
 answers in well under a second on a store with a million queued tasks and ten million
@@ -33,6 +36,14 @@ LEASE_EXPIRIES = {
     Reason.LEASE_EXPIRED,
     Reason.LEASE_EXPIRED_CANCELLED,
     Reason.LEASE_EXPIRED_EFFECT_UNCERTAIN,
+}
+
+#: What a suspended durable handler waits for (``wait_kind``), by the reason it suspended with:
+#: the keys of each group's ``suspended`` counts.
+SUSPENDED = {
+    "sleep": Reason.SLEEPING.value,
+    "event": Reason.WAITING_FOR_EVENT.value,
+    "children": Reason.WAITING_FOR_CHILDREN.value,
 }
 
 
@@ -78,6 +89,7 @@ def _entry() -> dict[str, Any]:
         "at_least": [],
         "dead": 0,
         "oldest_dead_age": None,
+        "suspended": {reason: 0 for reason in SUSPENDED.values()},
         "finished_in_window": {"succeeded": 0, "cancelled": 0},
         "oldest_due_age": None,
         "arrivals": 0,
@@ -109,6 +121,8 @@ def collect(driver: Driver, tx: Tx, window: float, *, exact: bool = False) -> di
             g["at_least"] = ["queued", "backlog", "drain_time"]
         if r["oldest_due"] is not None:
             g["oldest_due_age"] = max(0.0, (now - r["oldest_due"]).total_seconds())
+    for r in driver.stats_suspended(tx):  # durable handlers that sleep or wait
+        groups[(r["queue"], r["kind"])]["suspended"][SUSPENDED[r["wait_kind"]]] = r["n"]
     for r in driver.stats_dead(tx):
         g = groups[(r["queue"], r["kind"])]
         g["dead"] = r["n"]

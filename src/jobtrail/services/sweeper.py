@@ -1,5 +1,6 @@
 """The sweeper: moves tasks whose holder stopped renewing (edges 7, 8 and 18), and tends replay
-runs (``replayer.tend``): stops those whose driver stopped beating, steps the detached ones.
+runs (``replayer.tend``): stops those whose driver stopped beating, steps the detached ones;
+and wakes durable handlers whose wait passed its deadline (``wait_timed_out``).
 
 It runs inside every worker and as ``jobtrail sweep``. Like every other actor it only moves a
 task by a conditional update: the lease must still be expired and held by the same owner and
@@ -15,9 +16,10 @@ from collections.abc import Callable, Sequence
 
 from ..core import replays, transition
 from ..core.decide import decide_expired
+from ..core.suspension import time_out_waits
 from ..model.kinds import KindSpec
-from ..model.machine import TERMINAL, State
-from ..store.base import Driver
+from ..model.machine import TERMINAL, Reason, State
+from ..store.base import Driver, Move
 from .receipts import sweep_receipts
 from .replayer import tend
 
@@ -77,5 +79,42 @@ def sweep(
         if len(rows) < batch:
             break
     moved.update(sweep_receipts(driver, kinds or {}, batch=batch, ended=ended))
+    timed_out = time_out_waits(driver, batch=batch)  # durable handlers' wait deadlines
+    if timed_out:
+        moved["wait_timed_out"] += timed_out
+    moved.update(sweep_expired(driver, batch=batch, ended=ended))
     tend(driver, stale=replay_stale)  # its own counts are logged; this returns tasks moved
+    return dict(moved)
+
+
+def sweep_expired(
+    driver: Driver,
+    *,
+    batch: int = BATCH,
+    ended: Callable[[Sequence[int]], None] | None = None,
+) -> dict[str, int]:
+    """Queued tasks past their expiry (``expires_in``/``expires_at``) → ``cancelled``
+    (``expired``, edge 13e). No claim takes such a task (the claim skips it), so it was never
+    handed to a handler; the guarded move loses to nothing but another sweeper."""
+    moved: Counter[str] = Counter()
+    while True:
+        finished: list[int] = []
+        with driver.transaction() as tx:
+            ids = driver.task_expired_queued(tx, batch)
+            for task_id in ids:
+                move = Move(
+                    task_id=task_id,
+                    from_state=State.QUEUED,
+                    to_state=State.CANCELLED,
+                    reason=Reason.EXPIRED,
+                    actor="sweeper",
+                )
+                if transition.apply(driver, tx, move) is not None:
+                    moved[Reason.EXPIRED] += 1
+                    finished.append(task_id)
+                    log.info("swept task %s: queued -> cancelled (expired)", task_id)
+        if finished and ended is not None:
+            ended(finished)
+        if len(ids) < batch:
+            break
     return dict(moved)

@@ -15,9 +15,11 @@ from typing import Any
 
 from ..model.errors import StoreUnavailable
 from ..model.machine import HELD, TERMINAL, State
-from . import flow, queries
+from . import controls, flow, queries
+from .durable import DurableStatements
 from .outage import OutageNotice
 from .reads import Reads
+from .search import Search
 from .statements import Statements
 from .types import (
     NEW_TASK_DEFAULTS,
@@ -85,7 +87,7 @@ def check_pooler(pooler: str | None) -> str | None:
     )
 
 
-class Driver(Statements, Reads, abc.ABC):
+class Driver(Statements, DurableStatements, Reads, Search, abc.ABC):
     """A backend. Generic operations live here; each dialect supplies SQL and connections."""
 
     dialect: str
@@ -234,7 +236,10 @@ class Driver(Statements, Reads, abc.ABC):
     # -- tasks ---------------------------------------------------------------------------------
     def task_insert(self, tx: Tx, new: NewTask) -> tuple[Row, bool]:
         """Insert one task with its creating transition; on an idempotency key that already
-        exists, return the existing row and ``False`` (never a second row)."""
+        exists, return the existing row and ``False`` (never a second row). A task with controls
+        (debounce, a uniqueness window, expiry) is inserted by ``controls.insert``."""
+        if new.controls is not None:
+            return controls.insert(self, tx, new)
         params = {
             "kind": new.kind,
             "queue": new.queue,
@@ -319,6 +324,21 @@ class Driver(Statements, Reads, abc.ABC):
             for new, (row, _) in zip(batch, self.task_insert_many(tx, batch), strict=True):
                 out.append(made(new, row["id"], row["created_at"], row["run_at"], row["payload"]))
         return out
+
+    def task_expired_queued(self, tx: Tx, limit: int) -> list[int]:
+        """Ids of up to ``limit`` queued tasks past their expiry, the oldest expiry first; the
+        sweeper cancels them (``expired``). No claim takes them meanwhile."""
+        return controls.expired_queued(tx, limit)
+
+    def task_debounce_count(self, tx: Tx, task_id: int) -> int:
+        """How many times task ``task_id`` was debounced (its ``debounced`` annotations);
+        explain."""
+        return controls.debounce_count(tx, task_id)
+
+    def children_results(self, tx: Tx, task_id: int) -> list[Any]:
+        """The results of the children of workflow parent ``task_id``, in their order (None
+        for a child without one); the result of a sequential parent that succeeded."""
+        return [r["result"] for r in tx.all("children_results", {"id": task_id})]
 
     def task_claim(self, tx: Tx, claim: Claim) -> list[Row]:
         """Edge 3 for up to ``claim.limit`` due tasks of unpaused queues, in the fair order

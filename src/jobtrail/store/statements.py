@@ -171,6 +171,36 @@ class Statements:
         already confirmed)."""
         return tx.all("step_list", {"id": id})
 
+    def stats_suspended(self, tx: Tx) -> list[Row]:
+        """``queue``, ``kind``, ``wait_kind`` and ``n``: the tasks whose durable handler is
+        suspended (sleeping, waiting for an event or for its children), from their partial
+        index; services/stats.py (stats, /metrics)."""
+        return tx.all("stats_suspended")
+
+    def step_list_recorded(self, tx: Tx, *, id: int) -> list[Row]:
+        """A task's steps and effects in the order they were recorded; App.steps, and
+        App.replay with ``from_step`` and its preview (what comes after the named step)."""
+        return tx.all("step_list_recorded", {"id": id})
+
+    def step_supersede(self, tx: Tx, *, id: int, name: str, replay_seq: int, position: int) -> int:
+        """Copy the step ``name`` of task ``id`` as it is to the superseded steps, marked with
+        the replay's ``replay_seq`` and its recorded ``position``; App.replay with
+        ``from_step``, before ``step_forget`` in the same transaction."""
+        return tx.run(
+            "step_supersede",
+            {"id": id, "name": name, "replay_seq": replay_seq, "position": position},
+        )
+
+    def step_forget(self, tx: Tx, *, id: int, name: str) -> int:
+        """Delete the step ``name`` of task ``id`` (whatever its status) so that the handler
+        runs it again; App.replay with ``from_step``, after ``step_supersede``."""
+        return tx.run("step_forget", {"id": id, "name": name})
+
+    def step_superseded_list(self, tx: Tx, *, id: int) -> list[Row]:
+        """The steps replays forgot of task ``id``, oldest replay first; App.steps
+        (``superseded=True``), explain."""
+        return tx.all("step_superseded_list", {"id": id})
+
     # -- effects -------------------------------------------------------------------------------
     def effect_confirmed_count(self, tx: Tx, *, id: int) -> Row | None:
         """``n``: the task's confirmed effects; the worker's outcomes and App's reads (what a retry
@@ -350,6 +380,11 @@ class Statements:
     def prune_steps(self, tx: Tx, *, ids: IdList) -> int:
         """Delete the steps of the pruned tasks ``ids``; services/retention.py."""
         return tx.run("prune_steps", {"ids": ids})
+
+    def prune_steps_superseded(self, tx: Tx, *, ids: IdList) -> int:
+        """Delete the superseded steps (replay from a step) of the pruned tasks ``ids``;
+        services/retention.py."""
+        return tx.run("prune_steps_superseded", {"ids": ids})
 
     def prune_tasks(self, tx: Tx, *, ids: IdList) -> int:
         """Delete the task rows ``ids`` (their steps, outbox and log go first); the driver tests."""
@@ -641,13 +676,14 @@ class Statements:
     # -- the handler context's holder-conditional writes (``None``: no longer held) -----------
     def effect_intent(self, tx: Tx, params: dict[str, Any]) -> Row | None:
         """Record an effect intent only while the caller holds the task (``None``: no longer held);
-        ``ctx``."""
-        return tx.one("effect_intent", params)
+        ``ctx``. ``call_order``: its place among the handler's recorded calls (optional)."""
+        return tx.one("effect_intent", {"call_order": None, **params})
 
     def step_confirm(self, tx: Tx, params: dict[str, Any]) -> Row | None:
         """Record a confirmed step or effect only while the caller holds the task (``None``: no
-        longer held); ``ctx``."""
-        return tx.one("step_confirm", params)
+        longer held); ``ctx``. ``call_order``: its place among the handler's recorded calls
+        (optional)."""
+        return tx.one("step_confirm", {"call_order": None, **params})
 
     # -- concurrency keys (serial per key) -------------------------------------------------
     def task_set_key(self, tx: Tx, *, id: int, key: str, limit: int) -> None:

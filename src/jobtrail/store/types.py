@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
+from ..model.controls import Controls
 from ..model.machine import State
 
 Row = dict[str, Any]
@@ -28,6 +29,7 @@ NameList = str | list[str]
 TIME_COLUMNS = frozenset(
     {
         "run_at",
+        "wait_until",
         "lease_expires_at",
         "receipt_deadline",
         "budget_started_at",
@@ -56,6 +58,10 @@ TIME_COLUMNS = frozenset(
         "batch_at",
         "started_at",
         "last_seen_at",
+        "superseded_at",
+        "debounce_until",
+        "unique_until",
+        "expires_at",
     }
 )
 
@@ -90,6 +96,8 @@ class NewTask:
     state: State = State.QUEUED
     actor: str = "caller"
     data: dict[str, Any] = field(default_factory=dict)
+    #: debounce, uniqueness window, expiry (model/controls.py); None for a plain task
+    controls: Controls | None = None
     #: serial per key: at most ``concurrency_limit`` tasks of (queue, tenant, key) leased
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
@@ -114,8 +122,9 @@ class NewTask:
             self.state,
             self.actor,
             self.data,
-            self.concurrency_key,
-            self.concurrency_limit,
+            controls=self.controls,
+            concurrency_key=self.concurrency_key,
+            concurrency_limit=self.concurrency_limit,
         )
 
 

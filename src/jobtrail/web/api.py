@@ -119,6 +119,13 @@ def enqueue(
         priority=body.priority,
         delay=body.delay,
         run_at=body.run_at,
+        debounce_key=body.debounce_key,
+        debounce=body.debounce,
+        debounce_max=body.debounce_max,
+        unique_for=body.unique_for,
+        unique_while=body.unique_while,
+        expires_in=body.expires_in,
+        expires_at=body.expires_at,
         concurrency_key=body.concurrency_key,
     )
     response.status_code = 201 if task.created else 200
@@ -261,9 +268,50 @@ def cancel(task_id: TaskId, body: s.ActBody, app: Jobtrail, who: Actor) -> dict[
 
 
 @router.post("/api/tasks/{task_id}/replay", response_model=s.TaskOut, responses=ERRORS)
-def replay(task_id: TaskId, body: s.ActBody, app: Jobtrail, who: Actor) -> dict[str, Any]:
+def replay(task_id: TaskId, body: s.ReplayBody, app: Jobtrail, who: Actor) -> dict[str, Any]:
+    """Replay a dead task (409 for any other); with ``from_step`` the handler resumes at that
+    step (422 naming it when the task recorded no such step; nothing is written)."""
     task = visible(app, who, task_id)
-    return app.replay(task.id, by=body.by, note=body.note or "").to_dict()
+    return app.replay(task.id, by=body.by, note=body.note or "", from_step=body.from_step).to_dict()
+
+
+@router.get(
+    "/api/tasks/{task_id}/replay-preview", response_model=s.ReplayPreviewOut, responses=ERRORS
+)
+def replay_preview(
+    task_id: TaskId,
+    app: Jobtrail,
+    who: Reader,
+    from_step: Annotated[
+        str | None,
+        Query(min_length=1, max_length=200, description="preview a replay from this step"),
+    ] = None,
+) -> dict[str, Any]:
+    """What a replay of the task would do (with ``from_step``: the steps it forgets), and the
+    effects it would perform again or skip. Changes nothing."""
+    task = visible(app, who, task_id)
+    result = app.replay_preview(task.id, from_step=from_step)
+    return {
+        "task_id": task.id,
+        "state": result["task"].state.value,
+        "replayable": result["replayable"],
+        "from_step": result["from_step"],
+        "forgotten": result["forgotten"],
+        "effects": plain(result["effects"]),
+    }
+
+
+@router.post("/api/events", response_model=s.EventOut, responses=ERRORS)
+def send_event(body: s.EventBody, app: Jobtrail, who: Actor) -> dict[str, Any]:
+    """Send an event: it is stored (the first payload for a key wins) and every task of the
+    tenant waiting for its key resumes (``{"woken": n}``, 0 for a repeat). A tenant-bound
+    token sends to its own tenant only (naming another is 403)."""
+    tenant = body.tenant or ""
+    if who.tenant is not None:
+        if body.tenant not in (None, who.tenant):
+            raise HTTPException(403, "this token may only send events to its own tenant")
+        tenant = who.tenant
+    return {"woken": app.send_event(body.key, body.payload, tenant=tenant)}
 
 
 @router.post("/api/tasks/{task_id}/receipt", response_model=s.TaskOut, responses=ERRORS)

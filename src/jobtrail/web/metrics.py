@@ -6,6 +6,8 @@ Metric names (all labelled by ``queue`` and ``kind`` unless said otherwise):
 - ``jobtrail_tasks{state}`` — open tasks by state, and ``dead`` (not dismissed)
 - ``jobtrail_oldest_due_age_seconds`` — age of the oldest due queued task
 - ``jobtrail_dead_tasks`` / ``jobtrail_oldest_dead_age_seconds`` — dead letters needing a person
+- ``jobtrail_suspended_tasks{suspended}`` — durable handlers suspended now: ``sleeping``,
+  ``waiting_for_event``, ``waiting_for_children`` (each label set exported, 0 included)
 - ``jobtrail_transitions_window{reason,to_state}`` — transitions in the stats window (5 min)
 - ``jobtrail_retries_window`` / ``jobtrail_lease_expiries_window`` — in the window
 - ``jobtrail_arrivals_per_minute`` / ``jobtrail_completions_per_minute``
@@ -193,6 +195,12 @@ class StoreCollector(Collector):
                 ("tasks", "Tasks by state (open states, and dead not dismissed)", ["state"]),
                 ("oldest_due_age_seconds", "Age of the oldest due queued task", []),
                 ("dead_tasks", "Dead tasks not dismissed", []),
+                (
+                    "suspended_tasks",
+                    "Tasks whose durable handler is suspended: sleeping, waiting for an event "
+                    "or for its children",
+                    ["suspended"],
+                ),
                 ("oldest_dead_age_seconds", "Age of the oldest dead task not dismissed", []),
                 ("retries_window", "Retries scheduled in the stats window", []),
                 ("lease_expiries_window", "Lease expiries in the stats window", []),
@@ -214,6 +222,8 @@ class StoreCollector(Collector):
                 g["tasks"].add_metric(qk + [state], n)
             g["tasks"].add_metric(qk + ["dead"], row["dead"])
             g["dead_tasks"].add_metric(qk, row["dead"])
+            for suspended, n in row["suspended"].items():
+                g["suspended_tasks"].add_metric(qk + [suspended], n)
             for name in ("oldest_due_age_seconds", "oldest_dead_age_seconds"):
                 value = row[name.removesuffix("_seconds")]
                 if value is not None:

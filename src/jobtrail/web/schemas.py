@@ -62,6 +62,28 @@ class EnqueueBody(Strict):
     )
     run_at: Time | None = Field(default=None, description="ISO 8601 with a time zone")
     tenant: StrictStr | None = Field(default=None, max_length=255)
+    # the controls (model/controls.py checks their values, as for every caller)
+    debounce_key: StrictStr | None = Field(
+        default=None, description="fold enqueues into the queued task of this key"
+    )
+    debounce: StrictFloat | None = Field(
+        default=None, allow_inf_nan=False, description="seconds to wait for another enqueue"
+    )
+    debounce_max: StrictFloat | None = Field(
+        default=None, allow_inf_nan=False, description="seconds: the latest the task is put off"
+    )
+    unique_for: StrictFloat | None = Field(
+        default=None, allow_inf_nan=False, description="seconds the Idempotency-Key stays unique"
+    )
+    unique_while: StrictStr | None = Field(
+        default=None, description="'active': the Idempotency-Key is unique until the task ends"
+    )
+    expires_in: StrictFloat | None = Field(
+        default=None, allow_inf_nan=False, description="seconds: still queued then, cancelled"
+    )
+    expires_at: StrictStr | None = Field(
+        default=None, description="ISO 8601 with a time zone: still queued then, cancelled"
+    )
     concurrency_key: StrictStr | None = Field(
         default=None,
         min_length=1,
@@ -80,10 +102,83 @@ class ActBody(Strict):
     )
 
 
+class ReplayBody(ActBody):
+    """A replay of one dead task; with ``from_step`` the handler resumes at that step (its
+    recorded outcome and everything recorded after it are forgotten and run again)."""
+
+    from_step: StrictStr | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="resume at this step (recorded name); the preview says what runs again",
+        examples=["charge"],
+    )
+
+
+class ReplayEffectOut(BaseModel):
+    name: str
+    effect_key: str | None
+    status: str
+    attempt: int
+    forgotten: bool = Field(description="a replay from a step forgets it: it runs again")
+    confirmed_at: str | None = None
+    provider_ids: list[str] | None = None
+
+
+class ReplayEffectsOut(BaseModel):
+    again: list[ReplayEffectOut] = Field(description="effects the replay would perform again")
+    skip: list[ReplayEffectOut] = Field(description="confirmed effects it keeps")
+
+
+class ReplayPreviewOut(BaseModel):
+    """What ``POST /api/tasks/{id}/replay`` would do with the same ``from_step``."""
+
+    task_id: str
+    state: str
+    replayable: bool = Field(description="the task is dead (replay refuses any other)")
+    from_step: str | None
+    forgotten: list[str] = Field(description="recorded names it forgets, in recorded order")
+    effects: ReplayEffectsOut
+
+
+class EventBody(Strict):
+    """An event for the tasks waiting for it (``App.send_event``)."""
+
+    key: StrictStr = Field(
+        min_length=1, max_length=255, description="the event key", examples=["verified:42"]
+    )
+    payload: Any = Field(
+        default=None, description="any JSON; the first payload for a key wins", examples=[{}]
+    )
+    tenant: StrictStr | None = Field(
+        default=None,
+        max_length=255,
+        description="the tenant (default: the token's, else none); a tenant-bound token may "
+        "name only its own",
+    )
+
+
+class EventOut(BaseModel):
+    woken: int = Field(description="tasks moved waiting → queued (0 for a repeat)")
+
+
 class ReceiptBody(Strict):
     ok: StrictBool
     category: StrictStr | None = Field(default=None, max_length=64)
     error: StrictStr | None = Field(default=None, max_length=10_000)
+
+
+class WaitingFor(BaseModel):
+    """``Task.waiting_for``: ``kind`` ``sleep`` (``name``, ``until``), ``event`` (``key``,
+    ``deadline``) or ``children`` (``ids``, ``deadline``); times in ISO 8601, a deadline
+    null for a wait without timeout."""
+
+    kind: str = Field(examples=["event"])
+    name: str | None = Field(default=None, description="the sleep's name")
+    until: str | None = Field(default=None, description="the sleep's wake time")
+    key: str | None = Field(default=None, description="the event key")
+    ids: list[str] | None = Field(default=None, description="the children it joins")
+    deadline: str | None = Field(default=None, description="when the wait times out")
 
 
 class TaskOut(BaseModel):
@@ -114,6 +209,13 @@ class TaskOut(BaseModel):
     created: bool = False
     steps: dict[str, Any] = Field(default_factory=dict)
     result: Any = Field(default=None, description="the handler's return value once succeeded")
+    waiting_for: WaitingFor | None = Field(
+        default=None,
+        description="what its suspended handler waits for (a sleep, an event, its children); "
+        "null when it is not suspended",
+    )
+    debounced: bool = Field(default=False, description="folded into the task of its debounce key")
+    expires_at: str | None = None
 
 
 class ResultOut(BaseModel):
@@ -178,6 +280,10 @@ class QueuesOut(BaseModel):
 class WebhookOut(BaseModel):
     task_id: str | None
     duplicate: bool
+    event_key: str | None = Field(
+        default=None, description="the event the source's event_key mapped the delivery to"
+    )
+    woken: int | None = Field(default=None, description="tasks that event woke (0: a repeat)")
 
 
 class FieldError(BaseModel):

@@ -1,9 +1,11 @@
 """``POST /webhooks/{source}``: read the raw body (bounded), verify its signature before
 anything parses it, then record the delivery and enqueue its event task in one transaction.
 
-Answers: 202 a new delivery (``{"task_id", "duplicate": false}``), 200 a repeat (same task id,
+Answers: 202 a new delivery (``{"task_id", "duplicate": false}``, with ``event_key`` and
+``woken`` when the source maps deliveries to events), 200 a repeat (same task id,
 ``duplicate: true``), 400 a verified body that is not JSON (kept for inspection), 401 a bad,
-stale or malformed signature (nothing stored), 404 an unknown source, 413 a body over the limit.
+stale or malformed signature (nothing stored), 404 an unknown source, 413 a body over the
+limit, 422 a source whose ``event_key`` mapping fails (nothing stored).
 Logs carry the source, delivery id, event type, task id and outcome — never headers, bodies or
 secrets.
 """
@@ -35,7 +37,7 @@ def _error(status: int, message: str) -> JSONResponse:
     status_code=202,
     responses={
         200: {"model": WebhookOut, "description": "a repeat delivery"},
-        **{c: {"model": ErrorOut} for c in (400, 401, 404, 413, 503)},
+        **{c: {"model": ErrorOut} for c in (400, 401, 404, 413, 422, 503)},
     },
 )
 async def receive(source: str, request: Request) -> JSONResponse:
@@ -68,7 +70,7 @@ async def receive(source: str, request: Request) -> JSONResponse:
     metrics.webhooks.labels(source, outcome).inc()
     if delivery.bad_body:
         return _error(400, "the body is not JSON; it was kept for inspection, no task was made")
-    return JSONResponse(
-        {"task_id": delivery.task_id, "duplicate": delivery.duplicate},
-        status_code=200 if delivery.duplicate else 202,
-    )
+    answer: dict[str, object] = {"task_id": delivery.task_id, "duplicate": delivery.duplicate}
+    if delivery.event_key is not None:
+        answer.update(event_key=delivery.event_key, woken=delivery.woken)
+    return JSONResponse(answer, status_code=200 if delivery.duplicate else 202)

@@ -14,6 +14,7 @@ from typing import Any
 from ..core import tracing, typed
 from ..core.context import Attempt, Context
 from ..core.decide import classify
+from ..core.durable import Suspend
 from ..core.results import encode_result
 from ..model.errors import Cancelled, Snooze
 from ..model.models import task_from_row
@@ -98,7 +99,7 @@ class Handlers:
         attempt's timeout meanwhile (a replacement took its place: this one ends)."""
         attempt.started = time.monotonic()  # a task claimed ahead times out from its start
         attempt.begun = True
-        ctx = Context(attempt, self._w.driver)
+        ctx = Context(attempt, self._w.driver, self._w.collab.new_task)
         handler = attempt.spec.handler
         assert handler is not None
         outcome: BaseException | None = None
@@ -141,7 +142,7 @@ class Handlers:
         await loop.run_in_executor(None, self._outcomes.finish, attempt, outcome)
 
     async def _await_handler(self, attempt: Attempt) -> BaseException | None:
-        ctx = Context(attempt, self._w.driver)
+        ctx = Context(attempt, self._w.driver, self._w.collab.new_task)
         handler = attempt.spec.handler
         assert handler is not None and self._loopwatch is not None
         try:
@@ -231,7 +232,7 @@ def _processing(attempt: Attempt) -> Any:
 def _failed(span: tracing.Processing | None, attempt: Attempt, exc: BaseException) -> None:
     """Error status and category on the span of an attempt that raised (a snooze and a
     confirmed cancel are outcomes, not errors)."""
-    if span is None or isinstance(exc, Snooze | Cancelled):
+    if span is None or isinstance(exc, Snooze | Cancelled | Suspend):
         return
     try:
         category = classify(exc, attempt.spec.classify).value

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..core.context import Attempt
+from ..core.durable import Suspend
 from ..model.errors import StoreUnavailable
 from ..model.machine import State
 from ..model.oneline import one_line
@@ -35,6 +36,8 @@ def attempt_finished(
     exc: BaseException | None = None,
 ) -> None:
     """Log the written outcome of ``attempt``: ``state`` by ``reason`` (``exc`` its error)."""
+    if isinstance(exc, Suspend):  # a durable handler waits
+        exc = None  # not a failure: logged as an outcome, without a traceback
     if exc is None:
         level = logging.DEBUG
     elif state in (State.DEAD, State.CANCELLED):

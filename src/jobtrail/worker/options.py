@@ -8,13 +8,13 @@ import secrets
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..core.results import DEFAULT_RESULT_LIMIT
 from ..model import validate
 from ..model.kinds import KindSpec
 from ..services.outbox import Sink
-from ..store.base import Driver
+from ..store.base import Driver, NewTask
 
 
 def make_owner_id() -> str:
@@ -93,6 +93,8 @@ class Collaborators:
     retention: dict[str, float | None] | None = None
     #: given the ids of tasks the worker's sweep ended (``App.on_ended_outside_run``)
     ended: Callable[[Sequence[int]], None] | None = None
+    #: builds a child task from ``enqueue``'s arguments (``ctx.spawn``; the App's checks)
+    new_task: Callable[[dict[str, Any]], NewTask] | None = None
 
 
 class ProvidesCollaborators(Protocol):

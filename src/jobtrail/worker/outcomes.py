@@ -13,6 +13,8 @@ from typing import Any
 from ..core import results, transition
 from ..core.context import Attempt
 from ..core.decide import Decision, decide_failure, decide_success
+from ..core.durable import Suspend
+from ..core.suspension import write_suspension
 from ..model.errors import LeaseLost, Snooze
 from ..model.machine import HELD, State
 from ..model.models import iso
@@ -202,8 +204,20 @@ class Outcomes:
         ):
             return None
         state = State(row["state"])
-        elapsed = (row["db_now"] - row["budget_started_at"]).total_seconds()
         confirmed = self._w.driver.effect_confirmed_count(tx, id=attempt.task_id)
+        if isinstance(exc, Suspend):  # a durable handler waits: no failure, no attempt counted
+            return write_suspension(
+                self._w.driver,
+                tx,
+                task_id=attempt.task_id,
+                owner=attempt.owner,
+                attempt=attempt.number,
+                actor=self._w.owner,
+                suspend=exc,
+                cancel_requested=state is State.CANCEL_REQUESTED,
+                effect_confirmed=bool(confirmed and confirmed["n"]),
+            )
+        elapsed = (row["db_now"] - row["budget_started_at"]).total_seconds()
         decision = decide_failure(
             exc,
             spec=attempt.spec,

@@ -23,7 +23,7 @@ from django.utils.http import urlencode
 
 from ...model.errors import TaskNotFound
 from ...model.machine import State
-from .backend import STATUS, JobtrailBackend
+from .backend import JobtrailBackend, status_of
 from .compat import task_backends
 from .models import Task
 
@@ -147,7 +147,7 @@ class TaskAdmin(admin.ModelAdmin):  # type: ignore[misc]
             + "?"
             + urlencode({"backend": backend}),
             "task": task,
-            "django_status": STATUS[task.state],
+            "django_status": status_of(task),
             "payload": _pretty(task.payload),
             "result": _pretty(task.result) if task.state is State.SUCCEEDED else None,
             "timeline": log,

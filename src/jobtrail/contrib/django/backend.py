@@ -53,6 +53,18 @@ STATUS: dict[State, Any] = {
     State.CANCELLED: TaskResultStatus.FAILED,
 }
 
+
+def status_of(task: Task) -> Any:
+    """The Django status of a jobtrail task: ``STATUS`` of its state, except that a task whose
+    durable handler is suspended in ``waiting`` (for an event or for the children it spawned)
+    is ``RUNNING``: its run began and has not finished, and no worker takes it until it is
+    woken (``READY`` says it may run now). A sleeping handler is ``queued`` and ``READY``, as a
+    task waiting for its retry is: it runs again at its wake time."""
+    if task.state is State.WAITING and task.waiting_for is not None:
+        return TaskResultStatus.RUNNING
+    return STATUS[task.state]
+
+
 _OPTION_KEYS = frozenset({"DATABASE", "DATABASE_URL", "TASKS", "MODULES", "APP_OPTIONS"})
 
 
@@ -315,7 +327,7 @@ class JobtrailBackend(BaseTaskBackend):  # type: ignore[misc]
         result = TaskResult(
             task=task,
             id=stored.id,
-            status=STATUS[stored.state],
+            status=status_of(stored),
             enqueued_at=stored.created_at,
             started_at=claims[0].at if claims else None,
             finished_at=stored.finished_at,

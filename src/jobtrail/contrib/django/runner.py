@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from ...core.context import Context
 from ...core.decide import decide_failure
+from ...core.durable import Suspend
 from ...model.errors import LeaseLost
 from ...model.machine import TERMINAL, Reason
 from .compat import (
@@ -126,10 +127,13 @@ def _final(backend: JobtrailBackend, ctx: Context, exc: BaseException) -> bool:
     the worker's own decision, ``decide_failure``, on what the handler knows — the kind's
     settings, this attempt, the cancel seen so far and the age of the retry budget (from the
     enqueue or the last replay). A lost lease writes nothing and is not an end; neither is an
-    interrupt (``KeyboardInterrupt``, a cancelled coroutine). Any other ``BaseException``
+    interrupt (``KeyboardInterrupt``, a cancelled coroutine), nor a durable handler's
+    suspension (``Suspend``). Any other ``BaseException``
     (``SystemExit`` from ``exit()``, say) is a failure the worker records like any other, and
     ends the task as the framework's own backends end it."""
     if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError | LeaseLost):
+        return False
+    if isinstance(exc, Suspend):  # a durable handler paused (sleep, wait_for_event, join)
         return False
     elapsed = 0.0
     if ctx.spec.max_elapsed is not None:  # only then does the budget's age matter

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..types import TIME_COLUMNS, NewTask, Row, dumps
 
-_JSON_COLUMNS = frozenset({"payload", "data", "result", "queues", "kinds"})
+_JSON_COLUMNS = frozenset({"payload", "data", "result", "queues", "kinds", "wait_ids"})
 _BOOL_COLUMNS = frozenset({"reentrant", "is_effect", "paused", "detached", "evidence_on_row"})
 
 

@@ -15,6 +15,7 @@ from fastapi.responses import HTMLResponse
 from ...app import App
 from ..hosts import HostGuard
 from ..hosts import allowed_hosts as allowed_hosts_for
+from . import bulk_routes  # noqa: F401  (adds the bulk actions to ``routes``)
 from .headers import SecurityHeaders
 from .origin import OriginGuard
 from .routes import Authorize, router, templates

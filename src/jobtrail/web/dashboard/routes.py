@@ -10,6 +10,7 @@ tenant-bound caller sees only that tenant's tasks and not the cross-tenant pages
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,6 +27,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ...app import App
 from ...app.replays import DEFAULT_BATCH_TIMEOUT
+from ...app.search import SCAN, SELECTION_MAX
 from ...core import explain, replays
 from ...core.results import raising_frame
 from ...model import i18n
@@ -33,12 +35,19 @@ from ...model.errors import IllegalTransition, TaskNotFound
 from ...model.machine import State
 from ...model.models import Task, iso
 from ...model.timeparse import looks_like_duration, parse_duration, parse_time
+from . import life
+from .bulk import BulkJobs
+from .charts import activity_chart
 from .origin import refusal
 
 Authorize = Callable[[Request, str], str | None]
 
 HERE = Path(__file__).parent
-STATIC = {"htmx.min.js": "text/javascript", "dashboard.css": "text/css"}
+STATIC = {
+    "htmx.min.js": "text/javascript",
+    "live.js": "text/javascript",
+    "dashboard.css": "text/css",
+}
 PAGE_SIZE = 50
 #: the header's counts stop here ("10000+"): a million-row count would hold up the page
 COUNT_CAP = 10_000
@@ -124,28 +133,6 @@ def _t(context: Any, key: str, **args: Any) -> Markup:
 templates.env.globals["t"] = _t
 
 
-def _sparkline(arrivals: list[int], completions: list[int], lang: str = "en") -> str:
-    """A tiny inline SVG: arrivals as bars, completions as a line, per bucket."""
-    width, height, n = 240, 48, max(1, len(arrivals))
-    top = max([1, *arrivals, *completions])
-    step = width / n
-    bars = "".join(
-        f'<rect x="{i * step + 1:.1f}" y="{height - a / top * (height - 4):.1f}" '
-        f'width="{max(1.0, step - 2):.1f}" height="{a / top * (height - 4):.1f}" '
-        f'class="arr"><title>{i18n.t("spark.arrived", lang, n=a)}</title></rect>'
-        for i, a in enumerate(arrivals)
-    )
-    points = " ".join(
-        f"{i * step + step / 2:.1f},{height - c / top * (height - 4):.1f}"
-        for i, c in enumerate(completions)
-    )
-    return (
-        f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'role="img" aria-label="{i18n.t("spark.label", lang, top=top)}">{bars}'
-        f'<polyline points="{points}" class="done" fill="none"/></svg>'
-    )
-
-
 def _input_time(value: str | None, now: datetime, name: str) -> datetime | None:
     """An ISO 8601 time, or a duration ago (``30m``, ``2h``, ``7d``); empty → ``None``."""
     value = (value or "").strip()
@@ -202,6 +189,7 @@ class Dashboard:
         self.app = app
         self.authorize = authorize
         self.session_cookie = session_cookie
+        self.jobs = BulkJobs()
 
     async def bind(self, request: Request) -> None:
         request.state.jobtrail_dashboard = self
@@ -320,29 +308,34 @@ def tasks(
     before = _clean(before)
     if before is not None and not before.isdigit():
         raise HTTPException(422, "before must be a task id")
-    more = False
-    if q is not None:
-        rows: list[Task] = []
-        if q.isdigit() and len(q) <= 18:
-            try:
-                rows.append(dash.app.get(q))
-            except TaskNotFound:
-                pass
-        kinds = [kind] if kind else dash.app.kinds
-        rows += dash.app.find_by_key(q, tenant=tenant or "", kinds=kinds)
-        if tenant is not None:
-            rows = [t for t in rows if t.tenant == tenant]
-    else:
-        rows = dash.app.list(
-            state=state,
-            kind=kind,
-            queue=queue,
-            tenant=tenant,
-            limit=PAGE_SIZE + 1,
-            before=before,
-        )
-        more = len(rows) > PAGE_SIZE
-        rows = rows[:PAGE_SIZE]
+    scanned_from = None
+    try:
+        if q is not None:
+            found = dash.app.search(
+                q, state=state, kind=kind, queue=queue, tenant=tenant,
+                limit=PAGE_SIZE + 1, before=before,
+            )  # fmt: skip
+            rows, scanned_from = found["tasks"], found["scanned_from"]
+        else:
+            rows = dash.app.list(
+                state=state, kind=kind, queue=queue, tenant=tenant,
+                limit=PAGE_SIZE + 1, before=before,
+            )  # fmt: skip
+        if before is None and len(rows) <= PAGE_SIZE:  # the whole answer is on this page
+            selection = {
+                "ids": [t.id for t in rows],
+                "states": dict(Counter(t.state.value for t in rows).most_common()),
+                "more": False,
+                "scanned_from": scanned_from,
+            }
+        else:  # what "all matching" would take: read again, up to SELECTION_MAX
+            selection = dash.app.search_states(
+                q or "", state=state, kind=kind, queue=queue, tenant=tenant, cap=SELECTION_MAX
+            )
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from None
+    more = len(rows) > PAGE_SIZE
+    rows = rows[:PAGE_SIZE]
     filters = {"state": state, "kind": kind, "queue": queue, "tenant": tenant, "q": q}
     keep = {k: v for k, v in filters.items() if v}
     next_url = "/?" + urlencode({**keep, "before": rows[-1].id}) if more and rows else None
@@ -360,6 +353,11 @@ def tasks(
         next_url=next_url,
         first_url=("/?" + urlencode(keep)) if before else None,
         tenant_bound=bound is not None,
+        selection=selection,
+        bulk_actions=["cancel", "replay", "dismiss"],
+        selection_max=SELECTION_MAX,
+        scanned_from=scanned_from,
+        scan=SCAN,
     )
 
 
@@ -382,6 +380,7 @@ def task_page(request: Request, dash: Dash, task_id: str, done: str | None = Non
         for t in transitions
     ]
     live = dash.app.why_not_running(task.id, lang)
+    phases = life.phases(transitions, live["now"])
     parent = None
     if task.parent_id is not None:
         try:
@@ -409,6 +408,14 @@ def task_page(request: Request, dash: Dash, task_id: str, done: str | None = Non
         done=done if done in DONE_CODES else None,
         can_cancel=task.state in ACTIONABLE_CANCEL,
         can_replay=task.state is State.DEAD,
+        life_svg=Markup(life.svg(phases, lang, life.ending(transitions))),
+        life_end=(
+            life.describe_end(end, phases[0] if phases else None, lang)
+            if (end := life.ending(transitions))
+            else None
+        ),
+        life_items=[life.describe(p, lang) for p in phases],
+        life_kinds=[p.kind for p in phases],
     )
 
 
@@ -431,7 +438,9 @@ async def replay(request: Request, dash: Dash, task_id: str) -> Response:
     form = await _form(request)
     _require(form, "by", "note")
     try:
-        dash.app.replay(task.id, by=form["by"], note=form["note"])
+        dash.app.replay(
+            task.id, by=form["by"], note=form["note"], from_step=form.get("from_step") or None
+        )
     except IllegalTransition as exc:
         raise HTTPException(409, str(exc)) from None
     lang = form.get("lang") if form.get("lang") in explain.LANGUAGES else "en"
@@ -451,9 +460,12 @@ def queues(
     activity = dash.app.activity()
     lang = request_lang(request)
     charts = {
-        name: _sparkline(v["arrivals"], v["completions"], lang)
+        name: Markup(
+            activity_chart(v["arrivals"], v["completions"], activity["bucket"], lang, name)
+        )
         for name, v in activity["queues"].items()
     }
+    live_workers = dash.app.workers()
     totals = {
         name: (sum(v["arrivals"]), sum(v["completions"])) for name, v in activity["queues"].items()
     }
@@ -470,7 +482,33 @@ def queues(
         activity=activity,
         done=done if done in DONE_CODES else None,
         done_queue=q,
+        serving={
+            x["queue"]: [w for w in live_workers if x["queue"] in w.queues]
+            for x in dash.app.queues()
+        },
     )
+
+
+@routes.get("/queues/{queue:path}", response_class=HTMLResponse)
+def queue_page(request: Request, dash: Dash, queue: str) -> HTMLResponse:
+    """One queue: its state, the live workers that serve it and its activity chart."""
+    dash.whole_store(request, "read")
+    found = [x for x in dash.app.queues() if x["queue"] == queue]
+    serving = [w for w in dash.app.workers() if queue in w.queues]
+    if not found and not serving:
+        raise HTTPException(404, f"no queue {queue[:80]!r}: no task and no live worker")
+    lang = request_lang(request)
+    activity = dash.app.activity()
+    mine = activity["queues"].get(queue)
+    chart = (
+        Markup(
+            activity_chart(mine["arrivals"], mine["completions"], activity["bucket"], lang, queue)
+        )
+        if mine
+        else None
+    )
+    shown = found[0] if found else {"queue": queue, "paused": False}
+    return dash.page(request, "queue.html", queue=shown, serving=serving, chart=chart)
 
 
 # ``path``: a queue name may hold "/" (sent as %2F, which the server decodes before routing)
@@ -518,7 +556,16 @@ def dead(
         for r in dash.app.replay_runs(limit=RUNS_SHOWN)
     ]
     return dash.page(
-        request, "dead.html", groups=dash.app.dead(tasks=EVIDENCE_TASKS), runs=runs, **extra
+        request,
+        "dead.html",
+        groups=dash.app.dead(tasks=EVIDENCE_TASKS),
+        runs=runs,
+        bulk_actions=["replay", "dismiss"],
+        # "select all": every dead task (the newest SELECTION_MAX), as the list's state=dead
+        selection=dash.app.search_states("", state="dead", cap=SELECTION_MAX),
+        selection_max=SELECTION_MAX,
+        selection_state=State.DEAD.value,
+        **extra,
     )
 
 

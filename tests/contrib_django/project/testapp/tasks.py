@@ -107,3 +107,18 @@ def hangs(path: str) -> None:
 def exits(code: int) -> None:
     # a BaseException that is not an Exception: the task fails, and is finished
     raise SystemExit(code)
+
+
+@task(takes_context=True)
+@jobtrail_options(max_attempts=1)  # a suspension is not a failure, even on the last attempt
+def sleeps(context) -> str:
+    # a durable handler's sleep: queued until the wake time, no worker held
+    context.jobtrail.sleep("nap", 3600)
+    return "woke"
+
+
+@task(takes_context=True)
+@jobtrail_options(max_attempts=1)
+def waits_for_event(context, key: str) -> object:
+    # a durable handler's wait: waiting until the event is sent
+    return context.jobtrail.wait_for_event(key)

@@ -30,6 +30,14 @@ CREATE TABLE jobtrail_cron_windows (
     CONSTRAINT jobtrail_cron_windows_state_check CHECK ((state = ANY (ARRAY['enqueued'::text, 'skipped'::text])))
 );
 
+CREATE TABLE jobtrail_events (
+    tenant text NOT NULL,
+    key text NOT NULL,
+    payload jsonb,
+    created_at timestamp with time zone NOT NULL,
+    CONSTRAINT jobtrail_events_pkey PRIMARY KEY (tenant, key)
+);
+
 CREATE UNLOGGED TABLE jobtrail_idle_workers (
     owner text NOT NULL,
     queues text[] NOT NULL,
@@ -203,13 +211,39 @@ CREATE TABLE jobtrail_steps (
     error text,
     created_at timestamp with time zone NOT NULL,
     confirmed_at timestamp with time zone,
+    record text DEFAULT 'step'::text NOT NULL,
+    call_order integer,
     CONSTRAINT jobtrail_steps_check CHECK (((status = 'confirmed'::text) = (confirmed_at IS NOT NULL))),
     CONSTRAINT jobtrail_steps_check1 CHECK ((is_effect = (effect_key IS NOT NULL))),
     CONSTRAINT jobtrail_steps_effect_key_key UNIQUE (effect_key),
     CONSTRAINT jobtrail_steps_pkey PRIMARY KEY (task_id, name),
+    CONSTRAINT jobtrail_steps_record_check CHECK ((record = ANY (ARRAY['step'::text, 'effect'::text, 'sleep'::text, 'event'::text, 'join'::text, 'spawn'::text, 'now'::text, 'uuid'::text, 'patched'::text]))),
     CONSTRAINT jobtrail_steps_status_check CHECK ((status = ANY (ARRAY['intent'::text, 'confirmed'::text, 'refused'::text]))),
     CONSTRAINT jobtrail_steps_task_id_fkey FOREIGN KEY (task_id) REFERENCES jobtrail_tasks(id)
 );
+
+CREATE TABLE jobtrail_steps_superseded (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    task_id bigint NOT NULL,
+    name text NOT NULL,
+    is_effect boolean NOT NULL,
+    status text NOT NULL,
+    effect_key text,
+    result jsonb,
+    attempt integer NOT NULL,
+    error text,
+    created_at timestamp with time zone NOT NULL,
+    confirmed_at timestamp with time zone,
+    record text NOT NULL,
+    call_order integer,
+    replay_seq bigint NOT NULL,
+    "position" integer NOT NULL,
+    superseded_at timestamp with time zone NOT NULL,
+    CONSTRAINT jobtrail_steps_superseded_pkey PRIMARY KEY (id),
+    CONSTRAINT jobtrail_steps_superseded_task_id_fkey FOREIGN KEY (task_id) REFERENCES jobtrail_tasks(id)
+);
+
+CREATE INDEX jobtrail_steps_superseded_task ON jobtrail_steps_superseded USING btree (task_id, id);
 
 CREATE TABLE jobtrail_tasks (
     id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
@@ -246,6 +280,16 @@ CREATE TABLE jobtrail_tasks (
     claimed_version text,
     first_failure_at timestamp with time zone,
     evidence_on_row boolean DEFAULT true NOT NULL,
+    wait_kind text,
+    wait_name text,
+    wait_key text,
+    wait_until timestamp with time zone,
+    wait_ids jsonb,
+    debounce_key text,
+    debounce_until timestamp with time zone,
+    unique_until timestamp with time zone,
+    unique_active boolean DEFAULT false NOT NULL,
+    expires_at timestamp with time zone,
     concurrency_key text,
     concurrency_limit integer,
     CONSTRAINT jobtrail_tasks_after_id_fkey FOREIGN KEY (after_id) REFERENCES jobtrail_tasks(id),
@@ -260,20 +304,27 @@ CREATE TABLE jobtrail_tasks (
     CONSTRAINT jobtrail_tasks_pkey PRIMARY KEY (id),
     CONSTRAINT jobtrail_tasks_receipt_deadline CHECK (((receipt_deadline IS NULL) OR (state = 'awaiting_receipt'::text))),
     CONSTRAINT jobtrail_tasks_seq_check CHECK ((seq >= 1)),
-    CONSTRAINT jobtrail_tasks_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'leased'::text, 'awaiting_receipt'::text, 'cancel_requested'::text, 'waiting'::text, 'succeeded'::text, 'cancelled'::text, 'dead'::text])))
+    CONSTRAINT jobtrail_tasks_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'leased'::text, 'awaiting_receipt'::text, 'cancel_requested'::text, 'waiting'::text, 'succeeded'::text, 'cancelled'::text, 'dead'::text]))),
+    CONSTRAINT jobtrail_tasks_wait_kind_check CHECK ((wait_kind = ANY (ARRAY['sleep'::text, 'event'::text, 'children'::text])))
 );
 
 CREATE INDEX jobtrail_tasks_after ON jobtrail_tasks USING btree (after_id) WHERE (after_id IS NOT NULL);
 
 CREATE INDEX jobtrail_tasks_dead ON jobtrail_tasks USING btree (finished_at, id) INCLUDE (last_reason, kind, attempts, last_error_category, claimed_version, first_failure_at, evidence_on_row, dismissed_at) WHERE (state = 'dead'::text);
 
+CREATE UNIQUE INDEX jobtrail_tasks_debounce_open ON jobtrail_tasks USING btree (tenant, kind, debounce_key) WHERE (debounce_key IS NOT NULL);
+
 CREATE INDEX jobtrail_tasks_due_tenant ON jobtrail_tasks USING btree (queue, tenant, priority DESC, run_at, id) WHERE ((state = 'queued'::text) AND (concurrency_key IS NULL));
+
+CREATE INDEX jobtrail_tasks_expiry ON jobtrail_tasks USING btree (expires_at) WHERE ((state = 'queued'::text) AND (expires_at IS NOT NULL));
 
 CREATE INDEX jobtrail_tasks_finished ON jobtrail_tasks USING btree (finished_at) WHERE (state = ANY (ARRAY['succeeded'::text, 'cancelled'::text]));
 
 CREATE INDEX jobtrail_tasks_held ON jobtrail_tasks USING btree (queue, tenant) WHERE (state = ANY (ARRAY['leased'::text, 'cancel_requested'::text]));
 
 CREATE UNIQUE INDEX jobtrail_tasks_intent_once ON jobtrail_tasks USING btree (tenant, kind, idempotency_key) WHERE (idempotency_key IS NOT NULL);
+
+CREATE INDEX jobtrail_tasks_key ON jobtrail_tasks USING btree (idempotency_key) WHERE (idempotency_key IS NOT NULL);
 
 CREATE INDEX jobtrail_tasks_keyed_due ON jobtrail_tasks USING btree (queue, tenant, concurrency_key, run_at, id) WHERE ((state = 'queued'::text) AND (concurrency_key IS NOT NULL));
 
@@ -285,6 +336,8 @@ CREATE INDEX jobtrail_tasks_lease ON jobtrail_tasks USING btree (lease_expires_a
 
 CREATE INDEX jobtrail_tasks_parent ON jobtrail_tasks USING btree (parent_id) WHERE (parent_id IS NOT NULL);
 
+CREATE INDEX jobtrail_tasks_payload ON jobtrail_tasks USING gin (payload jsonb_path_ops);
+
 CREATE INDEX jobtrail_tasks_queued_kind ON jobtrail_tasks USING btree (queue, kind, run_at) WHERE ((state = 'queued'::text) AND (kind <> ''::text));
 
 CREATE INDEX jobtrail_tasks_receipt ON jobtrail_tasks USING btree (receipt_deadline) WHERE (state = 'awaiting_receipt'::text);
@@ -294,6 +347,12 @@ CREATE UNIQUE INDEX jobtrail_tasks_receipt_id ON jobtrail_tasks USING btree (kin
 CREATE INDEX jobtrail_tasks_receipt_lookup ON jobtrail_tasks USING btree (receipt_id) WHERE (receipt_id IS NOT NULL);
 
 CREATE INDEX jobtrail_tasks_state_kind ON jobtrail_tasks USING btree (state, kind, id);
+
+CREATE INDEX jobtrail_tasks_suspended ON jobtrail_tasks USING btree (queue, kind, wait_kind) WHERE (((state = 'queued'::text) AND (last_reason = 'sleeping'::text)) OR ((state = 'waiting'::text) AND (last_reason = ANY (ARRAY['waiting_for_event'::text, 'waiting_for_children'::text]))));
+
+CREATE INDEX jobtrail_tasks_wait_deadline ON jobtrail_tasks USING btree (wait_until) WHERE ((state = 'waiting'::text) AND (wait_until IS NOT NULL));
+
+CREATE INDEX jobtrail_tasks_wait_event ON jobtrail_tasks USING btree (tenant, wait_key) WHERE ((state = 'waiting'::text) AND (wait_kind = 'event'::text));
 
 CREATE TABLE jobtrail_tenant_rates (
     queue text NOT NULL,
@@ -358,6 +417,8 @@ CREATE SEQUENCE jobtrail_outbox_id_seq;
 CREATE SEQUENCE jobtrail_queue_history_id_seq;
 
 CREATE SEQUENCE jobtrail_replay_runs_id_seq;
+
+CREATE SEQUENCE jobtrail_steps_superseded_id_seq;
 
 CREATE SEQUENCE jobtrail_tasks_id_seq;
 

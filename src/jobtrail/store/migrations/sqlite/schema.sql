@@ -25,6 +25,14 @@ CREATE TABLE jobtrail_cron_windows (
     CHECK ((state = 'skipped') = (reason IS NOT NULL))
 );
 
+CREATE TABLE jobtrail_events (
+    tenant     TEXT NOT NULL,
+    key        TEXT NOT NULL,
+    payload    TEXT CHECK (payload IS NULL OR json_valid(payload)),
+    created_at REAL NOT NULL,
+    PRIMARY KEY (tenant, key)
+);
+
 CREATE TABLE jobtrail_kind_rates (
     queue      TEXT NOT NULL,
     kind       TEXT NOT NULL,
@@ -131,10 +139,31 @@ CREATE TABLE "jobtrail_steps" (
     attempt      INTEGER NOT NULL,
     error        TEXT,
     created_at   REAL    NOT NULL,
-    confirmed_at REAL,
+    confirmed_at REAL, record TEXT NOT NULL DEFAULT 'step'
+    CHECK (record IN ('step', 'effect', 'sleep', 'event', 'join', 'spawn', 'now', 'uuid',
+                      'patched')), call_order INTEGER,
     PRIMARY KEY (task_id, name),
     CHECK ((status = 'confirmed') = (confirmed_at IS NOT NULL)),
     CHECK ((is_effect = 1) = (effect_key IS NOT NULL))
+);
+
+CREATE TABLE jobtrail_steps_superseded (
+    id            INTEGER PRIMARY KEY,
+    task_id       INTEGER NOT NULL REFERENCES jobtrail_tasks (id),
+    name          TEXT    NOT NULL,
+    is_effect     INTEGER NOT NULL CHECK (is_effect IN (0, 1)),
+    status        TEXT    NOT NULL,
+    effect_key    TEXT,
+    result        TEXT CHECK (result IS NULL OR json_valid(result)),
+    attempt       INTEGER NOT NULL,
+    error         TEXT,
+    created_at    REAL    NOT NULL,
+    confirmed_at  REAL,
+    record        TEXT    NOT NULL,
+    call_order    INTEGER,
+    replay_seq    INTEGER NOT NULL,
+    position      INTEGER NOT NULL,
+    superseded_at REAL    NOT NULL
 );
 
 CREATE TABLE jobtrail_tasks (
@@ -168,7 +197,8 @@ CREATE TABLE jobtrail_tasks (
     updated_at          REAL    NOT NULL,
     finished_at         REAL,
     dismissed_at        REAL, after_id INTEGER REFERENCES jobtrail_tasks (id), result TEXT CHECK (result IS NULL OR json_valid(result)), claimed_version TEXT, first_failure_at REAL, evidence_on_row INTEGER NOT NULL DEFAULT 0
-    CHECK (evidence_on_row IN (0, 1)), concurrency_key TEXT, concurrency_limit INTEGER
+    CHECK (evidence_on_row IN (0, 1)), wait_kind TEXT
+    CHECK (wait_kind IN ('sleep', 'event', 'children')), wait_name TEXT, wait_key TEXT, wait_until REAL, wait_ids TEXT CHECK (wait_ids IS NULL OR json_valid(wait_ids)), debounce_key TEXT, debounce_until REAL, unique_until REAL, unique_active INTEGER NOT NULL DEFAULT 0, expires_at REAL, concurrency_key TEXT, concurrency_limit INTEGER
     CHECK (concurrency_limit IS NULL OR concurrency_limit >= 1),
     -- a finish time exactly when the state is terminal
     CHECK ((state IN ('succeeded', 'cancelled', 'dead')) = (finished_at IS NOT NULL)),
@@ -238,13 +268,21 @@ CREATE INDEX jobtrail_queue_history_queue ON jobtrail_queue_history (queue, id);
 
 CREATE INDEX jobtrail_replay_runs_running ON jobtrail_replay_runs (id) WHERE state = 'running';
 
+CREATE INDEX jobtrail_steps_superseded_task ON jobtrail_steps_superseded (task_id, id);
+
 CREATE INDEX jobtrail_tasks_after ON jobtrail_tasks (after_id) WHERE after_id IS NOT NULL;
 
 CREATE INDEX jobtrail_tasks_dead
     ON jobtrail_tasks (finished_at, id) WHERE state = 'dead';
 
+CREATE UNIQUE INDEX jobtrail_tasks_debounce_open
+    ON jobtrail_tasks (tenant, kind, debounce_key) WHERE debounce_key IS NOT NULL;
+
 CREATE INDEX jobtrail_tasks_due_tenant ON jobtrail_tasks (queue, tenant, priority DESC, run_at, id)
     WHERE state = 'queued' AND concurrency_key IS NULL;
+
+CREATE INDEX jobtrail_tasks_expiry
+    ON jobtrail_tasks (expires_at) WHERE state = 'queued' AND expires_at IS NOT NULL;
 
 CREATE INDEX jobtrail_tasks_finished ON jobtrail_tasks (finished_at)
     WHERE state IN ('succeeded', 'cancelled');
@@ -254,6 +292,9 @@ CREATE INDEX jobtrail_tasks_held ON jobtrail_tasks (queue, tenant)
 
 CREATE UNIQUE INDEX jobtrail_tasks_intent_once
     ON jobtrail_tasks (tenant, kind, idempotency_key) WHERE idempotency_key IS NOT NULL;
+
+CREATE INDEX jobtrail_tasks_key ON jobtrail_tasks (idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
 
 CREATE INDEX jobtrail_tasks_keyed_due ON jobtrail_tasks (queue, tenant, concurrency_key, run_at, id)
     WHERE state = 'queued' AND concurrency_key IS NOT NULL;
@@ -282,6 +323,16 @@ CREATE INDEX jobtrail_tasks_receipt_lookup ON jobtrail_tasks (receipt_id)
     WHERE receipt_id IS NOT NULL;
 
 CREATE INDEX jobtrail_tasks_state_kind ON jobtrail_tasks (state, kind, id);
+
+CREATE INDEX jobtrail_tasks_suspended ON jobtrail_tasks (queue, kind, wait_kind)
+    WHERE (state = 'queued' AND last_reason = 'sleeping')
+       OR (state = 'waiting' AND last_reason IN ('waiting_for_event', 'waiting_for_children'));
+
+CREATE INDEX jobtrail_tasks_wait_deadline ON jobtrail_tasks (wait_until)
+    WHERE state = 'waiting' AND wait_until IS NOT NULL;
+
+CREATE INDEX jobtrail_tasks_wait_event ON jobtrail_tasks (tenant, wait_key)
+    WHERE state = 'waiting' AND wait_kind = 'event';
 
 CREATE INDEX jobtrail_transitions_at ON jobtrail_transitions (at);
 

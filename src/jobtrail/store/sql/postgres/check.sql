@@ -87,4 +87,6 @@ ORDER BY t.id;
 SELECT p.id AS task_id, p.state, p.last_reason, c.id AS child_id, c.state AS child_state
 FROM jobtrail_tasks p
 JOIN jobtrail_tasks c ON c.parent_id = p.id
+-- a parent whose handler spawned its children (ctx.spawn) decides for itself: not by the rule
+WHERE NOT EXISTS (SELECT 1 FROM jobtrail_steps s WHERE s.task_id = p.id AND s.record = 'spawn')
 ORDER BY p.id, c.id;

@@ -7,28 +7,33 @@ SELECT * FROM jobtrail_steps WHERE task_id = %(id)s ORDER BY created_at, name;
 
 -- name: step_confirm
 INSERT INTO jobtrail_steps (task_id, name, is_effect, status, effect_key, result, attempt,
-                            created_at, confirmed_at)
+                            created_at, confirmed_at, record, call_order)
 SELECT %(id)s, %(name)s, %(is_effect)s, 'confirmed', %(effect_key)s::text,
-       %(result)s::jsonb, %(attempt)s, now(), now()
+       %(result)s::jsonb, %(attempt)s, now(), now(),
+       CASE WHEN %(is_effect)s THEN 'effect' ELSE 'step' END, %(call_order)s::int
 WHERE EXISTS (SELECT 1 FROM jobtrail_tasks
               WHERE id = %(id)s AND state IN ('leased', 'cancel_requested')
                 AND lease_owner = %(owner)s AND attempts = %(attempt)s
                 AND lease_expires_at > now())
 ON CONFLICT (task_id, name) DO UPDATE
 SET status = 'confirmed', result = excluded.result, attempt = excluded.attempt,
-    confirmed_at = excluded.confirmed_at, error = NULL
+    confirmed_at = excluded.confirmed_at, error = NULL,
+    call_order = COALESCE(jobtrail_steps.call_order, excluded.call_order)
 WHERE jobtrail_steps.status = 'intent'
 RETURNING name;
 
 -- name: effect_intent
-INSERT INTO jobtrail_steps (task_id, name, is_effect, status, effect_key, attempt, created_at)
-SELECT %(id)s, %(name)s, true, 'intent', %(effect_key)s, %(attempt)s, now()
+INSERT INTO jobtrail_steps (task_id, name, is_effect, status, effect_key, attempt, created_at,
+                            record, call_order)
+SELECT %(id)s, %(name)s, true, 'intent', %(effect_key)s, %(attempt)s, now(), 'effect',
+       %(call_order)s::int
 WHERE EXISTS (SELECT 1 FROM jobtrail_tasks
               WHERE id = %(id)s AND state IN ('leased', 'cancel_requested')
                 AND lease_owner = %(owner)s AND attempts = %(attempt)s
                 AND lease_expires_at > now())
 ON CONFLICT (task_id, name) DO UPDATE
-SET status = 'intent', attempt = excluded.attempt, error = NULL
+SET status = 'intent', attempt = excluded.attempt, error = NULL,
+    call_order = COALESCE(jobtrail_steps.call_order, excluded.call_order)
 WHERE jobtrail_steps.status IN ('intent', 'refused')
 RETURNING name;
 

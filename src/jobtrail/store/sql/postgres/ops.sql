@@ -335,7 +335,7 @@ WITH RECURSIVE keys AS (
         WHERE x.queue = %(queue)s AND x.tenant = keys.tenant AND x.concurrency_key = keys.key
           AND x.state IN ('leased', 'cancel_requested')) held
     CROSS JOIN LATERAL (
-        SELECT id, tenant, priority, run_at, kind, concurrency_limit,
+        SELECT id, tenant, priority, run_at, kind, concurrency_limit, expires_at,
                ROW_NUMBER() OVER (ORDER BY run_at, id) AS pos
         FROM jobtrail_tasks
         WHERE state = 'queued' AND queue = %(queue)s AND tenant = keys.tenant
@@ -343,7 +343,7 @@ WITH RECURSIVE keys AS (
         ORDER BY run_at, id
         LIMIT %(limit)s) h
     WHERE h.pos + held.n <= h.concurrency_limit AND h.run_at <= now()
-      AND h.kind = ANY(%(kinds)s::text[])
+      AND h.kind = ANY(%(kinds)s::text[]) AND (h.expires_at IS NULL OR h.expires_at > now())
 ), f AS (
     SELECT c.*, ROW_NUMBER() OVER (PARTITION BY c.tenant ORDER BY c.priority DESC, c.run_at, c.id)
                 AS tn
@@ -441,13 +441,15 @@ WITH held AS (
                  -- later rows need no probe when its limit is already used up before them)
                  ROW_NUMBER() OVER (PARTITION BY x.tenant, x.concurrency_key
                                     ORDER BY x.run_at, x.id) AS pos
-          FROM (SELECT id, tenant, concurrency_key, priority, run_at, kind, concurrency_limit
+          FROM (SELECT id, tenant, concurrency_key, priority, run_at, kind, concurrency_limit,
+                       expires_at
                 FROM jobtrail_tasks
                 WHERE state = 'queued' AND queue = %(queue)s AND concurrency_key IS NOT NULL
                 ORDER BY priority DESC, run_at, id
                 LIMIT %(scan)s) x) s
     LEFT JOIN held h ON h.tenant = s.tenant AND h.key = s.concurrency_key
     WHERE s.run_at <= now() AND s.kind = ANY(%(kinds)s::text[])
+      AND (s.expires_at IS NULL OR s.expires_at > now())
       AND COALESCE(h.n, 0) + s.pos <= s.concurrency_limit
       -- among its key's first (limit - leased) queued tasks in due order: a read of the
       -- index's first entries of the key, however long its backlog

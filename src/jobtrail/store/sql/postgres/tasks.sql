@@ -24,7 +24,9 @@ SELECT now() AS now, set_config('jit', 'off', true) AS jit;
         seq = t.seq + 1,
         last_reason = 'claimed',
         updated_at = now(),
-        claimed_version = %(version)s::text
+        claimed_version = %(version)s::text,
+        -- claimed: no longer open to debounce (0023)
+        debounce_key = NULL
 
 -- fragment: claim_due_head
 -- The claim's WHERE: the first :limit due tasks of one queue in the fair order (fair_due
@@ -85,6 +87,7 @@ SELECT now() AS now, set_config('jit', 'off', true) AS jit;
                           AND run_at <= now() AND kind = ANY(%(kinds)s::text[])
                           -- keyed tasks are not in the index: task_claim_keyed takes them
                           AND concurrency_key IS NULL
+                          AND (expires_at IS NULL OR expires_at > now())
                         ORDER BY priority DESC, run_at, id
                         LIMIT (SELECT (3 * %(limit)s::int + GREATEST(1, COUNT(tenant)) - 1)
                                       / GREATEST(1, COUNT(tenant))
@@ -138,6 +141,7 @@ SELECT now() AS now, set_config('jit', 'off', true) AS jit;
           AND w.state = 'queued' AND w.queue = %(queue)s AND w.concurrency_key IS NULL
           AND w.tenant = (SELECT first_tenant FROM gate) AND w.run_at <= now()
           AND w.kind = ANY(%(kinds)s::text[])
+          AND (w.expires_at IS NULL OR w.expires_at > now())
         ORDER BY w.priority DESC, w.run_at, w.id
         LIMIT %(limit)s
         FOR UPDATE OF w SKIP LOCKED))
@@ -463,7 +467,9 @@ WITH upd AS (
         -- a success stores the handler's return value with its transition; a replay
         -- (attempts reset) starts without one
         result = CASE WHEN %(set_result)s THEN %(result)s::jsonb
-                      WHEN %(reset_attempts)s THEN NULL ELSE result END
+                      WHEN %(reset_attempts)s THEN NULL ELSE result END,
+        -- out of queued: no longer open to debounce (0023)
+        debounce_key = NULL
     WHERE id = %(id)s
       AND state = %(from_state)s
       AND (%(owner)s::text IS NULL OR (lease_owner = %(owner)s::text

@@ -7,27 +7,32 @@ SELECT * FROM jobtrail_steps WHERE task_id = :id ORDER BY created_at, name;
 
 -- name: step_confirm
 INSERT INTO jobtrail_steps (task_id, name, is_effect, status, effect_key, result, attempt,
-                            created_at, confirmed_at)
-SELECT :id, :name, :is_effect, 'confirmed', :effect_key, :result, :attempt, round((julianday('now') - 2440587.5) * 86400.0, 3), round((julianday('now') - 2440587.5) * 86400.0, 3)
+                            created_at, confirmed_at, record, call_order)
+SELECT :id, :name, :is_effect, 'confirmed', :effect_key, :result, :attempt, round((julianday('now') - 2440587.5) * 86400.0, 3), round((julianday('now') - 2440587.5) * 86400.0, 3),
+       CASE WHEN :is_effect THEN 'effect' ELSE 'step' END, :call_order
 WHERE EXISTS (SELECT 1 FROM jobtrail_tasks
               WHERE id = :id AND state IN ('leased', 'cancel_requested')
                 AND lease_owner = :owner AND attempts = :attempt
                 AND lease_expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3))
 ON CONFLICT (task_id, name) DO UPDATE
 SET status = 'confirmed', result = excluded.result, attempt = excluded.attempt,
-    confirmed_at = excluded.confirmed_at, error = NULL
+    confirmed_at = excluded.confirmed_at, error = NULL,
+    call_order = COALESCE(jobtrail_steps.call_order, excluded.call_order)
 WHERE jobtrail_steps.status = 'intent'
 RETURNING name;
 
 -- name: effect_intent
-INSERT INTO jobtrail_steps (task_id, name, is_effect, status, effect_key, attempt, created_at)
-SELECT :id, :name, 1, 'intent', :effect_key, :attempt, round((julianday('now') - 2440587.5) * 86400.0, 3)
+INSERT INTO jobtrail_steps (task_id, name, is_effect, status, effect_key, attempt, created_at,
+                            record, call_order)
+SELECT :id, :name, 1, 'intent', :effect_key, :attempt, round((julianday('now') - 2440587.5) * 86400.0, 3),
+       'effect', :call_order
 WHERE EXISTS (SELECT 1 FROM jobtrail_tasks
               WHERE id = :id AND state IN ('leased', 'cancel_requested')
                 AND lease_owner = :owner AND attempts = :attempt
                 AND lease_expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3))
 ON CONFLICT (task_id, name) DO UPDATE
-SET status = 'intent', attempt = excluded.attempt, error = NULL
+SET status = 'intent', attempt = excluded.attempt, error = NULL,
+    call_order = COALESCE(jobtrail_steps.call_order, excluded.call_order)
 WHERE jobtrail_steps.status IN ('intent', 'refused')
 RETURNING name;
 

@@ -322,6 +322,7 @@ WHERE state = 'queued' AND id IN (
         FROM keys WHERE keys.key IS NOT NULL
     ), h AS (
         SELECT d.id, d.tenant, d.priority, d.run_at, d.kind, d.concurrency_limit, held.n AS held,
+               d.expires_at,
                ROW_NUMBER() OVER (PARTITION BY d.tenant, d.concurrency_key
                                   ORDER BY d.run_at, d.id) AS pos
         FROM held JOIN jobtrail_tasks d ON d.id IN (
@@ -337,6 +338,7 @@ WHERE state = 'queued' AND id IN (
         WHERE h.pos + h.held <= h.concurrency_limit
           AND h.run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)
           AND h.kind IN (SELECT value FROM json_each(:kinds))
+          AND (h.expires_at IS NULL OR h.expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3))
     )
     SELECT c.id FROM c LEFT JOIN json_each(:rooms) r ON r.key = c.tenant
     WHERE c.tn <= COALESCE(r.value, :default_room)
@@ -399,7 +401,7 @@ WHERE state = 'queued' AND id IN (
           AND concurrency_key IS NOT NULL
         GROUP BY tenant, concurrency_key
     ), x AS (
-        SELECT id, tenant, concurrency_key, priority, run_at, kind, concurrency_limit
+        SELECT id, tenant, concurrency_key, priority, run_at, kind, concurrency_limit, expires_at
         FROM jobtrail_tasks
         WHERE state = 'queued' AND queue = :queue AND concurrency_key IS NOT NULL
         ORDER BY priority DESC, run_at, id
@@ -415,6 +417,7 @@ WHERE state = 'queued' AND id IN (
         FROM s LEFT JOIN held h ON h.tenant = s.tenant AND h.key = s.concurrency_key
         WHERE s.run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)
           AND s.kind IN (SELECT value FROM json_each(:kinds))
+          AND (s.expires_at IS NULL OR s.expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3))
           AND COALESCE(h.n, 0) + s.pos <= s.concurrency_limit
           -- the key's queued tasks before it: one probe when one more may run (SQLite takes
           -- no correlated LIMIT, so more are counted up to the largest limit there is)

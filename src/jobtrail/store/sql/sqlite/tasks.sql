@@ -53,7 +53,9 @@ SET state = 'leased',
     seq = seq + 1,
     last_reason = 'claimed',
     updated_at = round((julianday('now') - 2440587.5) * 86400.0, 3),
-    claimed_version = :version
+    claimed_version = :version,
+    -- claimed: no longer open to debounce (0023)
+    debounce_key = NULL
 
 -- fragment: fair_due
 -- Fairness: priority first, then tenants in turn, then due time. The tenants with
@@ -82,6 +84,8 @@ SET state = 'leased',
               AND e.kind IN (SELECT value FROM json_each(:kinds))
               -- keyed tasks are not in the index: task_claim_keyed takes them
               AND e.concurrency_key IS NULL
+              AND (e.expires_at IS NULL
+                   OR e.expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3))
             ORDER BY e.priority DESC, e.run_at, e.id
             LIMIT (SELECT (3 * :limit + MAX(1, COUNT(tenant)) - 1) / MAX(1, COUNT(tenant))
                    FROM tenants))
@@ -139,7 +143,9 @@ SET state = :to_state,
     dismissed_at = NULL,
     -- a success stores the handler's return value with its transition; a replay
     -- (attempts reset) starts without one
-    result = CASE WHEN :set_result THEN :result WHEN :reset_attempts THEN NULL ELSE result END
+    result = CASE WHEN :set_result THEN :result WHEN :reset_attempts THEN NULL ELSE result END,
+    -- out of queued: no longer open to debounce (0023)
+    debounce_key = NULL
 WHERE id = :id
   AND state = :from_state
   AND (:owner IS NULL OR (lease_owner = :owner AND attempts = :attempt
