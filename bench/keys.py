@@ -46,7 +46,7 @@ PG_FILL = """
 WITH ins AS (
     INSERT INTO jobtrail_tasks (kind, queue, tenant, state, payload, payload_hash, priority,
         max_attempts, lease_seconds, reentrant, run_at, last_reason, seq, budget_started_at,
-        created_at, updated_at, concurrency_key, concurrency_limit)
+        created_at, updated_at, ckey, concurrency_limit)
     SELECT 'hot', 'keyed', '', 'queued', '{}'::jsonb, '', 0, 1, 30, true,
            now(), 'enqueued', 1, now(), now(), now(), 'hot', 1
     FROM generate_series(1, %(rows)s)
@@ -61,7 +61,7 @@ SQLITE_FILL = f"""
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :rows)
 INSERT INTO jobtrail_tasks (kind, queue, tenant, state, payload, payload_hash, priority,
     max_attempts, lease_seconds, reentrant, run_at, last_reason, seq, budget_started_at,
-    created_at, updated_at, concurrency_key, concurrency_limit)
+    created_at, updated_at, ckey, concurrency_limit)
 SELECT 'hot', 'keyed', '', 'queued', '{{}}', '', 0, 1, 30, 1, {SQLITE_NOW},
        'enqueued', 1, {SQLITE_NOW}, {SQLITE_NOW}, {SQLITE_NOW}, 'hot', 1 FROM n
 """

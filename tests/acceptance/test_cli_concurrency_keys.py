@@ -26,7 +26,7 @@ def test_enqueue_with_a_concurrency_key(cli: Cli) -> None:
     try:
         with app._driver.transaction() as tx:
             rows = [app._driver.task_get(tx, int(t["id"])) for t in (first, second)]
-        assert [r["concurrency_key"] for r in rows if r] == ["account:42", "account:42"]
+        assert [r["ckey"] for r in rows if r] == ["account:42", "account:42"]
     finally:
         app.close()
 

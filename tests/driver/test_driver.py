@@ -958,7 +958,7 @@ def test_concurrency_keys(world: dict[str, Any]) -> None:
         holders = d.key_holders(tx, queue="default", tenant="", key="acct")
         assert [h["id"] for h in holders] == [world["leased"]]
         row = d.task_get(tx, world["queued"])
-        assert row is not None and row["concurrency_key"] == "acct"
+        assert row is not None and row["ckey"] == "acct"
         ahead = d.key_ahead_count(
             tx,
             queue="default",

@@ -11,7 +11,7 @@ from ..store.base import Driver, Row, Tx
 def key_facts(driver: Driver, tx: Tx, row: Row, lang: str) -> list[str]:
     """Why the queued ``row`` waits for its concurrency key (nothing when it has none, or
     when its key has room for it)."""
-    key = row.get("concurrency_key")
+    key = row.get("ckey")
     if row["state"] != "queued" or key is None:
         return []
     limit = row.get("concurrency_limit") or 1

@@ -290,7 +290,7 @@ CREATE TABLE jobtrail_tasks (
     unique_until timestamp with time zone,
     unique_active boolean DEFAULT false NOT NULL,
     expires_at timestamp with time zone,
-    concurrency_key text,
+    ckey text,
     concurrency_limit integer,
     CONSTRAINT jobtrail_tasks_after_id_fkey FOREIGN KEY (after_id) REFERENCES jobtrail_tasks(id),
     CONSTRAINT jobtrail_tasks_attempts_check CHECK ((attempts >= 0)),
@@ -314,7 +314,7 @@ CREATE INDEX jobtrail_tasks_dead ON jobtrail_tasks USING btree (finished_at, id)
 
 CREATE UNIQUE INDEX jobtrail_tasks_debounce_open ON jobtrail_tasks USING btree (tenant, kind, debounce_key) WHERE (debounce_key IS NOT NULL);
 
-CREATE INDEX jobtrail_tasks_due_tenant ON jobtrail_tasks USING btree (queue, tenant, priority DESC, run_at, id) WHERE ((state = 'queued'::text) AND (concurrency_key IS NULL));
+CREATE INDEX jobtrail_tasks_due_tenant ON jobtrail_tasks USING btree (queue, tenant, priority DESC, run_at, id) WHERE ((state = 'queued'::text) AND (ckey IS NULL));
 
 CREATE INDEX jobtrail_tasks_expiry ON jobtrail_tasks USING btree (expires_at) WHERE ((state = 'queued'::text) AND (expires_at IS NOT NULL));
 
@@ -326,11 +326,11 @@ CREATE UNIQUE INDEX jobtrail_tasks_intent_once ON jobtrail_tasks USING btree (te
 
 CREATE INDEX jobtrail_tasks_key ON jobtrail_tasks USING btree (idempotency_key) WHERE (idempotency_key IS NOT NULL);
 
-CREATE INDEX jobtrail_tasks_keyed_due ON jobtrail_tasks USING btree (queue, tenant, concurrency_key, run_at, id) WHERE ((state = 'queued'::text) AND (concurrency_key IS NOT NULL));
+CREATE INDEX jobtrail_tasks_keyed_due ON jobtrail_tasks USING btree (queue, tenant, ckey, run_at, id) WHERE ((state = 'queued'::text) AND (ckey IS NOT NULL));
 
-CREATE INDEX jobtrail_tasks_keyed_held ON jobtrail_tasks USING btree (queue, tenant, concurrency_key) WHERE ((state = ANY (ARRAY['leased'::text, 'cancel_requested'::text])) AND (concurrency_key IS NOT NULL));
+CREATE INDEX jobtrail_tasks_keyed_held ON jobtrail_tasks USING btree (queue, tenant, ckey) WHERE ((state = ANY (ARRAY['leased'::text, 'cancel_requested'::text])) AND (ckey IS NOT NULL));
 
-CREATE INDEX jobtrail_tasks_keyed_order ON jobtrail_tasks USING btree (queue, priority DESC, run_at, id) WHERE ((state = 'queued'::text) AND (concurrency_key IS NOT NULL));
+CREATE INDEX jobtrail_tasks_keyed_order ON jobtrail_tasks USING btree (queue, priority DESC, run_at, id) WHERE ((state = 'queued'::text) AND (ckey IS NOT NULL));
 
 CREATE INDEX jobtrail_tasks_lease ON jobtrail_tasks USING btree (lease_expires_at) WHERE (state = ANY (ARRAY['leased'::text, 'cancel_requested'::text]));
 

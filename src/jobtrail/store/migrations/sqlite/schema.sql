@@ -198,7 +198,7 @@ CREATE TABLE jobtrail_tasks (
     finished_at         REAL,
     dismissed_at        REAL, after_id INTEGER REFERENCES jobtrail_tasks (id), result TEXT CHECK (result IS NULL OR json_valid(result)), claimed_version TEXT, first_failure_at REAL, evidence_on_row INTEGER NOT NULL DEFAULT 0
     CHECK (evidence_on_row IN (0, 1)), wait_kind TEXT
-    CHECK (wait_kind IN ('sleep', 'event', 'children')), wait_name TEXT, wait_key TEXT, wait_until REAL, wait_ids TEXT CHECK (wait_ids IS NULL OR json_valid(wait_ids)), debounce_key TEXT, debounce_until REAL, unique_until REAL, unique_active INTEGER NOT NULL DEFAULT 0, expires_at REAL, concurrency_key TEXT, concurrency_limit INTEGER
+    CHECK (wait_kind IN ('sleep', 'event', 'children')), wait_name TEXT, wait_key TEXT, wait_until REAL, wait_ids TEXT CHECK (wait_ids IS NULL OR json_valid(wait_ids)), debounce_key TEXT, debounce_until REAL, unique_until REAL, unique_active INTEGER NOT NULL DEFAULT 0, expires_at REAL, ckey TEXT, concurrency_limit INTEGER
     CHECK (concurrency_limit IS NULL OR concurrency_limit >= 1),
     -- a finish time exactly when the state is terminal
     CHECK ((state IN ('succeeded', 'cancelled', 'dead')) = (finished_at IS NOT NULL)),
@@ -279,7 +279,7 @@ CREATE UNIQUE INDEX jobtrail_tasks_debounce_open
     ON jobtrail_tasks (tenant, kind, debounce_key) WHERE debounce_key IS NOT NULL;
 
 CREATE INDEX jobtrail_tasks_due_tenant ON jobtrail_tasks (queue, tenant, priority DESC, run_at, id)
-    WHERE state = 'queued' AND concurrency_key IS NULL;
+    WHERE state = 'queued' AND ckey IS NULL;
 
 CREATE INDEX jobtrail_tasks_expiry
     ON jobtrail_tasks (expires_at) WHERE state = 'queued' AND expires_at IS NOT NULL;
@@ -296,14 +296,14 @@ CREATE UNIQUE INDEX jobtrail_tasks_intent_once
 CREATE INDEX jobtrail_tasks_key ON jobtrail_tasks (idempotency_key)
     WHERE idempotency_key IS NOT NULL;
 
-CREATE INDEX jobtrail_tasks_keyed_due ON jobtrail_tasks (queue, tenant, concurrency_key, run_at, id)
-    WHERE state = 'queued' AND concurrency_key IS NOT NULL;
+CREATE INDEX jobtrail_tasks_keyed_due ON jobtrail_tasks (queue, tenant, ckey, run_at, id)
+    WHERE state = 'queued' AND ckey IS NOT NULL;
 
-CREATE INDEX jobtrail_tasks_keyed_held ON jobtrail_tasks (queue, tenant, concurrency_key)
-    WHERE state IN ('leased', 'cancel_requested') AND concurrency_key IS NOT NULL;
+CREATE INDEX jobtrail_tasks_keyed_held ON jobtrail_tasks (queue, tenant, ckey)
+    WHERE state IN ('leased', 'cancel_requested') AND ckey IS NOT NULL;
 
 CREATE INDEX jobtrail_tasks_keyed_order ON jobtrail_tasks (queue, priority DESC, run_at, id)
-    WHERE state = 'queued' AND concurrency_key IS NOT NULL;
+    WHERE state = 'queued' AND ckey IS NOT NULL;
 
 CREATE INDEX jobtrail_tasks_lease
     ON jobtrail_tasks (lease_expires_at) WHERE state IN ('leased', 'cancel_requested');

@@ -101,10 +101,10 @@ WHERE t.queue = %(queue)s AND tr.reason = 'claimed' AND tr.at >= %(since)s AND t
 -- name: queue_due_count
 -- Unkeyed and keyed tasks apart: each has its index (jobtrail_tasks_due_tenant, _keyed_order).
 SELECT (SELECT COUNT(*) FROM jobtrail_tasks
-        WHERE queue = %(queue)s AND state = 'queued' AND concurrency_key IS NULL
+        WHERE queue = %(queue)s AND state = 'queued' AND ckey IS NULL
           AND run_at <= now())
      + (SELECT COUNT(*) FROM jobtrail_tasks
-        WHERE queue = %(queue)s AND state = 'queued' AND concurrency_key IS NOT NULL
+        WHERE queue = %(queue)s AND state = 'queued' AND ckey IS NOT NULL
           AND run_at <= now()) AS n;
 
 -- name: task_next_due
@@ -318,28 +318,28 @@ GROUP BY queue, kind, state;
 -- order, and a head that is not due, or of a kind this worker does not serve, holds the rest
 -- back. Then the fair claim's rooms per tenant (:rooms, :default_room) and :limit.
 WITH RECURSIVE keys AS (
-    (SELECT tenant, concurrency_key AS key FROM jobtrail_tasks
-     WHERE state = 'queued' AND queue = %(queue)s AND concurrency_key IS NOT NULL
-     ORDER BY tenant, concurrency_key LIMIT 1)
+    (SELECT tenant, ckey AS key FROM jobtrail_tasks
+     WHERE state = 'queued' AND queue = %(queue)s AND ckey IS NOT NULL
+     ORDER BY tenant, ckey LIMIT 1)
     UNION ALL
     SELECT n.tenant, n.key FROM keys CROSS JOIN LATERAL (
-        SELECT tenant, concurrency_key AS key FROM jobtrail_tasks
-        WHERE state = 'queued' AND queue = %(queue)s AND concurrency_key IS NOT NULL
-          AND (tenant, concurrency_key) > (keys.tenant, keys.key)
-        ORDER BY tenant, concurrency_key LIMIT 1) n
+        SELECT tenant, ckey AS key FROM jobtrail_tasks
+        WHERE state = 'queued' AND queue = %(queue)s AND ckey IS NOT NULL
+          AND (tenant, ckey) > (keys.tenant, keys.key)
+        ORDER BY tenant, ckey LIMIT 1) n
 ), c AS (
     SELECT h.id, h.tenant, h.priority, h.run_at
     FROM keys
     CROSS JOIN LATERAL (
         SELECT COUNT(*) AS n FROM jobtrail_tasks x
-        WHERE x.queue = %(queue)s AND x.tenant = keys.tenant AND x.concurrency_key = keys.key
+        WHERE x.queue = %(queue)s AND x.tenant = keys.tenant AND x.ckey = keys.key
           AND x.state IN ('leased', 'cancel_requested')) held
     CROSS JOIN LATERAL (
         SELECT id, tenant, priority, run_at, kind, concurrency_limit, expires_at,
                ROW_NUMBER() OVER (ORDER BY run_at, id) AS pos
         FROM jobtrail_tasks
         WHERE state = 'queued' AND queue = %(queue)s AND tenant = keys.tenant
-          AND concurrency_key = keys.key
+          AND ckey = keys.key
         ORDER BY run_at, id
         LIMIT %(limit)s) h
     WHERE h.pos + held.n <= h.concurrency_limit AND h.run_at <= now()
@@ -369,7 +369,7 @@ SELECT * FROM upd;
 
 -- name: task_set_key
 -- A task just inserted (queued, in this transaction) gets its concurrency key and limit.
-UPDATE jobtrail_tasks SET concurrency_key = %(key)s::text, concurrency_limit = %(limit)s::int
+UPDATE jobtrail_tasks SET ckey = %(key)s::text, concurrency_limit = %(limit)s::int
 WHERE id = %(id)s;
 
 -- name: queue_mark_keyed
@@ -383,14 +383,14 @@ ON CONFLICT (name) DO UPDATE SET keyed = true;
 -- name: key_holders
 -- The tasks of (queue, tenant, key) that hold it now (leased), oldest claim first: explain.
 SELECT id, state FROM jobtrail_tasks
-WHERE queue = %(queue)s AND tenant = %(tenant)s AND concurrency_key = %(key)s
+WHERE queue = %(queue)s AND tenant = %(tenant)s AND ckey = %(key)s
   AND state IN ('leased', 'cancel_requested')
 ORDER BY updated_at, id;
 
 -- name: key_ahead_count
 -- The queued tasks of (queue, tenant, key) before the task at (:run_at, :id): explain.
 SELECT COUNT(*) AS n FROM jobtrail_tasks
-WHERE queue = %(queue)s AND tenant = %(tenant)s AND concurrency_key = %(key)s
+WHERE queue = %(queue)s AND tenant = %(tenant)s AND ckey = %(key)s
   AND state = 'queued' AND (run_at, id) < (%(run_at)s::timestamptz, %(id)s::bigint);
 
 -- name: kind_rate_list
@@ -430,24 +430,24 @@ WHERE queue = %(queue)s AND kind = %(kind)s;
 -- key) only when this one finds less than its :limit — so a backlog under a busy key that
 -- fills the first :scan rows costs one walk of the keys, not a read of the backlog.
 WITH held AS (
-    SELECT tenant, concurrency_key AS key, COUNT(*) AS n FROM jobtrail_tasks
+    SELECT tenant, ckey AS key, COUNT(*) AS n FROM jobtrail_tasks
     WHERE queue = %(queue)s AND state IN ('leased', 'cancel_requested')
-      AND concurrency_key IS NOT NULL
-    GROUP BY tenant, concurrency_key
+      AND ckey IS NOT NULL
+    GROUP BY tenant, ckey
 ), c AS (
     SELECT s.id, s.tenant, s.priority, s.run_at
     FROM (SELECT x.*,
                  -- its place among the rows read of its key: a cheap first cut (a key's
                  -- later rows need no probe when its limit is already used up before them)
-                 ROW_NUMBER() OVER (PARTITION BY x.tenant, x.concurrency_key
+                 ROW_NUMBER() OVER (PARTITION BY x.tenant, x.ckey
                                     ORDER BY x.run_at, x.id) AS pos
-          FROM (SELECT id, tenant, concurrency_key, priority, run_at, kind, concurrency_limit,
+          FROM (SELECT id, tenant, ckey, priority, run_at, kind, concurrency_limit,
                        expires_at
                 FROM jobtrail_tasks
-                WHERE state = 'queued' AND queue = %(queue)s AND concurrency_key IS NOT NULL
+                WHERE state = 'queued' AND queue = %(queue)s AND ckey IS NOT NULL
                 ORDER BY priority DESC, run_at, id
                 LIMIT %(scan)s) x) s
-    LEFT JOIN held h ON h.tenant = s.tenant AND h.key = s.concurrency_key
+    LEFT JOIN held h ON h.tenant = s.tenant AND h.key = s.ckey
     WHERE s.run_at <= now() AND s.kind = ANY(%(kinds)s::text[])
       AND (s.expires_at IS NULL OR s.expires_at > now())
       AND COALESCE(h.n, 0) + s.pos <= s.concurrency_limit
@@ -456,7 +456,7 @@ WITH held AS (
       AND s.id IN (
           SELECT e.id FROM jobtrail_tasks e
           WHERE e.state = 'queued' AND e.queue = %(queue)s AND e.tenant = s.tenant
-            AND e.concurrency_key = s.concurrency_key
+            AND e.ckey = s.ckey
           ORDER BY e.run_at, e.id
           LIMIT s.concurrency_limit - COALESCE(h.n, 0))
 ), f AS (

@@ -86,10 +86,10 @@ WHERE t.queue = :queue AND tr.reason = 'claimed' AND tr.at >= :since AND tr.at <
 
 -- name: queue_due_count
 SELECT (SELECT COUNT(*) FROM jobtrail_tasks
-        WHERE queue = :queue AND state = 'queued' AND concurrency_key IS NULL
+        WHERE queue = :queue AND state = 'queued' AND ckey IS NULL
           AND run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3))
      + (SELECT COUNT(*) FROM jobtrail_tasks
-        WHERE queue = :queue AND state = 'queued' AND concurrency_key IS NOT NULL
+        WHERE queue = :queue AND state = 'queued' AND ckey IS NOT NULL
           AND run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)) AS n;
 
 -- name: task_next_due
@@ -295,40 +295,40 @@ GROUP BY queue, kind, state;
 -- include: claim_set
 WHERE state = 'queued' AND id IN (
     WITH RECURSIVE keys(tenant, key) AS (
-        SELECT * FROM (SELECT tenant, concurrency_key FROM jobtrail_tasks
+        SELECT * FROM (SELECT tenant, ckey FROM jobtrail_tasks
                        WHERE state = 'queued' AND queue = :queue
-                         AND concurrency_key IS NOT NULL
-                       ORDER BY tenant, concurrency_key LIMIT 1)
+                         AND ckey IS NOT NULL
+                       ORDER BY tenant, ckey LIMIT 1)
         UNION ALL
         -- the next key of this tenant, else the first of the next tenant: two index range
         -- starts (SQLite bounds a row value "(tenant, key) >" by the tenant alone, and would
         -- read every queued task of the tenant's keys)
-        SELECT n.tenant, n.concurrency_key FROM keys
+        SELECT n.tenant, n.ckey FROM keys
         JOIN jobtrail_tasks n ON n.id = COALESCE(
             (SELECT id FROM jobtrail_tasks
-             WHERE state = 'queued' AND queue = :queue AND concurrency_key IS NOT NULL
-               AND tenant = keys.tenant AND concurrency_key > keys.key
-             ORDER BY tenant, concurrency_key LIMIT 1),
+             WHERE state = 'queued' AND queue = :queue AND ckey IS NOT NULL
+               AND tenant = keys.tenant AND ckey > keys.key
+             ORDER BY tenant, ckey LIMIT 1),
             (SELECT id FROM jobtrail_tasks
-             WHERE state = 'queued' AND queue = :queue AND concurrency_key IS NOT NULL
+             WHERE state = 'queued' AND queue = :queue AND ckey IS NOT NULL
                AND tenant > keys.tenant
-             ORDER BY tenant, concurrency_key LIMIT 1))
+             ORDER BY tenant, ckey LIMIT 1))
     ), held AS (
         SELECT keys.tenant, keys.key,
                (SELECT COUNT(*) FROM jobtrail_tasks x
                 WHERE x.queue = :queue AND x.tenant = keys.tenant
-                  AND x.concurrency_key = keys.key
+                  AND x.ckey = keys.key
                   AND x.state IN ('leased', 'cancel_requested')) AS n
         FROM keys WHERE keys.key IS NOT NULL
     ), h AS (
         SELECT d.id, d.tenant, d.priority, d.run_at, d.kind, d.concurrency_limit, held.n AS held,
                d.expires_at,
-               ROW_NUMBER() OVER (PARTITION BY d.tenant, d.concurrency_key
+               ROW_NUMBER() OVER (PARTITION BY d.tenant, d.ckey
                                   ORDER BY d.run_at, d.id) AS pos
         FROM held JOIN jobtrail_tasks d ON d.id IN (
             SELECT e.id FROM jobtrail_tasks e
             WHERE e.state = 'queued' AND e.queue = :queue AND e.tenant = held.tenant
-              AND e.concurrency_key = held.key
+              AND e.ckey = held.key
             ORDER BY e.run_at, e.id
             LIMIT :limit)
     ), c AS (
@@ -347,7 +347,7 @@ WHERE state = 'queued' AND id IN (
 RETURNING *, round((julianday('now') - 2440587.5) * 86400.0, 3) - run_at AS waited;
 
 -- name: task_set_key
-UPDATE jobtrail_tasks SET concurrency_key = :key, concurrency_limit = :limit WHERE id = :id;
+UPDATE jobtrail_tasks SET ckey = :key, concurrency_limit = :limit WHERE id = :id;
 
 -- name: queue_mark_keyed
 INSERT INTO jobtrail_queues (name, paused, keyed, updated_at)
@@ -357,13 +357,13 @@ ON CONFLICT (name) DO UPDATE SET keyed = 1;
 
 -- name: key_holders
 SELECT id, state FROM jobtrail_tasks
-WHERE queue = :queue AND tenant = :tenant AND concurrency_key = :key
+WHERE queue = :queue AND tenant = :tenant AND ckey = :key
   AND state IN ('leased', 'cancel_requested')
 ORDER BY updated_at, id;
 
 -- name: key_ahead_count
 SELECT COUNT(*) AS n FROM jobtrail_tasks
-WHERE queue = :queue AND tenant = :tenant AND concurrency_key = :key
+WHERE queue = :queue AND tenant = :tenant AND ckey = :key
   AND state = 'queued' AND (run_at, id) < (:run_at, :id);
 
 -- name: kind_rate_list
@@ -396,25 +396,25 @@ WHERE queue = :queue AND kind = :kind;
 -- include: claim_set
 WHERE state = 'queued' AND id IN (
     WITH held AS (
-        SELECT tenant, concurrency_key AS key, COUNT(*) AS n FROM jobtrail_tasks
+        SELECT tenant, ckey AS key, COUNT(*) AS n FROM jobtrail_tasks
         WHERE queue = :queue AND state IN ('leased', 'cancel_requested')
-          AND concurrency_key IS NOT NULL
-        GROUP BY tenant, concurrency_key
+          AND ckey IS NOT NULL
+        GROUP BY tenant, ckey
     ), x AS (
-        SELECT id, tenant, concurrency_key, priority, run_at, kind, concurrency_limit, expires_at
+        SELECT id, tenant, ckey, priority, run_at, kind, concurrency_limit, expires_at
         FROM jobtrail_tasks
-        WHERE state = 'queued' AND queue = :queue AND concurrency_key IS NOT NULL
+        WHERE state = 'queued' AND queue = :queue AND ckey IS NOT NULL
         ORDER BY priority DESC, run_at, id
         LIMIT :scan
     ), s AS (
-        SELECT x.*, ROW_NUMBER() OVER (PARTITION BY x.tenant, x.concurrency_key
+        SELECT x.*, ROW_NUMBER() OVER (PARTITION BY x.tenant, x.ckey
                                        ORDER BY x.run_at, x.id) AS pos
         FROM x
     ), c AS (
         SELECT s.id, s.tenant, s.priority, s.run_at,
                ROW_NUMBER() OVER (PARTITION BY s.tenant
                                   ORDER BY s.priority DESC, s.run_at, s.id) AS tn
-        FROM s LEFT JOIN held h ON h.tenant = s.tenant AND h.key = s.concurrency_key
+        FROM s LEFT JOIN held h ON h.tenant = s.tenant AND h.key = s.ckey
         WHERE s.run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)
           AND s.kind IN (SELECT value FROM json_each(:kinds))
           AND (s.expires_at IS NULL OR s.expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3))
@@ -425,13 +425,13 @@ WHERE state = 'queued' AND id IN (
                    THEN s.id = (
                        SELECT e.id FROM jobtrail_tasks e
                        WHERE e.state = 'queued' AND e.queue = :queue AND e.tenant = s.tenant
-                         AND e.concurrency_key = s.concurrency_key
+                         AND e.ckey = s.ckey
                        ORDER BY e.run_at, e.id LIMIT 1)
                    ELSE COALESCE(h.n, 0) + (
                        SELECT COUNT(*) FROM jobtrail_tasks x WHERE x.id IN (
                            SELECT e.id FROM jobtrail_tasks e
                            WHERE e.state = 'queued' AND e.queue = :queue
-                             AND e.tenant = s.tenant AND e.concurrency_key = s.concurrency_key
+                             AND e.tenant = s.tenant AND e.ckey = s.ckey
                              AND (e.run_at, e.id) < (s.run_at, s.id)
                            LIMIT 1000)) < s.concurrency_limit END
     )
