@@ -65,3 +65,29 @@ def test_resume_with_a_ramp(cli: Cli) -> None:
     assert "rate ends at" in out
     history = cli.json("queues", "--history", "emails")
     assert history[0]["action"] == "resume" and history[0]["data"]["ramp"] == 60
+
+
+def test_kind_rate_set_shown_and_audited(cli: Cli) -> None:
+    out = cli(
+        "rate", "emails", "--kind", "news", "--per-second", "5", "--by", "ops", "--note", "bulk"
+    ).stdout
+    assert out.strip() == "queue emails: running; kind news at most 5/s"
+    listed = {q["queue"]: q for q in cli.json("queues")}
+    assert listed["emails"]["kind_rates"] == [{"kind": "news", "per_second": 5, "burst": None}]
+    history = cli.json("queues", "--history", "emails")
+    assert history[0]["data"] == {"kind": "news", "per_second": 5, "burst": None}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--kind", "news", "--per-second", "-1"], "per_second must be between"),
+        (["--kind", "news", "--per-second", "5", "--per-tenant", "1"], "per_tenant and ramp"),
+        (["--kind", "", "--per-second", "5"], "kind must be a non-empty"),
+        (["--kind", "news", "--burst", "3"], "burst needs a rate"),
+    ],
+)
+def test_bad_kind_rates_exit_2_and_write_nothing(cli: Cli, args: list[str], message: str) -> None:
+    err = cli("rate", "emails", *args, "--by", "ops", "--note", "n", code=2).stderr
+    assert message in err
+    assert cli.json("queues", "--history", "emails") == []

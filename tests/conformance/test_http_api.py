@@ -197,3 +197,21 @@ def test_metrics(web: TestClient, app: jobtrail.App) -> None:
     assert 'jobtrail_transitions_window{kind="send",queue="default",reason="completed"' in text
     assert 'jobtrail_queue_paused{queue="default"} 0.0' in text
     assert "jobtrail_run_seconds{" in text
+
+
+@pytest.mark.parametrize("key", ["", "x" * 256, 42, ["a"]])
+def test_enqueue_bad_concurrency_key_is_422(
+    web: TestClient, app: jobtrail.App, key: object
+) -> None:
+    r = web.post("/api/tasks", json={"kind": "send", "concurrency_key": key}, headers=ADM)
+    assert r.status_code == 422, r.text
+    assert "concurrency_key" in r.text
+    assert app.list() == []
+
+
+def test_enqueue_with_a_concurrency_key(web: TestClient, app: jobtrail.App) -> None:
+    first = enqueue(web, concurrency_key="account:42")
+    second = enqueue(web, concurrency_key="account:42")
+    with app._driver.transaction() as tx:
+        rows = [app._driver.task_get(tx, int(t["id"])) for t in (first, second)]
+    assert [r["ckey"] for r in rows if r] == ["account:42", "account:42"]

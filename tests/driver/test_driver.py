@@ -1014,6 +1014,62 @@ def test_trace_contexts(world: dict[str, Any]) -> None:
         assert d.trace_contexts(tx, ids=d._list([world["queued"], world["leased"]])) == []
 
 
+@covers("task_set_key", "queue_mark_keyed", "key_holders", "key_ahead_count")
+def test_concurrency_keys(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with rolled_back(d) as tx:
+        d.task_set_key(tx, id=world["leased"], key="acct", limit=1)
+        d.task_set_key(tx, id=world["queued"], key="acct", limit=1)
+        d.queue_mark_keyed(tx, name="default")
+        d.queue_mark_keyed(tx, name="default")  # again: no change, no error
+        queue = d.queue_get(tx, name="default")
+        assert queue is not None and queue["keyed"]
+        holders = d.key_holders(tx, queue="default", tenant="", key="acct")
+        assert [h["id"] for h in holders] == [world["leased"]]
+        row = d.task_get(tx, world["queued"])
+        assert row is not None and row["ckey"] == "acct"
+        ahead = d.key_ahead_count(
+            tx,
+            queue="default",
+            tenant="",
+            key="acct",
+            run_at=d.encode_time(row["run_at"]),
+            id=row["id"],
+        )
+        assert ahead is not None and int(ahead["n"]) == 0
+
+
+@covers("kind_rate_set", "kind_rate_list", "kind_rate_delete", "queue_kind_rated_sync")
+@covers("kind_tokens_set")
+def test_kind_rates(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    with rolled_back(d) as tx:
+        d.queue_upsert(
+            tx,
+            name="default",
+            paused=False,
+            paused_by=None,
+            paused_note=None,
+            limit_total=None,
+            limit_per_tenant=None,
+        )
+        row = d.kind_rate_set(tx, queue="default", kind="k", per_second=2.0, burst=3)
+        assert row is not None and (row["per_second"], row["burst"]) == (2, 3)
+        d.queue_kind_rated_sync(tx, name="default")
+        queue = d.queue_get(tx, name="default")
+        assert queue is not None and queue["kind_rated"]
+        d.kind_tokens_set(tx, queue="default", kind="k", tokens=1.5)
+        listed = d.kind_rate_list(tx, queue="default")
+        assert [(b["kind"], b["tokens"]) for b in listed] == [("k", 1.5)]
+        assert listed[0]["tokens_at"] is not None
+        assert d.kind_rate_list(tx, queue=None) == listed
+        d.kind_rate_delete(tx, queue="default", kind="k")
+        d.queue_kind_rated_sync(tx, name="default")
+        queue = d.queue_get(tx, name="default")
+        assert queue is not None and not queue["kind_rated"]
+        assert d.kind_rate_list(tx, queue="default") == []
+
+
 @covers("search_top_id", "search_tasks")
 def test_search_statements(world: dict[str, Any]) -> None:
     d: Driver = world["d"]

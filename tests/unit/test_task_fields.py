@@ -97,6 +97,8 @@ def test_a_new_task_with_another_payload_keeps_every_other_field() -> None:
         state=State.WAITING,
         actor="me",
         data={"d": 8},
+        concurrency_key="ck",
+        concurrency_limit=9,
     )
     assert len({repr(getattr(new, f.name)) for f in dataclasses.fields(NewTask)}) == len(
         dataclasses.fields(NewTask)

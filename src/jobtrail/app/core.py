@@ -99,6 +99,7 @@ class Core:
         timeout: float | None = None,
         unique_for: float | None = None,
         unique_while: str | None = None,
+        concurrency_per_key: int | None = None,
     ) -> Callable[[Callable[[Any, P], Any]], TaskHandle[P]]:
         """Register a handler ``fn(ctx, payload)`` (plain or ``async def``) for a task kind
         and return its ``TaskHandle`` (callable as ``fn``; ``.kind``, ``.enqueue(...)``,
@@ -137,6 +138,7 @@ class Core:
                 payload_type=typed.payload_type(fn),
                 unique_for=window,
                 unique_active=active,
+                concurrency_per_key=concurrency_per_key,
             )
             spec.validate()
             if name in self._kinds:
@@ -251,7 +253,10 @@ class Core:
                 raise ValueError(f"give {name} or debounce, not both (debounce sets the run time)")
             if parent_id is not None:
                 raise ValueError("debounce_key is not for a workflow's children")
-        return NewTask(
+        concurrency_key = args.get("concurrency_key")
+        if concurrency_key is not None:
+            validate.concurrency_key(concurrency_key)
+        new = NewTask(
             kind=kind,
             queue=queue,
             tenant=tenant,
@@ -267,6 +272,10 @@ class Core:
             parent_id=parent_id,
             controls=limits,
         )
+        if concurrency_key is not None:
+            new.concurrency_key = concurrency_key
+            new.concurrency_limit = spec.concurrency_per_key if spec else None
+        return new
 
     def _insert(self, tx: Tx, new: NewTask) -> Task:
         if new.parent_id is not None and self._driver.task_get(tx, new.parent_id) is None:

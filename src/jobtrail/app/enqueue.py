@@ -52,7 +52,12 @@ class Enqueue(Part):
         with tracing.send(new.queue) as span:
             if span is not None:
                 _traced(new)
-            if connection is None and new.parent_id is None and new.controls is None:
+            if (
+                connection is None
+                and new.parent_id is None
+                and new.controls is None
+                and new.concurrency_key is None
+            ):
                 # its own transaction: one statement on PostgreSQL (insert, log, wake-up)
                 row, created = transition.create_alone(self._driver, new, wait_for_disk=wait)
                 if not created and row["payload_hash"] != new.payload_hash:
@@ -86,6 +91,7 @@ class Enqueue(Part):
                 and item.get("idempotency_key") is None
                 and item.get("parent") is None
                 and (len(item) <= 2 or _CONTROLS.isdisjoint(item))
+                and item.get("concurrency_key") is None
                 for item in items
             ):
                 with _collector_paused():

@@ -7,7 +7,7 @@ import builtins
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..core import explain_facts, explain_workers
+from ..core import explain_facts, explain_keys, explain_workers
 from ..model import validate
 from ..model.timeparse import parse_duration
 from ..services import retention
@@ -125,10 +125,11 @@ class Ops(Part):
         with paused, by, note, since and limits."""
         with self._driver.transaction(write=False) as tx:
             rows = {r["name"]: r for r in self._driver.queue_list(tx)}
+            kind_rates = self._driver.kind_rate_list(tx, queue=None)
         names = (
             set(rows) | {s.queue for s in self._core._kinds.values()} | {self._core.default_queue}
         )
-        return [_queue_view(rows.get(name), name) for name in sorted(names)]
+        return [_queue_view(rows.get(name), name, kind_rates) for name in sorted(names)]
 
     def queue_history(self, queue: str, *, limit: int = 100) -> builtins.list[dict[str, Any]]:
         """The audited pause / resume / limit changes of a queue, newest first."""
@@ -230,6 +231,8 @@ class Ops(Part):
                     "leased (per-tenant limit)"
                 )
         out += self._rates.rate_facts(tx, row, queue, lang)
+        if queue["keyed"]:
+            out += explain_keys.key_facts(self._driver, tx, row, lang)
         return out
 
 

@@ -29,9 +29,17 @@ def rate_view(row: Row) -> dict[str, Any]:
     }
 
 
-def queue_view(row: Row | None, name: str) -> dict[str, Any]:
-    """A queue as ``queues()`` lists it: pause state, concurrency limits and rate."""
+def queue_view(row: Row | None, name: str, kind_rates: list[Row] | None = None) -> dict[str, Any]:
+    """A queue as ``queues()`` lists it: pause state, concurrency limits and rate (and, when
+    ``kind_rates`` is given, the rates of its kinds: ``kind``, ``per_second``, ``burst``)."""
     row = row or {}
+    extra: dict[str, Any] = {}
+    if kind_rates is not None:
+        extra["kind_rates"] = [
+            {"kind": k["kind"], "per_second": k["per_second"], "burst": k["burst"]}
+            for k in kind_rates
+            if k["queue"] == name
+        ]
     return {
         "queue": name,
         "paused": bool(row.get("paused")),
@@ -41,6 +49,7 @@ def queue_view(row: Row | None, name: str) -> dict[str, Any]:
         "limit_total": row.get("limit_total"),
         "limit_per_tenant": row.get("limit_per_tenant"),
         **rate_view(row),
+        **extra,
     }
 
 
@@ -62,17 +71,33 @@ class Rates(Part):
         by: str,
         note: str,
         ramp: float | None = None,
+        kind: str | None = None,
     ) -> dict[str, Any]:
         """At most ``per_second`` claims a second from ``queue`` across all workers, and at
         most ``per_tenant`` a second for each tenant in it: token buckets kept in the store,
         decided by the database clock in every claim. ``burst``: how many claims may start at
         once (the bucket's size; default one second's worth, at least 1). ``ramp``: seconds
         over which the allowed rate grows from a tenth to the full rate. ``None`` lifts a rate
-        (both ``None``: no rate). Audited in ``queue_history`` (action ``rate``)."""
+        (both ``None``: no rate). Audited in ``queue_history`` (action ``rate``).
+
+        With ``kind``: the rate of that kind within ``queue``, beside the queue's own
+        (``per_second`` and ``burst`` only; ``per_second=None`` lifts it); audited the same
+        way, with the kind in the entry's data."""
         validate.filter_text(queue, "queue")
         _require_name(queue, "queue")
         _require_text(by, "by")
         _require_text(note, "note")
+        if kind is not None:
+            return self._set_kind_rate(
+                queue,
+                kind,
+                per_second=per_second,
+                burst=burst,
+                per_tenant=per_tenant,
+                ramp=ramp,
+                by=by,
+                note=note,
+            )
         if per_second is not None:
             per_second = validate.rate(per_second, "per_second")
         if per_tenant is not None:
@@ -102,6 +127,48 @@ class Rates(Part):
             )
             self._driver.notify_queued(tx, queue)  # a lifted or raised rate: look again now
         return queue_view(row, queue)
+
+    def _set_kind_rate(
+        self,
+        queue: str,
+        kind: str,
+        *,
+        per_second: float | None,
+        burst: int | None,
+        per_tenant: float | None,
+        ramp: float | None,
+        by: str,
+        note: str,
+    ) -> dict[str, Any]:
+        """``set_rate(queue, kind=...)``: the bucket of one kind within a queue."""
+        validate.filter_text(kind, "kind", max_length=255)
+        if not kind:
+            raise ValueError("kind must be a non-empty string")
+        if per_tenant is not None or ramp is not None:
+            raise ValueError("per_tenant and ramp are for a queue's own rate, not with kind")
+        if per_second is not None:
+            per_second = validate.rate(per_second, "per_second")
+        if burst is not None:
+            validate.integer(burst, "burst", 0, validate.MAX_CONCURRENCY_LIMIT)
+            if per_second is None:
+                raise ValueError("burst needs a rate: give per_second")
+        with self._driver.transaction() as tx:
+            self._ensure_queue_row(tx, queue)
+            if per_second is None:
+                self._driver.kind_rate_delete(tx, queue=queue, kind=kind)
+            else:
+                self._driver.kind_rate_set(
+                    tx, queue=queue, kind=kind, per_second=per_second, burst=burst
+                )
+            self._driver.queue_kind_rated_sync(tx, name=queue)
+            data = {"kind": kind, "per_second": per_second, "burst": burst}
+            self._driver.queue_history_insert(
+                tx, queue=queue, action="rate", actor=by, note=note, data=dumps(data)
+            )
+            self._driver.notify_queued(tx, queue)
+            row = self._driver.queue_get(tx, name=queue)
+            kinds = self._driver.kind_rate_list(tx, queue=queue)
+        return queue_view(row, queue, kinds)
 
     def _ensure_queue_row(self, tx: Tx, queue: str) -> Row:
         current = self._driver.queue_get(tx, name=queue)
@@ -161,14 +228,37 @@ class Rates(Part):
             "due": due["n"] if due else 0,
         }
 
+    def _kind_rate_facts(self, tx: Tx, row: Row, queue: Row, now: datetime, lang: str) -> list[str]:
+        """Why a queued task waits for its kind's bucket within its queue."""
+        if not queue.get("kind_rated"):
+            return []
+        for bucket in self._driver.kind_rate_list(tx, queue=row["queue"]):
+            if bucket["kind"] != row["kind"]:
+                continue
+            rate = rates.of_kind(bucket)
+            full = bucket["per_second"]
+            left = rates.tokens(rate, full, bucket["tokens"], bucket["tokens_at"], now)
+            if left < 1.0:
+                return [
+                    i18n.t(
+                        "explain.rate_kind",
+                        lang,
+                        kind=row["kind"],
+                        queue=row["queue"],
+                        rate=_number(full),
+                        wait=_number(rates.next_slot(rate, full, left, now)),
+                    )
+                ]
+        return []
+
     def rate_facts(self, tx: Tx, row: Row, queue: Row, lang: str) -> list[str]:
         """Why a due queued task waits for its queue's or its tenant's rate, and when the
         next slot is (database clock)."""
         now = self._driver.db_now(tx)
+        out = self._kind_rate_facts(tx, row, queue, now, lang)
         rate = rates.of(queue, now)
         if rate is None:
-            return []
-        out = []
+            return out
         name = row["queue"]
         if rate.per_second is not None:
             left = rates.tokens(rate, rate.per_second, queue["tokens"], queue["tokens_at"], now)

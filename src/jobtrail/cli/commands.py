@@ -223,6 +223,11 @@ def worker(
 )
 @click.option("--expires-in", metavar="S", help="Still queued after S: cancelled (expired).")
 @click.option("--expires-at", metavar="ISO", help="Still queued then: cancelled (with an offset).")
+@click.option(
+    "--concurrency-key",
+    metavar="K",
+    help="At most the kind's concurrency_per_key tasks of key K run at once, in due order.",
+)
 def enqueue(
     rt: Runtime,
     kind: str,
@@ -241,10 +246,16 @@ def enqueue(
     unique_while: str | None,
     expires_in: str | None,
     expires_at: str | None,
+    concurrency_key: str | None,
 ) -> None:
     """Enqueue a task of KIND with PAYLOAD_JSON (a JSON document; `-` reads stdin)."""
     for name, value in (("KIND", kind), ("--key", key), ("--queue", queue), ("--tenant", tenant)):
         validate.text(value, name)  # an undecodable byte of argv arrives as a lone surrogate
+    if concurrency_key is not None:
+        try:
+            validate.concurrency_key(concurrency_key)
+        except (TypeError, ValueError) as exc:
+            raise Fail(f"--concurrency-key: {exc}") from None
     payload: Any = None
     if payload_json is not None:
         text = sys.stdin.read() if payload_json == "-" else payload_json
@@ -295,6 +306,7 @@ def enqueue(
         debounce_max=spans.get("debounce_max"),
         unique_for=spans.get("unique_for"),
         expires_in=spans.get("expires_in"),
+        concurrency_key=concurrency_key,
     )
     rt.emit(task.to_dict(), fmt.enqueued(task, fmt.describe_url(app.url)))
 

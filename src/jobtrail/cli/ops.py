@@ -262,6 +262,11 @@ def rate_parts(q: dict[str, Any], lang: str) -> list[str]:
         out.append(i18n.t("cli.q_ramp", lang, seconds=f"{q['ramp_seconds']:g}", since=since))
     if out and q.get("rate_until") is not None:
         out.append(i18n.t("cli.q_rate_until", lang, at=fmt.when(q["rate_until"])))
+    for k in q.get("kind_rates") or []:
+        text = i18n.t("cli.q_rate_kind", lang, kind=k["kind"], rate=f"{k['per_second']:g}")
+        if k.get("burst") is not None:
+            text += ", " + i18n.t("cli.q_burst", lang, n=k["burst"])
+        out.append(text)
     return out
 
 
@@ -284,6 +289,11 @@ def _rate(value: str | None, name: str) -> float | None:
     "--per-tenant", metavar="R", help="At most R claims a second per tenant ('none' lifts it)."
 )
 @click.option("--ramp", metavar="D", help="Grow from a tenth of the rate to all of it over D.")
+@click.option(
+    "--kind",
+    metavar="K",
+    help="The rate of kind K within Q, beside Q's own (--per-second and --burst only).",
+)
 @_required("by")
 @_required("note")
 def rate(
@@ -293,6 +303,7 @@ def rate(
     burst: str | None,
     per_tenant: str | None,
     ramp: str | None,
+    kind: str | None,
     by: str,
     note: str,
 ) -> None:
@@ -304,6 +315,7 @@ def rate(
         burst=_limit(burst, "--burst"),
         per_tenant=_rate(per_tenant, "--per-tenant"),
         ramp=parse_duration(ramp, "--ramp") if ramp is not None else None,
+        kind=kind,
         by=by,
         note=note,
     )

@@ -108,7 +108,13 @@ def create(driver: Driver, tx: Tx, new: NewTask) -> tuple[Row, bool]:
         raise ValueError(f"a task cannot be created in state {new.state.value}")
     if new.controls is not None and new.controls.debounce_key is not None:
         check("debounce", State.QUEUED, State.QUEUED, Reason.DEBOUNCED)
-    return driver.task_insert(tx, new)
+    row, created = driver.task_insert(tx, new)
+    if created and new.concurrency_key is not None:
+        # serial per key: the key and its limit, and the queue's claims through the keyed claim
+        limit = new.concurrency_limit or 1
+        driver.task_set_key(tx, id=row["id"], key=new.concurrency_key, limit=limit)
+        driver.queue_mark_keyed(tx, name=new.queue)
+    return row, created
 
 
 def create_alone(driver: Driver, new: NewTask, *, wait_for_disk: bool = True) -> tuple[Row, bool]:

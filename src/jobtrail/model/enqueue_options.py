@@ -54,6 +54,9 @@ class EnqueueOptions(TypedDict, total=False):
     #: off for that transaction; on SQLite nothing changes): a server crash may lose the last
     #: moments' enqueues whole, never tear one nor run one twice (docs/guide.md)
     wait_for_disk: bool
+    #: at most 255 characters: at most the kind's ``concurrency_per_key`` (default 1) tasks of
+    #: (queue, tenant, key) run at once, in due order
+    concurrency_key: str | None
 
 
 #: The value of each option left out (the same as passing it).
@@ -74,6 +77,7 @@ DEFAULTS: Final[EnqueueOptions] = {
     "expires_in": None,
     "expires_at": None,
     "wait_for_disk": True,
+    "concurrency_key": None,
 }
 
 #: The option names, in their order of definition.

@@ -567,6 +567,25 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "the database is kept at {path}: try `jobtrail list --db {url}`",
         "zh": "数据库保留在 {path}：试试 `jobtrail list --db {url}`",
     },
+    # -- serial per key and per-kind rates -------------------------------------------------
+    "explain.key_full": {
+        "en": "key {key} has {n} of {limit} running ({tasks})",
+        "zh": "键 {key} 已有 {n}/{limit} 个在执行（{tasks}）",
+    },
+    "explain.key_ahead": {
+        "en": "key {key}: {n} queued before it (its tasks start in due order)",
+        "zh": "键 {key}：前面还有 {n} 个在排队（同一键的任务按到期顺序开始）",
+    },
+    "explain.key_task": {"en": "task {id}", "zh": "任务 {id}"},
+    "explain.key_tasks": {"en": "tasks {ids}", "zh": "任务 {ids}"},
+    "explain.rate_kind": {
+        "en": "kind {kind} rate-limited at {rate}/s within queue {queue}; next slot in {wait} s",
+        "zh": "队列 {queue} 中的类型 {kind} 限速为每秒 {rate} 个；下一个名额在 {wait} 秒后",
+    },
+    "cli.q_rate_kind": {
+        "en": "kind {kind} at most {rate}/s",
+        "zh": "类型 {kind} 每秒最多 {rate} 个",
+    },
     # -- explain: the controls of enqueue (debounce, expiry) ---------------------------------
     "explain.debounced": {
         "en": "debounced {times}; runs at {at}",

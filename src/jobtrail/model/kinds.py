@@ -39,6 +39,8 @@ class KindSpec:
     #: to an enqueue of this kind that names none of its own (None/False: unique for ever)
     unique_for: float | None = None
     unique_active: bool = False
+    #: serial per key: how many tasks of one concurrency key may be leased at once (None: 1)
+    concurrency_per_key: int | None = None
 
     #: ``async def`` handler (run on the worker's event loop); worked out once.
     is_async: bool = field(init=False, compare=False)
@@ -76,3 +78,4 @@ class KindSpec:
                 raise ValueError(
                     f"kind {self.name!r}: {name} must be {floor}, at most 100 years (36525d)"
                 ) from None
+        validate.concurrency_per_key(self.concurrency_per_key, self.name)

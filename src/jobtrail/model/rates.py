@@ -61,6 +61,18 @@ def of(row: dict[str, Any] | None, now: datetime) -> Rate | None:
     )
 
 
+def of_kind(row: dict[str, Any]) -> Rate:
+    """The rate of one kind within a queue (a ``jobtrail_kind_rates`` row): a bucket of
+    ``burst`` tokens (default one second's worth) refilled at ``per_second``, without a ramp."""
+    return Rate(
+        per_second=row["per_second"],
+        per_tenant=None,
+        burst=row.get("burst"),
+        ramp_seconds=None,
+        ramp_started_at=None,
+    )
+
+
 def tokens(
     rate: Rate, full: float, left: float | None, at: datetime | None, now: datetime
 ) -> float:

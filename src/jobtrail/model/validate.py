@@ -127,3 +127,34 @@ def batch_filters(*, reason: Any, kind: Any, limit: Any) -> None:
             raise ValueError(f"unknown reason code {reason!r}") from None
     if limit is not None:
         integer(limit, "limit", 1, MAX_BATCH)
+
+
+#: the longest concurrency key (as an idempotency key)
+MAX_KEY = 255
+#: the largest ``concurrency_per_key`` (the claim counts a key's tasks up to it)
+MAX_PER_KEY = 1000
+
+
+def concurrency_key(value: Any) -> str:
+    """A concurrency key: a non-empty string of at most ``MAX_KEY`` characters."""
+    if not isinstance(value, str):
+        raise TypeError(f"concurrency_key must be a string, not {type(value).__name__}")
+    if not value or len(value) > MAX_KEY:
+        raise ValueError(
+            f"concurrency_key must be a non-empty string of at most {MAX_KEY} characters"
+        )
+    text(value, "concurrency_key")
+    return value
+
+
+def concurrency_per_key(value: Any, kind: str) -> None:
+    """The kind option ``concurrency_per_key``: ``None`` (1) or an integer from 1."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"kind {kind!r}: concurrency_per_key must be an integer from 1 to "
+            f"{MAX_PER_KEY}, not {type(value).__name__}"
+        )
+    if not 1 <= value <= MAX_PER_KEY:
+        raise ValueError(f"kind {kind!r}: concurrency_per_key must be from 1 to {MAX_PER_KEY}")

@@ -103,6 +103,9 @@ class Driver(Statements, DurableStatements, Reads, Search, abc.ABC):
         #: the queues whose last unlimited claim found tasks of several tenants waiting
         #: (``_note_fair``): their next claim is the fair statement
         self.fair_queues: set[str] = set()
+        #: flipped by each claim of a keyed queue: whether its keyed tasks are taken first
+        #: (store/flow.py)
+        self.keyed_turn = False
         #: says an outage once and its end once (outage.py); the driver and the worker report
         self.outage = OutageNotice(f"the {self.dialect} store")
 

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 #: the room a tenant has when nothing limits it (beyond the claim's own limit)
 _UNBOUNDED = 1 << 30
+#: how many due keyed tasks (beyond three claims' worth) a keyed claim's quick look reads
+KEYED_SCAN = 10
 
 
 def claim_queue(
@@ -62,17 +64,10 @@ def claim_queue(
             tenant_tokens[r["tenant"]] = left
             rooms[r["tenant"]] = min(rooms.get(r["tenant"], _UNBOUNDED), rates.room(left))
     rooms = {t: n for t, n in rooms.items() if n < default_room}
-    rows = tx.all(
-        "task_claim_limited",
-        {
-            **common,
-            "queue": name,
-            "mode": "limited",
-            "limit": room,
-            "rooms": dumps(rooms),
-            "default_room": min(default_room, room),
-        },
-    )
+    if queue.get("kind_rated"):
+        rows = _claim_kinds(driver, tx, claim, queue, room, rooms, default_room, common)
+    else:
+        rows = _claim_rooms(driver, tx, queue, room, rooms, default_room, common)
     if tokens is not None:
         tx.run("queue_tokens_set", {"name": name, "tokens": tokens - len(rows)})
         if bound and rate is not None and rate.per_second is not None:
@@ -81,6 +76,118 @@ def claim_queue(
         _take_tenant_tokens(driver, tx, name, rate, now, rows, tenant_tokens)
         if not rows:
             _tenant_slot(claim, rate, now, tenant_tokens)
+    return rows
+
+
+def _claim_rooms(
+    driver: Driver,
+    tx: Tx,
+    queue: Row,
+    room: int,
+    rooms: dict[str, int],
+    default_room: int,
+    common: dict[str, Any],
+) -> list[Row]:
+    """Up to ``room`` tasks of ``queue`` within the tenants' ``rooms``: its keyed tasks
+    (``task_claim_keyed``: at most each task's ``concurrency_limit`` leased per key, in due
+    order) and its other tasks (``task_claim_limited``), the two taken first in turns from one
+    claim to the next so that neither waits behind the other's backlog."""
+    statements = ["task_claim_limited"]
+    if queue.get("keyed"):
+        driver.keyed_turn = not driver.keyed_turn
+        keyed_first = driver.keyed_turn
+        statements = (
+            ["task_claim_keyed", "task_claim_limited"]
+            if keyed_first
+            else ["task_claim_limited", "task_claim_keyed"]
+        )
+    rows: list[Row] = []
+    for statement in statements:
+        left = room - len(rows)
+        if left <= 0:
+            break
+        params = {
+            **common,
+            "queue": queue["name"],
+            "mode": "limited",
+            "limit": left,
+            "rooms": dumps(rooms),
+            "default_room": min(default_room, left),
+        }
+        if statement == "task_claim_keyed":
+            got = _claim_keyed(tx, params, rooms, default_room)
+        else:
+            got = tx.all(statement, params)
+        if got:
+            for tenant, n in Counter(r["tenant"] for r in got).items():
+                rooms[tenant] = max(0, rooms.get(tenant, default_room) - n)
+        rows += got
+    return rows
+
+
+def _claim_keyed(
+    tx: Tx, params: dict[str, Any], rooms: dict[str, int], default_room: int
+) -> list[Row]:
+    """The keyed tasks of a claim: ``task_claim_keyed_due`` (the first due keyed tasks in the
+    claim's order, a read of about ``KEYED_SCAN`` rows), then, when it found less than the
+    claim's room, ``task_claim_keyed`` (a walk of every key with queued tasks) for the rest —
+    the rows the first took are leased by then, so the second counts them."""
+    limit = params["limit"]
+    got = tx.all("task_claim_keyed_due", {**params, "scan": KEYED_SCAN + 3 * limit})
+    left = limit - len(got)
+    if left > 0:
+        rest = dict(rooms)
+        for tenant, n in Counter(r["tenant"] for r in got).items():
+            rest[tenant] = max(0, rest.get(tenant, default_room) - n)
+        got += tx.all(
+            "task_claim_keyed",
+            {
+                **params,
+                "limit": left,
+                "rooms": dumps(rest),
+                "default_room": min(default_room, left),
+            },
+        )
+    return got
+
+
+def _claim_kinds(
+    driver: Driver,
+    tx: Tx,
+    claim: Claim,
+    queue: Row,
+    room: int,
+    rooms: dict[str, int],
+    default_room: int,
+    common: dict[str, Any],
+) -> list[Row]:
+    """``_claim_rooms`` for a queue with rates per kind: each kind with a rate within the room
+    of its bucket (whose tokens it takes), then the kinds without one with the room left (a
+    rated kind takes no more than its bucket, so neither side can starve the other)."""
+    name, now = queue["name"], queue["db_now"]
+    buckets = {b["kind"]: b for b in driver.kind_rate_list(tx, queue=name)}
+    free = [k for k in claim.kinds if k not in buckets]
+    rows: list[Row] = []
+    for kind in claim.kinds:
+        bucket = buckets.get(kind)
+        left = room - len(rows)
+        if bucket is None or left <= 0:
+            continue
+        rate = rates.of_kind(bucket)
+        assert rate.per_second is not None
+        tokens = rates.tokens(rate, rate.per_second, bucket["tokens"], bucket["tokens_at"], now)
+        kind_room = min(left, rates.room(tokens))
+        got: list[Row] = []
+        if kind_room > 0:
+            kinds = {**common, "kinds": driver._list([kind])}
+            got = _claim_rooms(driver, tx, queue, kind_room, rooms, default_room, kinds)
+            driver.kind_tokens_set(tx, queue=name, kind=kind, tokens=tokens - len(got))
+            rows += got
+        if kind_room < left and len(got) == kind_room:  # the bucket, not the tasks, stopped it
+            claim.slots.append(rates.next_slot(rate, rate.per_second, tokens - len(got), now))
+    if free and room > len(rows):
+        kinds = {**common, "kinds": driver._list(free)}
+        rows += _claim_rooms(driver, tx, queue, room - len(rows), rooms, default_room, kinds)
     return rows
 
 

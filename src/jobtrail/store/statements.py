@@ -684,3 +684,58 @@ class Statements:
         longer held); ``ctx``. ``call_order``: its place among the handler's recorded calls
         (optional)."""
         return tx.one("step_confirm", {"call_order": None, **params})
+
+    # -- concurrency keys (serial per key) -------------------------------------------------
+    def task_set_key(self, tx: Tx, *, id: int, key: str, limit: int) -> None:
+        """Give the task just inserted in ``tx`` its concurrency key and the limit of its kind;
+        app/keys.py, with ``queue_mark_keyed`` in the same transaction."""
+        tx.run("task_set_key", {"id": id, "key": key, "limit": limit})
+
+    def queue_mark_keyed(self, tx: Tx, *, name: str) -> None:
+        """Mark queue ``name`` keyed (inserted if new): its claims go through the limited claim,
+        which takes keyed tasks by ``task_claim_keyed``; store/flow.py."""
+        tx.run("queue_mark_keyed", {"name": name})
+
+    def key_holders(self, tx: Tx, *, queue: str, tenant: str, key: str) -> list[Row]:
+        """The tasks that hold ``key`` of (``queue``, ``tenant``) now (leased or
+        cancel_requested), the oldest claim first; explain."""
+        return tx.all("key_holders", {"queue": queue, "tenant": tenant, "key": key})
+
+    def key_ahead_count(
+        self, tx: Tx, *, queue: str, tenant: str, key: str, run_at: Stamp, id: int
+    ) -> Row | None:
+        """``n``: the queued tasks of the key due before the task at (``run_at``, ``id``);
+        explain."""
+        return tx.one(
+            "key_ahead_count",
+            {"queue": queue, "tenant": tenant, "key": key, "run_at": run_at, "id": id},
+        )
+
+    # -- rates per kind within a queue ----------------------------------------------------------
+    def kind_rate_list(self, tx: Tx, *, queue: str | None) -> list[Row]:
+        """The rates per kind of ``queue`` (``None``: of every queue) with their buckets;
+        store/flow.py, app/rates.py."""
+        return tx.all("kind_rate_list", {"queue": queue})
+
+    def kind_rate_set(
+        self, tx: Tx, *, queue: str, kind: str, per_second: float, burst: int | None
+    ) -> Row | None:
+        """Set the rate of ``kind`` within ``queue`` (its bucket starts full); App.set_rate."""
+        return tx.one(
+            "kind_rate_set",
+            {"queue": queue, "kind": kind, "per_second": per_second, "burst": burst},
+        )
+
+    def kind_rate_delete(self, tx: Tx, *, queue: str, kind: str) -> None:
+        """Lift the rate of ``kind`` within ``queue``; App.set_rate."""
+        tx.run("kind_rate_delete", {"queue": queue, "kind": kind})
+
+    def queue_kind_rated_sync(self, tx: Tx, *, name: str) -> None:
+        """Mark queue ``name`` kind-rated while any of its kinds has a rate (its claims then
+        go through the limited claim); App.set_rate."""
+        tx.run("queue_kind_rated_sync", {"name": name})
+
+    def kind_tokens_set(self, tx: Tx, *, queue: str, kind: str, tokens: float) -> None:
+        """The tokens left in the bucket of ``kind`` within ``queue`` after a claim;
+        store/flow.py."""
+        tx.run("kind_tokens_set", {"queue": queue, "kind": kind, "tokens": tokens})

@@ -98,6 +98,9 @@ class NewTask:
     data: dict[str, Any] = field(default_factory=dict)
     #: debounce, uniqueness window, expiry (model/controls.py); None for a plain task
     controls: Controls | None = None
+    #: serial per key: at most ``concurrency_limit`` tasks of (queue, tenant, key) leased
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
 
     def with_payload(self, payload_json: str, payload_hash: str) -> NewTask:
         """This task with another payload (its JSON text and hash): a bulk enqueue builds its
@@ -119,6 +122,9 @@ class NewTask:
             self.state,
             self.actor,
             self.data,
+            controls=self.controls,
+            concurrency_key=self.concurrency_key,
+            concurrency_limit=self.concurrency_limit,
         )
 
 

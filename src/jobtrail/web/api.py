@@ -127,6 +127,7 @@ def enqueue(
         expires_in=body.expires_in,
         expires_at=body.expires_at,
         wait_for_disk=body.wait_for_disk,
+        concurrency_key=body.concurrency_key,
     )
     response.status_code = 201 if task.created else 200
     response.headers["Location"] = f"/api/tasks/{task.id}"

@@ -89,6 +89,13 @@ class EnqueueBody(Strict):
         description="false: the commit returns before it reaches the disk (a server crash may"
         " lose it; docs/guide.md)",
     )
+    concurrency_key: StrictStr | None = Field(
+        default=None,
+        min_length=1,
+        max_length=255,
+        description="at most the kind's concurrency_per_key tasks of this key run at once",
+        examples=["account:42"],
+    )
 
 
 class ActBody(Strict):

@@ -50,6 +50,19 @@ CREATE UNLOGGED TABLE jobtrail_idle_workers (
     CONSTRAINT jobtrail_idle_workers_pkey PRIMARY KEY (owner)
 );
 
+CREATE TABLE jobtrail_kind_rates (
+    queue text NOT NULL,
+    kind text NOT NULL,
+    per_second double precision NOT NULL,
+    burst integer,
+    tokens double precision,
+    tokens_at timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT jobtrail_kind_rates_burst_check CHECK (((burst IS NULL) OR (burst >= 0))),
+    CONSTRAINT jobtrail_kind_rates_per_second_check CHECK ((per_second > (0)::double precision)),
+    CONSTRAINT jobtrail_kind_rates_pkey PRIMARY KEY (queue, kind)
+);
+
 CREATE TABLE jobtrail_migrations (
     version integer NOT NULL,
     name text NOT NULL,
@@ -121,6 +134,8 @@ CREATE TABLE jobtrail_queues (
     rate_until timestamp with time zone,
     tokens double precision,
     tokens_at timestamp with time zone,
+    keyed boolean DEFAULT false NOT NULL,
+    kind_rated boolean DEFAULT false NOT NULL,
     CONSTRAINT jobtrail_queues_check CHECK ((paused = (paused_at IS NOT NULL))),
     CONSTRAINT jobtrail_queues_limit_per_tenant_check CHECK (((limit_per_tenant IS NULL) OR (limit_per_tenant >= 0))),
     CONSTRAINT jobtrail_queues_limit_total_check CHECK (((limit_total IS NULL) OR (limit_total >= 0))),
@@ -275,8 +290,11 @@ CREATE TABLE jobtrail_tasks (
     unique_until timestamp with time zone,
     unique_active boolean DEFAULT false NOT NULL,
     expires_at timestamp with time zone,
+    ckey text,
+    concurrency_limit integer,
     CONSTRAINT jobtrail_tasks_after_id_fkey FOREIGN KEY (after_id) REFERENCES jobtrail_tasks(id),
     CONSTRAINT jobtrail_tasks_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT jobtrail_tasks_concurrency_limit_check CHECK (((concurrency_limit IS NULL) OR (concurrency_limit >= 1))),
     CONSTRAINT jobtrail_tasks_dismissed_dead CHECK (((dismissed_at IS NULL) OR (state = 'dead'::text))),
     CONSTRAINT jobtrail_tasks_finished_iff_terminal CHECK (((state = ANY (ARRAY['succeeded'::text, 'cancelled'::text, 'dead'::text])) = (finished_at IS NOT NULL))),
     CONSTRAINT jobtrail_tasks_lease_iff_held CHECK (((state = ANY (ARRAY['leased'::text, 'cancel_requested'::text])) = ((lease_owner IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
@@ -296,7 +314,7 @@ CREATE INDEX jobtrail_tasks_dead ON jobtrail_tasks USING btree (finished_at, id)
 
 CREATE UNIQUE INDEX jobtrail_tasks_debounce_open ON jobtrail_tasks USING btree (tenant, kind, debounce_key) WHERE (debounce_key IS NOT NULL);
 
-CREATE INDEX jobtrail_tasks_due_tenant ON jobtrail_tasks USING btree (queue, tenant, priority DESC, run_at, id) WHERE (state = 'queued'::text);
+CREATE INDEX jobtrail_tasks_due_tenant ON jobtrail_tasks USING btree (queue, tenant, priority DESC, run_at, id) WHERE ((state = 'queued'::text) AND (ckey IS NULL));
 
 CREATE INDEX jobtrail_tasks_expiry ON jobtrail_tasks USING btree (expires_at) WHERE ((state = 'queued'::text) AND (expires_at IS NOT NULL));
 
@@ -307,6 +325,12 @@ CREATE INDEX jobtrail_tasks_held ON jobtrail_tasks USING btree (queue, tenant) W
 CREATE UNIQUE INDEX jobtrail_tasks_intent_once ON jobtrail_tasks USING btree (tenant, kind, idempotency_key) WHERE (idempotency_key IS NOT NULL);
 
 CREATE INDEX jobtrail_tasks_key ON jobtrail_tasks USING btree (idempotency_key) WHERE (idempotency_key IS NOT NULL);
+
+CREATE INDEX jobtrail_tasks_keyed_due ON jobtrail_tasks USING btree (queue, tenant, ckey, run_at, id) WHERE ((state = 'queued'::text) AND (ckey IS NOT NULL));
+
+CREATE INDEX jobtrail_tasks_keyed_held ON jobtrail_tasks USING btree (queue, tenant, ckey) WHERE ((state = ANY (ARRAY['leased'::text, 'cancel_requested'::text])) AND (ckey IS NOT NULL));
+
+CREATE INDEX jobtrail_tasks_keyed_order ON jobtrail_tasks USING btree (queue, priority DESC, run_at, id) WHERE ((state = 'queued'::text) AND (ckey IS NOT NULL));
 
 CREATE INDEX jobtrail_tasks_lease ON jobtrail_tasks USING btree (lease_expires_at) WHERE (state = ANY (ARRAY['leased'::text, 'cancel_requested'::text]));
 

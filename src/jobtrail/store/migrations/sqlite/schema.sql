@@ -33,6 +33,17 @@ CREATE TABLE jobtrail_events (
     PRIMARY KEY (tenant, key)
 );
 
+CREATE TABLE jobtrail_kind_rates (
+    queue      TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    per_second REAL NOT NULL CHECK (per_second > 0),
+    burst      INTEGER CHECK (burst IS NULL OR burst >= 0),
+    tokens     REAL,
+    tokens_at  REAL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (queue, kind)
+);
+
 CREATE TABLE jobtrail_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL);
 
 CREATE TABLE jobtrail_outbox (
@@ -81,7 +92,8 @@ CREATE TABLE jobtrail_queues (
     CHECK (rate_per_second IS NULL OR rate_per_second > 0), rate_burst INTEGER
     CHECK (rate_burst IS NULL OR rate_burst >= 0), rate_per_tenant REAL
     CHECK (rate_per_tenant IS NULL OR rate_per_tenant > 0), ramp_seconds REAL
-    CHECK (ramp_seconds IS NULL OR ramp_seconds > 0), ramp_started_at REAL, rate_until REAL, tokens REAL, tokens_at REAL,
+    CHECK (ramp_seconds IS NULL OR ramp_seconds > 0), ramp_started_at REAL, rate_until REAL, tokens REAL, tokens_at REAL, keyed INTEGER NOT NULL DEFAULT 0 CHECK (keyed IN (0, 1)), kind_rated INTEGER NOT NULL DEFAULT 0
+    CHECK (kind_rated IN (0, 1)),
     CHECK ((paused = 1) = (paused_at IS NOT NULL))
 );
 
@@ -186,7 +198,8 @@ CREATE TABLE jobtrail_tasks (
     finished_at         REAL,
     dismissed_at        REAL, after_id INTEGER REFERENCES jobtrail_tasks (id), result TEXT CHECK (result IS NULL OR json_valid(result)), claimed_version TEXT, first_failure_at REAL, evidence_on_row INTEGER NOT NULL DEFAULT 0
     CHECK (evidence_on_row IN (0, 1)), wait_kind TEXT
-    CHECK (wait_kind IN ('sleep', 'event', 'children')), wait_name TEXT, wait_key TEXT, wait_until REAL, wait_ids TEXT CHECK (wait_ids IS NULL OR json_valid(wait_ids)), debounce_key TEXT, debounce_until REAL, unique_until REAL, unique_active INTEGER NOT NULL DEFAULT 0, expires_at REAL,
+    CHECK (wait_kind IN ('sleep', 'event', 'children')), wait_name TEXT, wait_key TEXT, wait_until REAL, wait_ids TEXT CHECK (wait_ids IS NULL OR json_valid(wait_ids)), debounce_key TEXT, debounce_until REAL, unique_until REAL, unique_active INTEGER NOT NULL DEFAULT 0, expires_at REAL, ckey TEXT, concurrency_limit INTEGER
+    CHECK (concurrency_limit IS NULL OR concurrency_limit >= 1),
     -- a finish time exactly when the state is terminal
     CHECK ((state IN ('succeeded', 'cancelled', 'dead')) = (finished_at IS NOT NULL)),
     -- a lease (owner and expiry) exactly when a worker holds the task
@@ -265,8 +278,8 @@ CREATE INDEX jobtrail_tasks_dead
 CREATE UNIQUE INDEX jobtrail_tasks_debounce_open
     ON jobtrail_tasks (tenant, kind, debounce_key) WHERE debounce_key IS NOT NULL;
 
-CREATE INDEX jobtrail_tasks_due_tenant
-    ON jobtrail_tasks (queue, tenant, priority DESC, run_at, id) WHERE state = 'queued';
+CREATE INDEX jobtrail_tasks_due_tenant ON jobtrail_tasks (queue, tenant, priority DESC, run_at, id)
+    WHERE state = 'queued' AND ckey IS NULL;
 
 CREATE INDEX jobtrail_tasks_expiry
     ON jobtrail_tasks (expires_at) WHERE state = 'queued' AND expires_at IS NOT NULL;
@@ -282,6 +295,15 @@ CREATE UNIQUE INDEX jobtrail_tasks_intent_once
 
 CREATE INDEX jobtrail_tasks_key ON jobtrail_tasks (idempotency_key)
     WHERE idempotency_key IS NOT NULL;
+
+CREATE INDEX jobtrail_tasks_keyed_due ON jobtrail_tasks (queue, tenant, ckey, run_at, id)
+    WHERE state = 'queued' AND ckey IS NOT NULL;
+
+CREATE INDEX jobtrail_tasks_keyed_held ON jobtrail_tasks (queue, tenant, ckey)
+    WHERE state IN ('leased', 'cancel_requested') AND ckey IS NOT NULL;
+
+CREATE INDEX jobtrail_tasks_keyed_order ON jobtrail_tasks (queue, priority DESC, run_at, id)
+    WHERE state = 'queued' AND ckey IS NOT NULL;
 
 CREATE INDEX jobtrail_tasks_lease
     ON jobtrail_tasks (lease_expires_at) WHERE state IN ('leased', 'cancel_requested');

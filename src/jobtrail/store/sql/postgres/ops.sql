@@ -8,7 +8,8 @@
 SELECT *, now() AS db_now FROM jobtrail_queues
 WHERE name = ANY(%(queues)s::text[]) AND NOT paused
   AND (limit_total IS NOT NULL OR limit_per_tenant IS NOT NULL
-       OR rate_per_second IS NOT NULL OR rate_per_tenant IS NOT NULL)
+       OR rate_per_second IS NOT NULL OR rate_per_tenant IS NOT NULL
+       OR keyed OR kind_rated)
 ORDER BY name
 FOR UPDATE;
 
@@ -16,7 +17,8 @@ FOR UPDATE;
 SELECT name FROM jobtrail_queues
 WHERE name = ANY(%(queues)s::text[])
   AND (limit_total IS NOT NULL OR limit_per_tenant IS NOT NULL
-       OR rate_per_second IS NOT NULL OR rate_per_tenant IS NOT NULL);
+       OR rate_per_second IS NOT NULL OR rate_per_tenant IS NOT NULL
+       OR keyed OR kind_rated);
 
 -- name: queue_held_count
 SELECT COUNT(*) AS n FROM jobtrail_tasks
@@ -97,8 +99,13 @@ SELECT COUNT(*) AS n FROM jobtrail_transitions tr JOIN jobtrail_tasks t ON t.id 
 WHERE t.queue = %(queue)s AND tr.reason = 'claimed' AND tr.at >= %(since)s AND tr.at < %(until)s;
 
 -- name: queue_due_count
-SELECT COUNT(*) AS n FROM jobtrail_tasks
-WHERE queue = %(queue)s AND state = 'queued' AND run_at <= now();
+-- Unkeyed and keyed tasks apart: each has its index (jobtrail_tasks_due_tenant, _keyed_order).
+SELECT (SELECT COUNT(*) FROM jobtrail_tasks
+        WHERE queue = %(queue)s AND state = 'queued' AND ckey IS NULL
+          AND run_at <= now())
+     + (SELECT COUNT(*) FROM jobtrail_tasks
+        WHERE queue = %(queue)s AND state = 'queued' AND ckey IS NOT NULL
+          AND run_at <= now()) AS n;
 
 -- name: task_next_due
 -- A draining burst worker (run_worker(burst=True, drain=S)): seconds until the first queued
@@ -300,3 +307,177 @@ SELECT queue, kind, state, COUNT(*) AS n, NULL::timestamptz AS oldest_due
 FROM jobtrail_tasks
 WHERE state IN ('leased', 'cancel_requested', 'awaiting_receipt', 'waiting')
 GROUP BY queue, kind, state;
+
+-- name: task_claim_keyed
+-- The claim of a keyed queue's tasks that carry a concurrency key, under the queue's lock
+-- (queue_limits_lock: claims of the queue take turns, and this statement's snapshot, taken
+-- after the lock, sees every lease the last claimer committed). The keys with queued tasks are
+-- walked as a skip scan of jobtrail_tasks_keyed_due (one probe per key); of each key, the first
+-- tasks in due order (run_at, id) while the key's leased tasks (jobtrail_tasks_keyed_held) and
+-- the tasks before them stay within the task's concurrency_limit: a key's tasks start in due
+-- order, and a head that is not due, or of a kind this worker does not serve, holds the rest
+-- back. Then the fair claim's rooms per tenant (:rooms, :default_room) and :limit.
+WITH RECURSIVE keys AS (
+    (SELECT tenant, ckey AS key FROM jobtrail_tasks
+     WHERE state = 'queued' AND queue = %(queue)s AND ckey IS NOT NULL
+     ORDER BY tenant, ckey LIMIT 1)
+    UNION ALL
+    SELECT n.tenant, n.key FROM keys CROSS JOIN LATERAL (
+        SELECT tenant, ckey AS key FROM jobtrail_tasks
+        WHERE state = 'queued' AND queue = %(queue)s AND ckey IS NOT NULL
+          AND (tenant, ckey) > (keys.tenant, keys.key)
+        ORDER BY tenant, ckey LIMIT 1) n
+), c AS (
+    SELECT h.id, h.tenant, h.priority, h.run_at
+    FROM keys
+    CROSS JOIN LATERAL (
+        SELECT COUNT(*) AS n FROM jobtrail_tasks x
+        WHERE x.queue = %(queue)s AND x.tenant = keys.tenant AND x.ckey = keys.key
+          AND x.state IN ('leased', 'cancel_requested')) held
+    CROSS JOIN LATERAL (
+        SELECT id, tenant, priority, run_at, kind, concurrency_limit, expires_at,
+               ROW_NUMBER() OVER (ORDER BY run_at, id) AS pos
+        FROM jobtrail_tasks
+        WHERE state = 'queued' AND queue = %(queue)s AND tenant = keys.tenant
+          AND ckey = keys.key
+        ORDER BY run_at, id
+        LIMIT %(limit)s) h
+    WHERE h.pos + held.n <= h.concurrency_limit AND h.run_at <= now()
+      AND h.kind = ANY(%(kinds)s::text[]) AND (h.expires_at IS NULL OR h.expires_at > now())
+), f AS (
+    SELECT c.*, ROW_NUMBER() OVER (PARTITION BY c.tenant ORDER BY c.priority DESC, c.run_at, c.id)
+                AS tn
+    FROM c
+), upd AS (
+    -- include: claim_set
+    WHERE t.id = ANY(ARRAY(
+        SELECT w.id FROM (
+            SELECT f.id, f.priority, f.run_at FROM f
+            LEFT JOIN jsonb_each_text(%(rooms)s::jsonb) r ON r.key = f.tenant
+            WHERE f.tn <= COALESCE(r.value::int, %(default_room)s::int)
+            ORDER BY f.priority DESC, f.run_at, f.id
+            LIMIT %(limit)s) o
+        JOIN jobtrail_tasks w ON w.id = o.id
+        WHERE w.state = 'queued'
+        ORDER BY o.priority DESC, o.run_at, o.id
+        FOR UPDATE OF w))
+    RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
+), log AS (
+    -- include: claim_log
+)
+SELECT * FROM upd;
+
+-- name: task_set_key
+-- A task just inserted (queued, in this transaction) gets its concurrency key and limit.
+UPDATE jobtrail_tasks SET ckey = %(key)s::text, concurrency_limit = %(limit)s::int
+WHERE id = %(id)s;
+
+-- name: queue_mark_keyed
+-- The queue of a keyed task claims through the limited claim from now on (in the transaction
+-- that stores the task, so no claim sees the task without the mark).
+INSERT INTO jobtrail_queues (name, paused, keyed, updated_at)
+SELECT %(name)s::text, false, true, now()
+WHERE NOT EXISTS (SELECT 1 FROM jobtrail_queues WHERE name = %(name)s::text AND keyed)
+ON CONFLICT (name) DO UPDATE SET keyed = true;
+
+-- name: key_holders
+-- The tasks of (queue, tenant, key) that hold it now (leased), oldest claim first: explain.
+SELECT id, state FROM jobtrail_tasks
+WHERE queue = %(queue)s AND tenant = %(tenant)s AND ckey = %(key)s
+  AND state IN ('leased', 'cancel_requested')
+ORDER BY updated_at, id;
+
+-- name: key_ahead_count
+-- The queued tasks of (queue, tenant, key) before the task at (:run_at, :id): explain.
+SELECT COUNT(*) AS n FROM jobtrail_tasks
+WHERE queue = %(queue)s AND tenant = %(tenant)s AND ckey = %(key)s
+  AND state = 'queued' AND (run_at, id) < (%(run_at)s::timestamptz, %(id)s::bigint);
+
+-- name: kind_rate_list
+-- The rates per kind of :queue (NULL: of every queue), with their buckets.
+SELECT queue, kind, per_second, burst, tokens, tokens_at FROM jobtrail_kind_rates
+WHERE %(queue)s::text IS NULL OR queue = %(queue)s::text
+ORDER BY queue, kind;
+
+-- name: kind_rate_set
+-- A new rate for one kind of a queue: its bucket starts over (full).
+INSERT INTO jobtrail_kind_rates (queue, kind, per_second, burst, updated_at)
+VALUES (%(queue)s, %(kind)s, %(per_second)s, %(burst)s, now())
+ON CONFLICT (queue, kind) DO UPDATE
+SET per_second = excluded.per_second, burst = excluded.burst, tokens = NULL, tokens_at = NULL,
+    updated_at = now()
+RETURNING queue, kind, per_second, burst;
+
+-- name: kind_rate_delete
+DELETE FROM jobtrail_kind_rates WHERE queue = %(queue)s AND kind = %(kind)s;
+
+-- name: queue_kind_rated_sync
+-- Whether the queue claims through the limited claim for its kinds' rates.
+UPDATE jobtrail_queues
+SET kind_rated = EXISTS (SELECT 1 FROM jobtrail_kind_rates k WHERE k.queue = %(name)s::text)
+WHERE name = %(name)s::text;
+
+-- name: kind_tokens_set
+UPDATE jobtrail_kind_rates SET tokens = %(tokens)s, tokens_at = now()
+WHERE queue = %(queue)s AND kind = %(kind)s;
+
+-- name: task_claim_keyed_due
+-- task_claim_keyed's quick look, under the same queue lock: the first :scan due keyed tasks
+-- of the queue in the claim's order (jobtrail_tasks_keyed_order), each taken when its key's
+-- leased tasks plus its key's queued tasks before it (bounded probes of
+-- jobtrail_tasks_keyed_due) stay under its concurrency_limit. It reads about :scan rows
+-- whatever the number of keys; the driver follows with task_claim_keyed (the walk of every
+-- key) only when this one finds less than its :limit — so a backlog under a busy key that
+-- fills the first :scan rows costs one walk of the keys, not a read of the backlog.
+WITH held AS (
+    SELECT tenant, ckey AS key, COUNT(*) AS n FROM jobtrail_tasks
+    WHERE queue = %(queue)s AND state IN ('leased', 'cancel_requested')
+      AND ckey IS NOT NULL
+    GROUP BY tenant, ckey
+), c AS (
+    SELECT s.id, s.tenant, s.priority, s.run_at
+    FROM (SELECT x.*,
+                 -- its place among the rows read of its key: a cheap first cut (a key's
+                 -- later rows need no probe when its limit is already used up before them)
+                 ROW_NUMBER() OVER (PARTITION BY x.tenant, x.ckey
+                                    ORDER BY x.run_at, x.id) AS pos
+          FROM (SELECT id, tenant, ckey, priority, run_at, kind, concurrency_limit,
+                       expires_at
+                FROM jobtrail_tasks
+                WHERE state = 'queued' AND queue = %(queue)s AND ckey IS NOT NULL
+                ORDER BY priority DESC, run_at, id
+                LIMIT %(scan)s) x) s
+    LEFT JOIN held h ON h.tenant = s.tenant AND h.key = s.ckey
+    WHERE s.run_at <= now() AND s.kind = ANY(%(kinds)s::text[])
+      AND (s.expires_at IS NULL OR s.expires_at > now())
+      AND COALESCE(h.n, 0) + s.pos <= s.concurrency_limit
+      -- among its key's first (limit - leased) queued tasks in due order: a read of the
+      -- index's first entries of the key, however long its backlog
+      AND s.id IN (
+          SELECT e.id FROM jobtrail_tasks e
+          WHERE e.state = 'queued' AND e.queue = %(queue)s AND e.tenant = s.tenant
+            AND e.ckey = s.ckey
+          ORDER BY e.run_at, e.id
+          LIMIT s.concurrency_limit - COALESCE(h.n, 0))
+), f AS (
+    SELECT c.*, ROW_NUMBER() OVER (PARTITION BY c.tenant ORDER BY c.priority DESC, c.run_at, c.id)
+                AS tn
+    FROM c
+), upd AS (
+    -- include: claim_set
+    WHERE t.id = ANY(ARRAY(
+        SELECT w.id FROM (
+            SELECT f.id, f.priority, f.run_at FROM f
+            LEFT JOIN jsonb_each_text(%(rooms)s::jsonb) r ON r.key = f.tenant
+            WHERE f.tn <= COALESCE(r.value::int, %(default_room)s::int)
+            ORDER BY f.priority DESC, f.run_at, f.id
+            LIMIT %(limit)s) o
+        JOIN jobtrail_tasks w ON w.id = o.id
+        WHERE w.state = 'queued'
+        ORDER BY o.priority DESC, o.run_at, o.id
+        FOR UPDATE OF w))
+    RETURNING t.*, EXTRACT(EPOCH FROM now() - t.run_at)::float8 AS waited
+), log AS (
+    -- include: claim_log
+)
+SELECT * FROM upd;

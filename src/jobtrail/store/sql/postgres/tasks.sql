@@ -52,21 +52,21 @@ SELECT now() AS now, set_config('jit', 'off', true) AS jit;
 -- (the caller holds the queue's lock and has checked).
                 WITH RECURSIVE tenants AS (
                     (SELECT tenant FROM jobtrail_tasks
-                     WHERE state = 'queued' AND queue = %(queue)s
+                     WHERE state = 'queued' AND queue = %(queue)s AND ckey IS NULL
                        AND NOT EXISTS (
                            SELECT 1 FROM jobtrail_queues q
                            WHERE q.name = %(queue)s
                              AND ((%(mode)s::text <> 'limited' AND q.paused)
                                   OR (%(mode)s::text = 'unlimited'
-                                      AND (q.limit_total IS NOT NULL
-                                           OR q.limit_per_tenant IS NOT NULL
-                                           OR q.rate_per_second IS NOT NULL
-                                           OR q.rate_per_tenant IS NOT NULL))))
+                                      -- a keyed queue's unkeyed tasks need no lock
+                                      AND (num_nonnulls(q.limit_total, q.limit_per_tenant,
+                                                        q.rate_per_second, q.rate_per_tenant)
+                                           > 0 OR q.kind_rated))))
                      ORDER BY tenant LIMIT 1)
                     UNION ALL
                     SELECT (SELECT n.tenant FROM jobtrail_tasks n
                             WHERE n.state = 'queued' AND n.queue = %(queue)s
-                              AND n.tenant > tenants.tenant
+                              AND n.ckey IS NULL AND n.tenant > tenants.tenant
                             ORDER BY n.tenant LIMIT 1)
                     FROM tenants WHERE tenants.tenant IS NOT NULL
                 )
@@ -84,6 +84,8 @@ SELECT now() AS now, set_config('jit', 'off', true) AS jit;
                         SELECT id, tenant, priority, run_at FROM jobtrail_tasks
                         WHERE state = 'queued' AND queue = %(queue)s AND tenant = tenants.tenant
                           AND run_at <= now() AND kind = ANY(%(kinds)s::text[])
+                          -- keyed tasks are not in the index: task_claim_keyed takes them
+                          AND ckey IS NULL
                           AND (expires_at IS NULL OR expires_at > now())
                         ORDER BY priority DESC, run_at, id
                         LIMIT (SELECT (3 * %(limit)s::int + GREATEST(1, COUNT(tenant)) - 1)
@@ -114,14 +116,16 @@ SELECT now() AS now, set_config('jit', 'off', true) AS jit;
         FROM (SELECT NOT EXISTS (
                          SELECT 1 FROM jobtrail_queues q
                          WHERE q.name = %(queue)s
-                           AND (q.paused OR q.limit_total IS NOT NULL
-                                OR q.limit_per_tenant IS NOT NULL
-                                OR q.rate_per_second IS NOT NULL
-                                OR q.rate_per_tenant IS NOT NULL)) AS open,
+                           AND (q.paused OR q.kind_rated
+                                OR num_nonnulls(q.limit_total, q.limit_per_tenant,
+                                                q.rate_per_second, q.rate_per_tenant) > 0))
+                     AS open,
                      (SELECT tenant FROM jobtrail_tasks
-                      WHERE state = 'queued' AND queue = %(queue)s ORDER BY tenant LIMIT 1) AS lo,
+                      WHERE state = 'queued' AND queue = %(queue)s AND ckey IS NULL
+                      ORDER BY tenant LIMIT 1) AS lo,
                      (SELECT tenant FROM jobtrail_tasks
-                      WHERE state = 'queued' AND queue = %(queue)s ORDER BY tenant DESC LIMIT 1)
+                      WHERE state = 'queued' AND queue = %(queue)s AND ckey IS NULL
+                      ORDER BY tenant DESC LIMIT 1)
                      AS hi) s
 
 -- fragment: claim_one_tenant_where
@@ -132,7 +136,7 @@ SELECT now() AS now, set_config('jit', 'off', true) AS jit;
     WHERE t.id = ANY(ARRAY(
         SELECT w.id FROM jobtrail_tasks w
         WHERE (SELECT open AND NOT many FROM gate)
-          AND w.state = 'queued' AND w.queue = %(queue)s
+          AND w.state = 'queued' AND w.queue = %(queue)s AND w.ckey IS NULL
           AND w.tenant = (SELECT first_tenant FROM gate) AND w.run_at <= now()
           AND w.kind = ANY(%(kinds)s::text[])
           AND (w.expires_at IS NULL OR w.expires_at > now())
@@ -244,9 +248,11 @@ WITH pick AS (
           SELECT 1 FROM jobtrail_queues q
           WHERE q.name = %(queue)s::text
             AND (q.paused OR q.limit_total IS NOT NULL OR q.limit_per_tenant IS NOT NULL
-                 OR q.rate_per_second IS NOT NULL OR q.rate_per_tenant IS NOT NULL))
+                 OR q.rate_per_second IS NOT NULL OR q.rate_per_tenant IS NOT NULL
+                 OR q.kind_rated))
       AND NOT EXISTS (
-          SELECT 1 FROM jobtrail_tasks x WHERE x.state = 'queued' AND x.queue = %(queue)s::text)
+          SELECT 1 FROM jobtrail_tasks x
+          WHERE x.state = 'queued' AND x.queue = %(queue)s::text AND x.ckey IS NULL)
       AND NOT pg_try_advisory_xact_lock_shared(w.lock_key)
     ORDER BY w.since
     LIMIT 1

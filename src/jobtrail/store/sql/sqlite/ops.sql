@@ -7,14 +7,16 @@
 SELECT *, round((julianday('now') - 2440587.5) * 86400.0, 3) AS db_now FROM jobtrail_queues
 WHERE name IN (SELECT value FROM json_each(:queues)) AND paused = 0
   AND (limit_total IS NOT NULL OR limit_per_tenant IS NOT NULL
-       OR rate_per_second IS NOT NULL OR rate_per_tenant IS NOT NULL)
+       OR rate_per_second IS NOT NULL OR rate_per_tenant IS NOT NULL
+       OR keyed = 1 OR kind_rated = 1)
 ORDER BY name;
 
 -- name: queue_limited_names
 SELECT name FROM jobtrail_queues
 WHERE name IN (SELECT value FROM json_each(:queues))
   AND (limit_total IS NOT NULL OR limit_per_tenant IS NOT NULL
-       OR rate_per_second IS NOT NULL OR rate_per_tenant IS NOT NULL);
+       OR rate_per_second IS NOT NULL OR rate_per_tenant IS NOT NULL
+       OR keyed = 1 OR kind_rated = 1);
 
 -- name: queue_held_count
 SELECT COUNT(*) AS n FROM jobtrail_tasks
@@ -83,8 +85,12 @@ SELECT COUNT(*) AS n FROM jobtrail_transitions tr JOIN jobtrail_tasks t ON t.id 
 WHERE t.queue = :queue AND tr.reason = 'claimed' AND tr.at >= :since AND tr.at < :until;
 
 -- name: queue_due_count
-SELECT COUNT(*) AS n FROM jobtrail_tasks
-WHERE queue = :queue AND state = 'queued' AND run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3);
+SELECT (SELECT COUNT(*) FROM jobtrail_tasks
+        WHERE queue = :queue AND state = 'queued' AND ckey IS NULL
+          AND run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3))
+     + (SELECT COUNT(*) FROM jobtrail_tasks
+        WHERE queue = :queue AND state = 'queued' AND ckey IS NOT NULL
+          AND run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)) AS n;
 
 -- name: task_next_due
 -- A draining burst worker (run_worker(burst=True, drain=S)): seconds until the first queued
@@ -282,3 +288,155 @@ SELECT queue, kind, state, COUNT(*) AS n, NULL AS oldest_due
 FROM jobtrail_tasks
 WHERE state IN ('leased', 'cancel_requested', 'awaiting_receipt', 'waiting')
 GROUP BY queue, kind, state;
+
+-- name: task_claim_keyed
+-- The claim of a keyed queue's tasks that carry a concurrency key: the same as PostgreSQL's
+-- (writers are serialised by BEGIN IMMEDIATE, so the counts are those of the last claim).
+-- include: claim_set
+WHERE state = 'queued' AND id IN (
+    WITH RECURSIVE keys(tenant, key) AS (
+        SELECT * FROM (SELECT tenant, ckey FROM jobtrail_tasks
+                       WHERE state = 'queued' AND queue = :queue
+                         AND ckey IS NOT NULL
+                       ORDER BY tenant, ckey LIMIT 1)
+        UNION ALL
+        -- the next key of this tenant, else the first of the next tenant: two index range
+        -- starts (SQLite bounds a row value "(tenant, key) >" by the tenant alone, and would
+        -- read every queued task of the tenant's keys)
+        SELECT n.tenant, n.ckey FROM keys
+        JOIN jobtrail_tasks n ON n.id = COALESCE(
+            (SELECT id FROM jobtrail_tasks
+             WHERE state = 'queued' AND queue = :queue AND ckey IS NOT NULL
+               AND tenant = keys.tenant AND ckey > keys.key
+             ORDER BY tenant, ckey LIMIT 1),
+            (SELECT id FROM jobtrail_tasks
+             WHERE state = 'queued' AND queue = :queue AND ckey IS NOT NULL
+               AND tenant > keys.tenant
+             ORDER BY tenant, ckey LIMIT 1))
+    ), held AS (
+        SELECT keys.tenant, keys.key,
+               (SELECT COUNT(*) FROM jobtrail_tasks x
+                WHERE x.queue = :queue AND x.tenant = keys.tenant
+                  AND x.ckey = keys.key
+                  AND x.state IN ('leased', 'cancel_requested')) AS n
+        FROM keys WHERE keys.key IS NOT NULL
+    ), h AS (
+        SELECT d.id, d.tenant, d.priority, d.run_at, d.kind, d.concurrency_limit, held.n AS held,
+               d.expires_at,
+               ROW_NUMBER() OVER (PARTITION BY d.tenant, d.ckey
+                                  ORDER BY d.run_at, d.id) AS pos
+        FROM held JOIN jobtrail_tasks d ON d.id IN (
+            SELECT e.id FROM jobtrail_tasks e
+            WHERE e.state = 'queued' AND e.queue = :queue AND e.tenant = held.tenant
+              AND e.ckey = held.key
+            ORDER BY e.run_at, e.id
+            LIMIT :limit)
+    ), c AS (
+        SELECT h.*, ROW_NUMBER() OVER (PARTITION BY h.tenant
+                                       ORDER BY h.priority DESC, h.run_at, h.id) AS tn
+        FROM h
+        WHERE h.pos + h.held <= h.concurrency_limit
+          AND h.run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)
+          AND h.kind IN (SELECT value FROM json_each(:kinds))
+          AND (h.expires_at IS NULL OR h.expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3))
+    )
+    SELECT c.id FROM c LEFT JOIN json_each(:rooms) r ON r.key = c.tenant
+    WHERE c.tn <= COALESCE(r.value, :default_room)
+    ORDER BY c.priority DESC, c.run_at, c.id
+    LIMIT :limit)
+RETURNING *, round((julianday('now') - 2440587.5) * 86400.0, 3) - run_at AS waited;
+
+-- name: task_set_key
+UPDATE jobtrail_tasks SET ckey = :key, concurrency_limit = :limit WHERE id = :id;
+
+-- name: queue_mark_keyed
+INSERT INTO jobtrail_queues (name, paused, keyed, updated_at)
+SELECT :name, 0, 1, round((julianday('now') - 2440587.5) * 86400.0, 3)
+WHERE NOT EXISTS (SELECT 1 FROM jobtrail_queues WHERE name = :name AND keyed = 1)
+ON CONFLICT (name) DO UPDATE SET keyed = 1;
+
+-- name: key_holders
+SELECT id, state FROM jobtrail_tasks
+WHERE queue = :queue AND tenant = :tenant AND ckey = :key
+  AND state IN ('leased', 'cancel_requested')
+ORDER BY updated_at, id;
+
+-- name: key_ahead_count
+SELECT COUNT(*) AS n FROM jobtrail_tasks
+WHERE queue = :queue AND tenant = :tenant AND ckey = :key
+  AND state = 'queued' AND (run_at, id) < (:run_at, :id);
+
+-- name: kind_rate_list
+SELECT queue, kind, per_second, burst, tokens, tokens_at FROM jobtrail_kind_rates
+WHERE :queue IS NULL OR queue = :queue
+ORDER BY queue, kind;
+
+-- name: kind_rate_set
+INSERT INTO jobtrail_kind_rates (queue, kind, per_second, burst, updated_at)
+VALUES (:queue, :kind, :per_second, :burst, round((julianday('now') - 2440587.5) * 86400.0, 3))
+ON CONFLICT (queue, kind) DO UPDATE
+SET per_second = excluded.per_second, burst = excluded.burst, tokens = NULL, tokens_at = NULL,
+    updated_at = excluded.updated_at
+RETURNING queue, kind, per_second, burst;
+
+-- name: kind_rate_delete
+DELETE FROM jobtrail_kind_rates WHERE queue = :queue AND kind = :kind;
+
+-- name: queue_kind_rated_sync
+UPDATE jobtrail_queues
+SET kind_rated = EXISTS (SELECT 1 FROM jobtrail_kind_rates k WHERE k.queue = :name)
+WHERE name = :name;
+
+-- name: kind_tokens_set
+UPDATE jobtrail_kind_rates SET tokens = :tokens, tokens_at = round((julianday('now') - 2440587.5) * 86400.0, 3)
+WHERE queue = :queue AND kind = :kind;
+
+-- name: task_claim_keyed_due
+-- task_claim_keyed's quick look: the same as PostgreSQL's.
+-- include: claim_set
+WHERE state = 'queued' AND id IN (
+    WITH held AS (
+        SELECT tenant, ckey AS key, COUNT(*) AS n FROM jobtrail_tasks
+        WHERE queue = :queue AND state IN ('leased', 'cancel_requested')
+          AND ckey IS NOT NULL
+        GROUP BY tenant, ckey
+    ), x AS (
+        SELECT id, tenant, ckey, priority, run_at, kind, concurrency_limit, expires_at
+        FROM jobtrail_tasks
+        WHERE state = 'queued' AND queue = :queue AND ckey IS NOT NULL
+        ORDER BY priority DESC, run_at, id
+        LIMIT :scan
+    ), s AS (
+        SELECT x.*, ROW_NUMBER() OVER (PARTITION BY x.tenant, x.ckey
+                                       ORDER BY x.run_at, x.id) AS pos
+        FROM x
+    ), c AS (
+        SELECT s.id, s.tenant, s.priority, s.run_at,
+               ROW_NUMBER() OVER (PARTITION BY s.tenant
+                                  ORDER BY s.priority DESC, s.run_at, s.id) AS tn
+        FROM s LEFT JOIN held h ON h.tenant = s.tenant AND h.key = s.ckey
+        WHERE s.run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)
+          AND s.kind IN (SELECT value FROM json_each(:kinds))
+          AND (s.expires_at IS NULL OR s.expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3))
+          AND COALESCE(h.n, 0) + s.pos <= s.concurrency_limit
+          -- the key's queued tasks before it: one probe when one more may run (SQLite takes
+          -- no correlated LIMIT, so more are counted up to the largest limit there is)
+          AND CASE WHEN s.concurrency_limit - COALESCE(h.n, 0) = 1
+                   THEN s.id = (
+                       SELECT e.id FROM jobtrail_tasks e
+                       WHERE e.state = 'queued' AND e.queue = :queue AND e.tenant = s.tenant
+                         AND e.ckey = s.ckey
+                       ORDER BY e.run_at, e.id LIMIT 1)
+                   ELSE COALESCE(h.n, 0) + (
+                       SELECT COUNT(*) FROM jobtrail_tasks x WHERE x.id IN (
+                           SELECT e.id FROM jobtrail_tasks e
+                           WHERE e.state = 'queued' AND e.queue = :queue
+                             AND e.tenant = s.tenant AND e.ckey = s.ckey
+                             AND (e.run_at, e.id) < (s.run_at, s.id)
+                           LIMIT 1000)) < s.concurrency_limit END
+    )
+    SELECT c.id FROM c LEFT JOIN json_each(:rooms) r ON r.key = c.tenant
+    WHERE c.tn <= COALESCE(r.value, :default_room)
+    ORDER BY c.priority DESC, c.run_at, c.id
+    LIMIT :limit)
+RETURNING *, round((julianday('now') - 2440587.5) * 86400.0, 3) - run_at AS waited;

@@ -67,10 +67,12 @@ SET state = 'leased',
 -- within its tenant and priority (the round it is taken in).
     WITH RECURSIVE tenants(tenant) AS (
         SELECT (SELECT tenant FROM jobtrail_tasks
-                WHERE state = 'queued' AND queue = :queue ORDER BY tenant LIMIT 1)
+                WHERE state = 'queued' AND queue = :queue AND ckey IS NULL
+                ORDER BY tenant LIMIT 1)
         UNION ALL
         SELECT (SELECT n.tenant FROM jobtrail_tasks n
-                WHERE n.state = 'queued' AND n.queue = :queue AND n.tenant > tenants.tenant
+                WHERE n.state = 'queued' AND n.queue = :queue AND n.ckey IS NULL
+                  AND n.tenant > tenants.tenant
                 ORDER BY n.tenant LIMIT 1)
         FROM tenants WHERE tenants.tenant IS NOT NULL
     ), c AS (
@@ -80,6 +82,8 @@ SET state = 'leased',
             WHERE e.state = 'queued' AND e.queue = :queue AND e.tenant = tenants.tenant
               AND e.run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3)
               AND e.kind IN (SELECT value FROM json_each(:kinds))
+              -- keyed tasks are not in the index: task_claim_keyed takes them
+              AND e.ckey IS NULL
               AND (e.expires_at IS NULL
                    OR e.expires_at > round((julianday('now') - 2440587.5) * 86400.0, 3))
             ORDER BY e.priority DESC, e.run_at, e.id
