@@ -9,19 +9,28 @@ Run it with the project's environment (jobtrail and psycopg importable). It crea
 ``bench/.venv-peers`` (gitignored) and pip installs the peers there; oban, which needs Python >=
 3.12, goes to ``bench/.venv-peers-312`` (gitignored), made with the first such Python found
 (``python3.12``, ``python3.13`` on PATH, then ``~/.pyenv/versions/3.1[2-9]*``). A peer that fails
-to install, or finds no such Python, is skipped with the reason printed. Every system gets a fresh
+to install, or finds no such Python, is skipped with the reason printed. Celery (on Redis and on
+RabbitMQ), RQ (Redis) and Dramatiq (RabbitMQ) use the brokers of this machine
+(``BENCH_REDIS_URL``, default ``redis://127.0.0.1:6379/0``; ``BENCH_AMQP``, default
+``guest:guest@127.0.0.1:5672``), each on a queue of its own; one whose broker does not answer
+is skipped with a line saying so. Every system gets a fresh
 database on the same PostgreSQL (``CREATE DATABASE bench_<name>``; server from ``--pg``, default
 ``JOBTRAIL_TEST_PG_URL`` or ``postgresql://postgres@127.0.0.1:5432/test``) or a fresh SQLite file.
 The peers are driven through their public APIs by the small scripts in ``bench/peers/``; nothing
 of theirs is copied.
 
-Columns: enqueue single / bulk (jobs/s from the enqueuing process), process with 1 and 2 worker
+Columns: durability (what an enqueue has made durable when it returns: the legend under the
+table), enqueue single / bulk (jobs/s from the enqueuing process), 16 threads (jobs/s of one
+process whose 16 threads enqueue one job at a time each, at once), process with 1 and 2 worker
 processes of concurrency 10 (jobs/s from the first to the last finished job, counted in the
 store), idle latency p50/p99 (enqueue one job to an idle worker, time until the handler runs;
 100 samples), CPU ms per 1,000 jobs during the 1-process run (workers with their child
-processes + PostgreSQL backends of that database, from /proc/<pid>/stat). Every throughput is
-verified by counting finished rows in the store; the last row is jobtrail ÷ the best peer on the
-same backend, per column.
+processes + PostgreSQL backends of that database, or the broker's server processes, from
+/proc/<pid>/stat). ``jobtrail-pg-nowait`` is jobtrail enqueueing with ``wait_for_disk=False``
+(the commit does not wait for its flush). Every throughput is
+verified by counting finished rows in the store (the brokers' peers keep none: their handlers
+count, ``record_done``); the ratio rows are jobtrail ÷ the best peer on the same backend, per
+column, and jobtrail on PostgreSQL ÷ the best of the brokers' peers.
 """
 
 from __future__ import annotations
@@ -30,12 +39,14 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +61,16 @@ PEER_PACKAGES = {
     "procrastinate": "procrastinate==3.10.0",
     "huey": "huey==3.5.4",
     "chancy": "chancy==0.26.0",
+    # the systems users pick instead of a database queue, on the brokers of this machine
+    "celery-redis": "celery[redis]==5.7.0",
+    "celery-rabbitmq": "celery==5.7.0",
+    "rq": "rq==2.12.0",
+    "dramatiq": "dramatiq[rabbitmq]==2.2.1",
 }
 PEER_PACKAGES_312 = {"oban": "oban==0.7.0"}  # brings psycopg[binary] and psycopg-pool
+#: the brokers' addresses (the peers that use one are skipped when it does not answer)
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+AMQP = os.environ.get("BENCH_AMQP", "guest:guest@127.0.0.1:5672")
 TICK = os.sysconf("SC_CLK_TCK")
 CONCURRENCY = int(os.environ.get("BENCH_CONCURRENCY", "10"))
 
@@ -113,15 +132,100 @@ SYSTEMS: dict[str, tuple[str, str, Path | None, str]] = {
         "SELECT count(*) FROM jobtrail_tasks WHERE state = 'succeeded'",
     ),
     "huey": ("sqlite", "huey_driver.py", PEERS_VENV, "SELECT count(*) FROM kv"),
+    # brokers: a queue of the run's own on the broker; jobs counted by their handlers
+    # (record_done in peers/_common.py): none of these keeps a finished job at its defaults
+    "celery-redis": ("redis", "celery_driver.py", PEERS_VENV, ""),
+    "celery-rabbitmq": ("amqp", "celery_driver.py", PEERS_VENV, ""),
+    "rq": ("redis", "rq_driver.py", PEERS_VENV, ""),
+    "dramatiq": ("amqp", "dramatiq_driver.py", PEERS_VENV, ""),
+    # jobtrail with every enqueue committed without waiting for its flush (wait_for_disk=False)
+    "jobtrail-pg-nowait": (
+        "pg",
+        "jobtrail_driver.py",
+        None,
+        "SELECT count(*) FROM jobtrail_tasks WHERE state = 'succeeded'",
+    ),
 }
+#: what an enqueue has made durable when it returns, at each system's defaults (the column
+#: "durability"; LEGEND says what each word means)
+DURABILITY = {
+    "jobtrail-pg": "flushed",
+    "jobtrail-pg-tuned": "flushed",
+    "jobtrail-pg-nowait": "async-commit",
+    "pgqueuer": "flushed",
+    "procrastinate": "flushed",
+    "chancy": "flushed",
+    "oban": "flushed",
+    "jobtrail-sqlite": "flushed",
+    "jobtrail-sqlite-tuned": "flushed",
+    "huey": "flushed",
+    "celery-redis": "memory,<=1",
+    "celery-rabbitmq": "unconfirmed,<=1",
+    "rq": "memory,<=1",
+    "dramatiq": "unconfirmed,>=1",
+}
+LEGEND = """durability: what an enqueue has made durable when it returns (each at its defaults)
+  flushed          committed and flushed to disk (PostgreSQL synchronous_commit=on, SQLite
+                   synchronous=FULL)
+  async-commit     committed, its flush not waited for (jobtrail wait_for_disk=False): a server
+                   crash may lose the last moments' enqueues, whole; never torn, never run twice
+  memory           in Redis's memory (this Redis: no snapshots, no append-only file): a Redis
+                   restart loses every queued job
+  unconfirmed      written to RabbitMQ's socket, no publisher confirm (the message is persistent
+                   and its queue durable, once the broker has stored it)
+  <=1 / >=1        a job whose worker dies mid-run is lost (at most once) / run again (at least
+                   once); jobtrail runs it again after its lease"""
 NO_DRIVER: dict[str, str] = {}  # peer -> why it has no driver yet
 #: what the "-tuned" systems set (every other system runs with its library's defaults)
 TUNED = {"BENCH_PREFETCH": "10"}
-#: each system's jobtrail row and the ratio rows printed for it: defaults, then tuned
-OURS = {
-    "pg": ("jobtrail-pg", "jobtrail-pg-tuned"),
-    "sqlite": ("jobtrail-sqlite", "jobtrail-sqlite-tuned"),
+#: what "jobtrail-pg-nowait" sets: every enqueue with wait_for_disk=False
+NOWAIT = {"BENCH_WAIT_FOR_DISK": "0"}
+#: the table's groups: (the backends of its rows, the jobtrail rows each given a ratio row
+#: against the best of the group's other rows)
+GROUPS = [
+    (("pg",), ("jobtrail-pg", "jobtrail-pg-tuned", "jobtrail-pg-nowait")),
+    (("sqlite",), ("jobtrail-sqlite", "jobtrail-sqlite-tuned")),
+    # the brokers' systems against jobtrail on PostgreSQL (rows of the group above)
+    (("redis", "amqp"), ("jobtrail-pg", "jobtrail-pg-nowait")),
+]
+#: broker backend -> (its name, host, port, the URL its drivers take: kombu's for Celery,
+#: pika's for Dramatiq)
+BROKERS = {
+    "redis": ("Redis", REDIS_URL),
+    "amqp": ("RabbitMQ", f"amqp://{AMQP}//"),
 }
+#: Dramatiq's client (pika) spells the default virtual host %2F where kombu writes //
+PIKA_URL = f"amqp://{AMQP}/%2F"
+
+
+class NotAnswering(Exception):
+    """A peer's broker does not answer: the peer is skipped (bench/ is not CI)."""
+
+
+def broker_answers(backend: str) -> None:
+    """Raise ``NotAnswering`` unless the broker of ``backend`` accepts a TCP connection."""
+    name, url = BROKERS[backend]
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    port = parts.port or (6379 if backend == "redis" else 5672)
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+    except OSError as exc:
+        raise NotAnswering(f"{name} at {host}:{port} is not answering ({exc})") from exc
+
+
+def broker_pids(backend: str) -> list[int]:
+    """The broker's server processes on this machine (their CPU joins the CPU column, as the
+    PostgreSQL backends do for the database systems): redis-server, or RabbitMQ's beam.smp."""
+    comm = "redis-server" if backend == "redis" else "beam.smp"
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if stat.read_text().strip() == comm:
+                pids.append(int(stat.parent.name))
+        except (OSError, ValueError):
+            pass
+    return pids
 
 
 def find_python312() -> str | None:
@@ -199,7 +303,15 @@ class Target:
         self.backend, script, venv, self.count_sql = SYSTEMS[name]
         self.python = str(venv / "bin" / "python") if venv else sys.executable
         self.script = str(HERE / "peers" / script)
-        if self.backend == "pg":
+        self.queue = "bench_" + os.environ.get("BENCH_DB_PREFIX", "") + name.replace("-", "_")
+        self.done_dir = tmp / (name + "-done")
+        if self.backend in BROKERS:
+            broker_answers(self.backend)
+            self.dbname = ""
+            self.url = PIKA_URL if name == "dramatiq" else BROKERS[self.backend][1]
+            shutil.rmtree(self.done_dir, ignore_errors=True)
+            self.done_dir.mkdir()
+        elif self.backend == "pg":
             # BENCH_DB_PREFIX: several runs on one server at once (the smoke test sets one)
             prefixed = "bench_" + os.environ.get("BENCH_DB_PREFIX", "") + name.replace("-", "_")
             dbname = dbname or prefixed
@@ -222,10 +334,15 @@ class Target:
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}:{HERE / 'peers'}")
+        env.update(BENCH_QUEUE=self.queue, BENCH_DONE_DIR=str(self.done_dir))
         if self.name.endswith("-tuned"):
             env.update(TUNED)
         else:
             env.pop("BENCH_PREFETCH", None)  # defaults: the library's own
+        if self.name.endswith("-nowait"):
+            env.update(NOWAIT)
+        else:
+            env.pop("BENCH_WAIT_FOR_DISK", None)
         return env
 
     def phase(self, phase: str, n: int) -> dict[str, Any]:
@@ -242,6 +359,8 @@ class Target:
         return json.loads(lines[-1]) if lines else {}
 
     def finished(self) -> int:
+        if self.backend in BROKERS:  # one byte per handler run (record_done)
+            return sum(f.stat().st_size for f in self.done_dir.iterdir())
         if self.backend == "pg":
             with psycopg.connect(self.url, autocommit=True) as conn:
                 row = conn.execute(self.count_sql).fetchone()
@@ -252,6 +371,8 @@ class Target:
         return int(row[0]) if row else 0
 
     def backend_pids(self) -> list[int]:
+        if self.backend in BROKERS:
+            return broker_pids(self.backend)
         if self.backend != "pg":
             return []
         with psycopg.connect(self.pg, autocommit=True) as conn:
@@ -354,12 +475,19 @@ def bench(name: str, n: int, samples: int, pg: str, tmp: Path) -> dict[str, Any]
         assert row is not None
         out["log_bytes_per_job"] = row[0] / row[2]
         out["task_bytes_per_job"] = row[1] / row[2]
+    # last (after the sizes above): the jobs it enqueues are not run; the next setup empties
+    # the queue or store.
+    threads = t.phase("enqueue_threads", n)
+    out["threads"] = threads.get("rate")
+    if t.backend in BROKERS:
+        t.phase("setup", 0)  # a shared broker: its queue emptied again
     return out
 
 
 COLS = [
     ("single", "enqueue 1/s", True),
     ("bulk", "enqueue bulk/s", True),
+    ("threads", "enq 16 thr/s", True),
     ("proc1", "1 proc jobs/s", True),
     ("proc2", "2 procs jobs/s", True),
     ("p50", "idle p50 ms", False),
@@ -375,13 +503,17 @@ def fmt(v: Any) -> str:
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
-    head = f"{'system':<22}" + "".join(f"{c[1]:>16}" for c in COLS)
+    head = f"{'system':<22}{'durability':>16}" + "".join(f"{c[1]:>16}" for c in COLS)
     lines = [head, "-" * len(head)]
-    for backend, mine in OURS.items():
-        names = [x for x in results if SYSTEMS[x][0] == backend]
+    for backends, mine in GROUPS:
+        names = [x for x in results if SYSTEMS[x][0] in backends]
+        if not names:
+            continue
         for name in names:
             r = results[name]
-            lines.append(f"{name:<22}" + "".join(f"{fmt(r.get(c[0])):>16}" for c in COLS))
+            durability = DURABILITY.get(name, "?")
+            cells = "".join(f"{fmt(r.get(c[0])):>16}" for c in COLS)
+            lines.append(f"{name:<22}{durability:>16}" + cells)
         peers = [x for x in names if x not in mine]
         for ours in mine:
             if ours not in results or not peers:
@@ -395,10 +527,10 @@ def table(results: dict[str, dict[str, Any]]) -> str:
                     continue
                 best = max(vals) if higher else min(vals)
                 cells.append(f"{ours_value / best:.2f}x")
-            label = "ratio " + ("tuned" if ours.endswith("-tuned") else "defaults")
-            lines.append(f"{label:<22}" + "".join(f"{c:>16}" for c in cells))
+            label = "ratio " + ours.replace("jobtrail-", "")
+            lines.append(f"{label:<22}{'':>16}" + "".join(f"{c:>16}" for c in cells))
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n" + LEGEND
 
 
 def main() -> None:
@@ -442,6 +574,11 @@ def main() -> None:
                     if not args.no_checkpoint:
                         checkpoint(args.pg)
                     result = bench(name, args.n, args.samples, args.pg, Path(tmp))
+                except NotAnswering as exc:
+                    print(f"skip {name}: {exc}", flush=True)
+                    skipped[name] = str(exc)
+                    runs.pop(name, None)
+                    continue
                 except Exception as exc:  # one broken peer must not hide the others
                     print(f"skip {name}: {exc}", flush=True)
                     skipped[name] = str(exc)
@@ -453,7 +590,8 @@ def main() -> None:
     print()
     print(
         f"N={args.n}, concurrency {CONCURRENCY} per worker process, every library at its"
-        f" defaults except the -tuned rows ({TUNED}), {os.cpu_count()} CPUs"
+        f" defaults except the -tuned rows ({TUNED}) and -nowait ({NOWAIT}),"
+        f" {os.cpu_count()} CPUs"
         + (f", median of {args.rounds} interleaved rounds" if args.rounds > 1 else "")
     )
     print(table(results))

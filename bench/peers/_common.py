@@ -11,6 +11,11 @@ at the library's defaults, see each driver) and ``steady_enqueue`` (N jobs at
 carry ``t`` (the scheduled enqueue time) and ``s`` (when the enqueue call began); with
 ``$BENCH_STEADY_FILE`` set the handler appends ``<id> <t> <s> <handler start>`` to it
 (``record_steady``).
+
+The peers whose store keeps no row of a finished job at their defaults (Celery, RQ, Dramatiq)
+count their jobs instead: their handler calls ``record_done``, which appends one byte to
+``$BENCH_DONE_DIR/<pid>`` (one ``write`` on an ``O_APPEND`` descriptor of the process's own),
+and the runner adds up the files' sizes: a job counts once its handler has run.
 """
 
 from __future__ import annotations
@@ -85,6 +90,22 @@ def latency(driver: str, url: str, samples: int, enqueue_one: Callable[[float], 
             }
         )
     )
+
+
+_done_fd: dict[int, int] = {}  # pid -> descriptor: a forked child opens its own
+
+
+def record_done() -> None:
+    """One byte appended to ``$BENCH_DONE_DIR/<pid>``: this job's handler ran (no-op unset)."""
+    where = os.environ.get("BENCH_DONE_DIR")
+    if not where:
+        return
+    pid = os.getpid()
+    fd = _done_fd.get(pid)
+    if fd is None:
+        path = os.path.join(where, str(pid))
+        fd = _done_fd[pid] = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.write(fd, b".")
 
 
 _steady_fd: list[int] = []
@@ -174,3 +195,35 @@ def open_loop(n: int, make_sender: Callable[[], Callable[[float, float], None]])
             }
         )
     )
+
+
+THREADS = int(os.environ.get("BENCH_THREADS", "16"))
+
+
+def threaded(n: int, make_sender: Callable[[], Callable[[], None]]) -> None:
+    """The ``enqueue_threads`` phase: ``n`` jobs enqueued one at a time by ``$BENCH_THREADS``
+    threads (default 16) at once, as fast as each call returns (closed loop: the callers of a
+    web application under load). ``make_sender()`` is called once per thread before the clock
+    starts (connected) and returns ``send()``, which enqueues one job. Prints one JSON line:
+    jobs/s over the time from the start to the last thread's end."""
+    senders = [make_sender() for _ in range(THREADS)]
+    counter = itertools.count()
+    errors: list[BaseException] = []
+
+    def run(send: Callable[[], None]) -> None:
+        try:
+            while next(counter) < n:
+                send()
+        except BaseException as exc:  # reported below: a lost send must fail the run
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in senders]
+    start = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    elapsed = time.perf_counter() - start
+    if errors:
+        raise errors[0]
+    print(json.dumps({"seconds": elapsed, "rate": n / elapsed, "threads": THREADS}))

@@ -20,6 +20,7 @@ from _common import (
     record_latency,
     record_steady,
     steady_mode,
+    threaded,
     timed,
 )
 from huey import SqliteHuey, signals
@@ -60,5 +61,7 @@ elif phase in ("work", "steady_work"):
 elif phase == "steady_enqueue":
     # huey's SQLite storage is one connection behind a lock: the threads take turns on it
     open_loop(n, lambda: lambda t, s: noop(t=t, s=s) and None)
+elif phase == "enqueue_threads":  # one connection behind a lock, as in steady_enqueue
+    threaded(n, lambda: lambda: noop() and None)
 elif phase == "latency":
     latency(__file__, url, n, lambda t: noop(t=t) and None)

@@ -16,6 +16,7 @@ from _common import (
     record_latency,
     record_steady,
     steady_mode,
+    threaded,
     timed,
 )
 
@@ -23,6 +24,10 @@ import jobtrail
 
 url, phase, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 app = jobtrail.App(url)
+# BENCH_WAIT_FOR_DISK=0 (run.py's jobtrail-pg-nowait): every enqueue with wait_for_disk=False
+OPTIONS: dict[str, Any] = (
+    {"wait_for_disk": False} if os.environ.get("BENCH_WAIT_FOR_DISK") == "0" else {}
+)
 STEADY = steady_mode()
 
 
@@ -43,12 +48,12 @@ if phase.startswith(("enqueue", "steady_enqueue")):
 if phase == "setup":
     app.migrate()
 elif phase == "enqueue_single":
-    timed(lambda: [app.enqueue("noop", {}) for _ in range(n)] and None, n)
+    timed(lambda: [app.enqueue("noop", {}, **OPTIONS) for _ in range(n)] and None, n)
 elif phase == "enqueue_bulk":
 
     def bulk() -> None:
         for i in range(0, n, 1000):
-            app.enqueue_many([{"kind": "noop", "payload": {}}] * min(1000, n - i))
+            app.enqueue_many([{"kind": "noop", "payload": {}, **OPTIONS}] * min(1000, n - i))
 
     timed(bulk, n)
 elif phase in ("work", "steady_work"):
@@ -56,7 +61,7 @@ elif phase in ("work", "steady_work"):
     # fixes one (run.py's -tuned rows: 10, as pgqueuer's default fetches batches of 10)
     fixed = os.environ.get("BENCH_PREFETCH")
     app.run_worker(concurrency=CONCURRENCY, prefetch=int(fixed) if fixed else None)
-elif phase == "steady_enqueue":
+elif phase in ("steady_enqueue", "enqueue_threads"):
     # The peers' senders connect before the clock starts (pgqueuer: a connection per thread).
     # The App's pool opens its connections one at a time as callers wait for them
     # (psycopg_pool), so 16 threads starting at once waited for it in their first two seconds
@@ -71,7 +76,10 @@ elif phase == "steady_enqueue":
     def sender() -> Any:  # one App for all threads: its pool is thread-safe
         return lambda t, s: app.enqueue("noop", {"t": t, "s": s}) and None
 
-    open_loop(n, sender)
+    if phase == "steady_enqueue":
+        open_loop(n, sender)
+    else:
+        threaded(n, lambda: lambda: app.enqueue("noop", {}, **OPTIONS) and None)
 elif phase == "latency":
     latency(__file__, url, n, lambda t: app.enqueue("noop", {"t": t}) and None)
 app.close()

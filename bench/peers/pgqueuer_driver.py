@@ -20,6 +20,7 @@ from _common import (
     record_latency,
     record_steady,
     steady_mode,
+    threaded,
     timed,
 )
 from pgqueuer import QueueManager
@@ -89,6 +90,14 @@ if phase == "steady_enqueue":
         return send
 
     open_loop(n, sender)
+elif phase == "enqueue_threads":
+
+    def sender_now() -> Any:  # as steady_enqueue's: a loop and a connection per thread
+        loop = asyncio.new_event_loop()
+        client = loop.run_until_complete(connect())
+        return lambda: loop.run_until_complete(client.enqueue("noop", None)) and None
+
+    threaded(n, sender_now)
 elif phase == "latency":
     # one client kept open across samples, as an application would (and as the other drivers
     # do): a connection per sample would put connection setup into pgqueuer's latency

@@ -14,7 +14,7 @@ import psycopg
 from conftest import PG_URL, require_pg
 
 ROOT = Path(__file__).resolve().parents[2]
-COLUMNS = 7  # enqueue 1, bulk, 1 proc, 2 procs, p50, p99, CPU
+COLUMNS = 9  # durability, enqueue 1, bulk, 16 threads, 1 proc, 2 procs, p50, p99, CPU
 
 
 def test_bench_runs_jobtrail_on_both_backends_and_prints_the_table() -> None:
@@ -59,6 +59,7 @@ def _run_and_check(prefix: str) -> None:
     assert set(rows) == {"jobtrail-pg", "jobtrail-pg-tuned", "jobtrail-sqlite"}, done.stdout
     for name, cells in rows.items():
         assert len(cells) == COLUMNS, (name, cells)
-        numbers = [float(c.replace(",", "")) for c in cells]
+        assert cells[0] == "flushed", (name, cells)
+        numbers = [float(c.replace(",", "")) for c in cells[1:]]
         # CPU is read in clock ticks (10 ms): a run this small may spend less than one
         assert all(n > 0 for n in numbers[:-1]) and numbers[-1] >= 0, (name, cells)

@@ -10,13 +10,16 @@ committing, so a test leaves the store as it found it."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
 import pytest
+from psycopg import sql
 
 import jobtrail
 from jobtrail.core import transition
@@ -967,3 +970,50 @@ def test_search_statements(world: dict[str, Any]) -> None:
         assert d.search_tasks(tx, "key", {**base, "key": "nope"}) == []
         with pytest.raises(ValueError, match="unknown search mode"):
             d.search_tasks(tx, "everything", base)
+
+
+# -- commits that need not wait for the disk (wait_for_disk=False) ------------------------------
+@covers("skip_flush_wait", "task_insert_unflushed")
+def test_commits_that_need_not_wait_for_the_disk(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    app: jobtrail.App = world["app"]
+    expected = ("off",) if d.dialect == "postgres" else None
+    with d.transaction() as tx:
+        d.skip_flush_wait(tx)
+        if expected is not None:  # SQLite: nothing to see (and nothing changes)
+            assert tx.conn.execute("SHOW synchronous_commit").fetchone() == expected
+    if expected is not None:  # that transaction's alone
+        with d.transaction() as tx:
+            assert tx.conn.execute("SHOW synchronous_commit").fetchone() == ("on",)
+    row, created = d.task_insert_unflushed(app._core._new_task({"kind": "k", "payload": {}}))
+    assert created
+    with d.transaction(write=False) as tx:
+        got = d.task_get(tx, int(row["id"]))
+    assert got is not None and got["state"] == "queued"
+
+
+def test_an_enqueue_beside_another_wakes_workers_after_its_commit(pg: Any) -> None:
+    """PostgreSQL: a single enqueue while another is in flight (the express connection taken)
+    inserts without NOTIFY, whose lock would hold its commit until its flush, and the
+    notifier wakes the workers once it has committed (store/postgres/notify_after.py)."""
+    app = pg.app()
+    app.task("k")(lambda ctx, p: None)
+    driver = app._driver
+    with psycopg.connect(pg.url, autocommit=True) as listener:
+        row = listener.execute("SELECT jobtrail_channel('queued')").fetchone()
+        assert row is not None
+        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(row[0])))
+        done: list[jobtrail.Task] = []
+        with driver._express_lock, driver._notify_cond:  # in flight; the notifier held
+            enqueuer = threading.Thread(target=lambda: done.append(app.enqueue("k", {})))
+            enqueuer.start()
+            deadline = time.monotonic() + 10
+            while not listener.execute("SELECT 1 FROM jobtrail_tasks").fetchall():
+                assert time.monotonic() < deadline, "the enqueue did not commit"
+                time.sleep(0.01)
+            # committed, and the insert itself sent nothing
+            assert list(listener.notifies(timeout=0.5, stop_after=1)) == []
+        enqueuer.join(10)
+        heard = list(listener.notifies(timeout=10, stop_after=1))
+    assert done and done[0].created
+    assert [n.payload for n in heard] == ["default"]

@@ -1,14 +1,14 @@
-"""The picture of a task's life reads its phases from the transition log by reason code alone:
-a durable handler's sleeps and waits (``sleeping``, ``waiting_for_event``,
+"""The picture of a task's life reads its phases from the transition log by the machine's
+reason codes: a durable handler's sleeps and waits (``sleeping``, ``waiting_for_event``,
 ``waiting_for_children``, woken by ``event_received``, ``children_finished`` or
-``wait_timed_out``) are drawn as what they are whether or not this release's machine knows
-those reasons."""
+``wait_timed_out``) are drawn as what they are, and every (state, reason) pair of the machine
+that starts a phase is placed on purpose."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from jobtrail.model.machine import State
+from jobtrail.model.machine import EDGES, TERMINAL, Reason, State
 from jobtrail.model.models import Transition
 from jobtrail.web.dashboard import life
 
@@ -82,3 +82,37 @@ def test_a_life_that_goes_on_lasts_until_now() -> None:
     assert (running.kind, running.seconds, running.end_reason) == ("run", 8, None)
     assert life.describe(running, "en") == "attempt 1: 8.0 s (claimed → now)"
     assert life.ending(log) is None
+
+
+def test_every_edge_of_the_machine_starts_a_phase_on_purpose() -> None:
+    """A reason added to the machine that enters ``queued`` must be placed (a wait for a
+    worker, a retry's back-off, a sleep); one that enters ``waiting`` must say what for."""
+    into_queue = {r for e in EDGES if not e.annotation for s, r in e.pairs if s is Q}
+    placed = life.QUEUE_REASONS | life.RETRY_REASONS | life.SLEEP_REASONS
+    assert into_queue - placed == set()
+    assert not (life.QUEUE_REASONS & life.RETRY_REASONS)
+    into_waiting = {r for e in EDGES if not e.annotation for s, r in e.pairs if s is W}
+    assert into_waiting - set(life.WAIT_REASONS) == {Reason.MANUAL_FIX}
+    for e in EDGES:
+        for state, reason in e.pairs:
+            t = _log((None, state, reason.value, 0, 1))[0]
+            assert (life._kind(t) is None) == (state in TERMINAL), (state, reason)
+
+
+def test_a_failed_receipt_waits_to_retry_and_a_parent_waits_for_its_children() -> None:
+    log = _log(
+        (None, Q, "enqueued", 0, 0),
+        (Q, L, "claimed", 1, 1),
+        (L, State.AWAITING_RECEIPT, "submitted", 2, 1),
+        (State.AWAITING_RECEIPT, Q, "receipt_failed", 4, 1),
+        (Q, L, "claimed", 9, 2),
+        (L, S, "completed", 10, 2),
+    )
+    kinds = [p.kind for p in life.phases(log, T0 + timedelta(seconds=20))]
+    assert kinds == ["queue", "run", "receipt", "retry", "run"]
+    parent = _log((None, W, "enqueued", 0, 0), (W, S, "children_succeeded", 5, 0))
+    [phase] = life.phases(parent, T0 + timedelta(seconds=20))
+    assert (phase.kind, life.phase_name(phase, "en")) == (
+        "wait_children",
+        "waiting for its children",
+    )

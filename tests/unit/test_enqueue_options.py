@@ -28,7 +28,10 @@ HTTP_ELSEWHERE = {
 CLI_NAMES = {"key": "idempotency_key"}
 
 #: Options `jobtrail enqueue` does not take, and why.
-CLI_WITHOUT = {"parent": "a workflow's children are made by enqueue_workflow"}
+CLI_WITHOUT = {
+    "parent": "a workflow's children are made by enqueue_workflow",
+    "wait_for_disk": "a process per enqueue: its start costs far more than the flush it skips",
+}
 
 
 def test_every_option_has_a_default_and_a_type() -> None:

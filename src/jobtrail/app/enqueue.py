@@ -47,18 +47,21 @@ class Enqueue(Part):
         connection, or a SQLAlchemy 2 ``Connection`` or ``Session`` on one)."""
         refuse_unknown(options, "enqueue")
         connection = dbapi_connection(connection)
+        wait = _wait_for_disk(options.get("wait_for_disk", True), connection, "enqueue")
         new = self._core._new_task({"kind": kind, "payload": payload, **options})
         with tracing.send(new.queue) as span:
             if span is not None:
                 _traced(new)
             if connection is None and new.parent_id is None and new.controls is None:
                 # its own transaction: one statement on PostgreSQL (insert, log, wake-up)
-                row, created = transition.create_alone(self._driver, new)
+                row, created = transition.create_alone(self._driver, new, wait_for_disk=wait)
                 if not created and row["payload_hash"] != new.payload_hash:
                     raise IdempotencyConflict(str(row["id"]), new.idempotency_key or "")
                 task = task_from_row(row, created=created)
             else:
                 with self._driver.transaction(connection=connection) as tx:
+                    if not wait:
+                        self._driver.skip_flush_wait(tx)
                     task = self._core._insert(tx, new)
                 if connection is None and task.debounced:
                     self._driver.wake()  # its run time moved (a worker may wait for it)
@@ -76,6 +79,7 @@ class Enqueue(Part):
         items = items if isinstance(items, builtins.list) else builtins.list(items)
         if not items:
             return []
+        wait, items = _items_wait_for_disk(items, connection)
         with tracing.send(self._first_queue(items[0]), count=len(items)) as span:
             if all(
                 type(item) is dict
@@ -85,10 +89,14 @@ class Enqueue(Part):
                 for item in items
             ):
                 with _collector_paused():
-                    tasks = self._insert_plain(items, connection, traced=span is not None)
+                    tasks = self._insert_plain(
+                        items, connection, traced=span is not None, wait=wait
+                    )
             else:
                 news = [self._item_task(i, item) for i, item in enumerate(items)]
                 with self._driver.transaction(connection=connection) as tx:
+                    if not wait:
+                        self._driver.skip_flush_wait(tx)
                     tasks = [self._core._insert(tx, _traced(n) if span else n) for n in news]
             tracing.sent(span, tasks[0].id, tasks[0].kind)
         if connection is None and any(t.created for t in tasks):
@@ -122,7 +130,12 @@ class Enqueue(Part):
         return self._core.default_queue
 
     def _insert_plain(
-        self, items: builtins.list[Any], connection: Any, *, traced: bool = False
+        self,
+        items: builtins.list[Any],
+        connection: Any,
+        *,
+        traced: bool = False,
+        wait: bool = True,
     ) -> builtins.list[Task]:
         """Items without idempotency keys or parents: nothing can conflict and no parent needs
         checking, so they go in batches (``Driver.task_insert_batches``: pipelined statements
@@ -164,6 +177,8 @@ class Enqueue(Part):
         stream = batches()
         first = next(stream)
         with self._driver.batch_transaction(connection=connection) as tx:
+            if not wait:
+                self._driver.skip_flush_wait(tx)
             tasks = transition.create_batches(
                 self._driver, tx, itertools.chain([first], stream), _task_from_new
             )
@@ -243,3 +258,38 @@ def _naming_item(exc: Exception, i: int) -> Exception:
     named.__dict__.update(exc.__dict__)
     named.args = (f"enqueue_many item {i}: {exc}",)
     return named
+
+
+def _wait_for_disk(value: object, connection: Any, where: str) -> bool:
+    """``wait_for_disk`` checked: a bool, and False only in a transaction of jobtrail's own
+    (a caller's commit is the caller's: its other writes would lose their flush too)."""
+    if type(value) is not bool:
+        raise TypeError(f"{where}: wait_for_disk must be True or False")
+    if not value and connection is not None:
+        raise ValueError(
+            f"{where}: wait_for_disk=False is for jobtrail's own transaction; with"
+            " connection= the commit is yours (SET LOCAL synchronous_commit = off in it)"
+        )
+    return value
+
+
+def _items_wait_for_disk(
+    items: builtins.list[Any], connection: Any
+) -> tuple[bool, builtins.list[Any]]:
+    """Whether ``enqueue_many``'s one commit waits for the disk (unless every item says
+    ``wait_for_disk=False``), and the items without that key (so plain items stay plain)."""
+    said = [
+        _wait_for_disk(item["wait_for_disk"], connection, f"enqueue_many item {i}")
+        for i, item in enumerate(items)
+        if isinstance(item, Mapping) and "wait_for_disk" in item
+    ]
+    if not said:
+        return True, items
+    wait = len(said) < len(items) or any(said)
+    plain = [
+        {k: v for k, v in item.items() if k != "wait_for_disk"}
+        if isinstance(item, Mapping)
+        else item
+        for item in items
+    ]
+    return wait, plain

@@ -111,10 +111,13 @@ def create(driver: Driver, tx: Tx, new: NewTask) -> tuple[Row, bool]:
     return driver.task_insert(tx, new)
 
 
-def create_alone(driver: Driver, new: NewTask) -> tuple[Row, bool]:
-    """``create`` as its own committed transaction (workers are woken when it is created)."""
+def create_alone(driver: Driver, new: NewTask, *, wait_for_disk: bool = True) -> tuple[Row, bool]:
+    """``create`` as its own committed transaction (workers are woken when it is created);
+    ``wait_for_disk=False``: its commit need not reach the disk before it returns."""
     if find_edge(None, new.state, Reason.ENQUEUED) is None:
         raise ValueError(f"a task cannot be created in state {new.state.value}")
+    if not wait_for_disk:
+        return driver.task_insert_unflushed(new)
     return driver.task_insert_alone(new)
 
 

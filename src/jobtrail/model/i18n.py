@@ -830,3 +830,15 @@ MESSAGES.update(
         },
     }
 )
+
+
+# -- the dashboard's queue health: suspended durable handlers (dash2) ------------------------
+MESSAGES.update(
+    {
+        "queues.suspended": {
+            "en": "suspended: {sleeping} sleeping, {event} waiting for events, "
+            "{children} for children",
+            "zh": "挂起：{sleeping} 休眠，{event} 等待事件，{children} 等待子任务",
+        },
+    }
+)

@@ -123,6 +123,11 @@ class Driver(Statements, DurableStatements, Reads, Search, abc.ABC):
         loop; a driver may keep a connection for it instead of checking one out each time."""
         return self.transaction()
 
+    def skip_flush_wait(self, tx: Tx) -> None:
+        """Let ``tx``'s commit return before it reaches the disk (``wait_for_disk=False``).
+        Nothing on SQLite: its ``synchronous`` is a setting of the connection, which cannot
+        change inside a transaction; every commit waits for its fsync there."""
+
     def batch_transaction(self, *, connection: Any = None) -> AbstractContextManager[Tx]:
         """The transaction of a bulk enqueue (``task_insert_batches``, then ``notify_queued``
         for each queue), committed at its end as ``transaction`` is; a driver may send it
@@ -297,6 +302,11 @@ class Driver(Statements, DurableStatements, Reads, Search, abc.ABC):
             if created:
                 self.notify_queued(tx, new.queue)
         return row, created
+
+    def task_insert_unflushed(self, new: NewTask) -> tuple[Row, bool]:
+        """``task_insert_alone`` whose commit need not wait for the disk
+        (``wait_for_disk=False``); by default (SQLite) ``task_insert_alone`` itself."""
+        return self.task_insert_alone(new)
 
     def task_insert_many(self, tx: Tx, news: Sequence[NewTask]) -> list[tuple[Row, bool]]:
         """``task_insert`` for each of ``news``, in order (drivers may do it in one go)."""

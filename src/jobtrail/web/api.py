@@ -126,6 +126,7 @@ def enqueue(
         unique_while=body.unique_while,
         expires_in=body.expires_in,
         expires_at=body.expires_at,
+        wait_for_disk=body.wait_for_disk,
     )
     response.status_code = 201 if task.created else 200
     response.headers["Location"] = f"/api/tasks/{task.id}"

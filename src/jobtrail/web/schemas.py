@@ -84,6 +84,11 @@ class EnqueueBody(Strict):
     expires_at: StrictStr | None = Field(
         default=None, description="ISO 8601 with a time zone: still queued then, cancelled"
     )
+    wait_for_disk: StrictBool = Field(
+        default=True,
+        description="false: the commit returns before it reaches the disk (a server crash may"
+        " lose it; docs/guide.md)",
+    )
 
 
 class ActBody(Strict):

@@ -152,6 +152,8 @@ class _Tx:
         self.own = own
         # a single enqueue on its own: its insert may hand the task to an idle worker
         self.handoff = False
+        # beside another single enqueue: the insert without its NOTIFY (notify_after.py)
+        self.quiet = False
         # Our own connections run with TimeZone UTC (``_configure``): their times arrive in
         # UTC already. A caller's connection may have any time zone: convert.
         self.decode = _identity if utc else _decode

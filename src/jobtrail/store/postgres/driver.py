@@ -59,12 +59,13 @@ from .direct import DirectStatement
 from .handoff import HandOff
 from .insert import insert_statement, int_array, text_array
 from .listen import Channels, Listening, listen_url_for
+from .notify_after import NotifyAfterCommit
 from .pooler import PoolerSense, session_mixup
 
 log = logging.getLogger("jobtrail.store")
 
 
-class PostgresDriver(Checkout, Listening, HandOff, PoolerSense, Driver):
+class PostgresDriver(Checkout, Listening, HandOff, NotifyAfterCommit, PoolerSense, Driver):
     dialect = "postgres"
     logs_in_statement = True
     claims_in_one_statement = True
@@ -121,6 +122,10 @@ class PostgresDriver(Checkout, Listening, HandOff, PoolerSense, Driver):
         self._direct_insert = DirectStatement("jobtrail_task_insert", self.sql["task_insert"])
         self._direct_handoff = DirectStatement(
             "jobtrail_task_insert_handoff", self.sql["task_insert_handoff"]
+        )
+        self._init_notify_after()  # before the statement below: it adds task_insert_quiet
+        self._direct_quiet = DirectStatement(
+            "jobtrail_task_insert_quiet", self.sql["task_insert_quiet"]
         )
         self._express_lock = threading.Lock()
         self._own_all: list[psycopg.Connection[Any]] = []
@@ -318,6 +323,7 @@ class PostgresDriver(Checkout, Listening, HandOff, PoolerSense, Driver):
         self.close()
 
     def close(self) -> None:
+        self._stop_notifier()  # its last wake-ups, while the pool is open
         self._async.close()
         self._closed.set()
         self._wakeup.set()
@@ -347,6 +353,10 @@ class PostgresDriver(Checkout, Listening, HandOff, PoolerSense, Driver):
         else:
             tx.one("notify_queued", {"queue": queue})
 
+    def skip_flush_wait(self, tx: Any) -> None:
+        # SET LOCAL: this transaction only, so behind a transaction pooler too
+        tx.conn.execute("SET LOCAL synchronous_commit = off")
+
     def is_outage(self, error: BaseException) -> bool:
         # serialization failures and deadlocks are worth the same write again
         return isinstance(
@@ -361,6 +371,8 @@ class PostgresDriver(Checkout, Listening, HandOff, PoolerSense, Driver):
         name, direct = "task_insert", self._direct_insert
         if tx.handoff:
             name, direct = "task_insert_handoff", self._direct_handoff
+        elif tx.quiet:  # its wake-up follows its commit (notify_after.py)
+            name, direct = "task_insert_quiet", self._direct_quiet
         values = None
         if tx.own is not None:
             try:
@@ -381,18 +393,36 @@ class PostgresDriver(Checkout, Listening, HandOff, PoolerSense, Driver):
 
     def task_insert_alone(self, new: NewTask) -> tuple[Row, bool]:
         # one round trip: insert, transition and NOTIFY in one autocommit statement (or the
-        # hand-off to an idle worker: handoff.py)
+        # hand-off to an idle worker: handoff.py); beside another single enqueue of ours, the
+        # insert alone, its NOTIFY after the commit (notify_after.py: commits share flushes)
+        quiet = self._express_lock.locked() and not in_bridge()
         try:
-            with self.single_statement() as tx:
-                tx.handoff = self._may_hand_off()
-                return self.task_insert(tx, new)
+            row, created = self._insert_alone(new, quiet)
         except StoreUnavailable as exc:
             if not session_mixup(exc.__cause__):
                 raise
-        # the statement met another server session before it ran (pooler.py): once more,
-        # now without prepared statements
+            # the statement met another server session before it ran (pooler.py): once
+            # more, now without prepared statements
+            row, created = self._insert_alone(new, quiet)
+        if quiet and created:
+            self._notify_after_commit(new.queue)
+        return row, created
+
+    def task_insert_unflushed(self, new: NewTask) -> tuple[Row, bool]:
+        # BEGIN, SET LOCAL, the insert (with its NOTIFY) and COMMIT as one pipeline: two
+        # round trips (the insert's result is read before the COMMIT is sent), not four
+        if in_bridge():
+            with self.transaction() as tx:
+                self.skip_flush_wait(tx)
+                return self.task_insert(tx, new)
+        with self._pipelined_transaction() as tx:
+            self.skip_flush_wait(tx)
+            return self.task_insert(tx, new)
+
+    def _insert_alone(self, new: NewTask, quiet: bool) -> tuple[Row, bool]:
         with self.single_statement() as tx:
-            tx.handoff = self._may_hand_off()
+            tx.quiet = quiet
+            tx.handoff = not quiet and self._may_hand_off()
             return self.task_insert(tx, new)
 
     # pipelined: the server inserts one batch while the client validates the next

@@ -1,12 +1,13 @@
 """One picture of a task's life: its phases (queued, attempts, retry waits, sleeps, waits,
 receipt wait) on a time axis, as a server-rendered SVG and as a list of the same phases.
 
-The phases come from the transition log alone, generically: each transition that changes the
-state starts a phase that lasts until the next one; what the phase *is* follows from the state
-it entered and the reason code that moved it there (matched as text, so a reason added to the
-machine later — a durable handler's ``sleeping`` or ``waiting_for_event`` — is drawn as what
-its name says without this module knowing the release it came in). A transition that keeps the
-state (a note, a correction, a dismissal) does not start a phase.
+The phases come from the transition log alone: each transition that changes the state starts
+a phase that lasts until the next one; what the phase *is* follows from the state it entered
+and the machine's reason code that moved it there (``Reason``: into ``queued`` a retry's
+back-off, a durable handler's sleep, or a wait for a worker; into ``waiting`` a wait for an
+event or for children). ``tests/unit/test_dashboard_life.py`` checks every (state, reason)
+pair of the machine is placed on purpose. A transition that keeps the state (a note, a
+correction, a dismissal, a debounce) does not start a phase.
 """
 
 from __future__ import annotations
@@ -16,22 +17,39 @@ from datetime import datetime
 from html import escape
 
 from ...model import i18n
-from ...model.machine import TERMINAL, State
+from ...model.machine import TERMINAL, Reason, State
 from ...model.models import Transition
 
 #: reasons that put a task back in the queue to wait out a back-off before its next attempt
 RETRY_REASONS = frozenset(
     {
-        "retry_scheduled",
-        "lease_expired",
-        "lease_expired_effect_uncertain",
-        "snoozed",
-        "rate_limited",
-        "receipt_requeried",
+        Reason.RETRY_SCHEDULED,
+        Reason.LEASE_EXPIRED,
+        Reason.SNOOZED,
+        Reason.RECEIPT_FAILED,
     }
 )
-SLEEP_REASONS = frozenset({"sleeping"})
-WAIT_REASONS = {"waiting_for_event": "wait_event", "waiting_for_children": "wait_children"}
+#: reasons that put a task back in the queue ready for a worker (a wake-up included: the
+#: handler resumes when claimed)
+QUEUE_REASONS = frozenset(
+    {
+        Reason.ENQUEUED,
+        Reason.REPLAYED,
+        Reason.MANUAL_FIX,
+        Reason.EVENT_RECEIVED,
+        Reason.CHILDREN_FINISHED,
+        Reason.WAIT_TIMED_OUT,
+    }
+)
+SLEEP_REASONS = frozenset({Reason.SLEEPING})
+#: into ``waiting``: a durable handler's wait, or a workflow parent (created or replayed with
+#: its children) waiting for them
+WAIT_REASONS = {
+    Reason.WAITING_FOR_EVENT: "wait_event",
+    Reason.WAITING_FOR_CHILDREN: "wait_children",
+    Reason.ENQUEUED: "wait_children",
+    Reason.REPLAYED: "wait_children",
+}
 #: the lanes, top to bottom, each a kind of phase
 LANES = ("queue", "run", "retry", "sleep", "wait", "receipt")
 LANE_OF = {
@@ -85,13 +103,9 @@ class Phase:
 
 def _kind(t: Transition) -> str | None:
     """What the phase ``t`` starts is, or ``None`` when ``t`` ends the task's life."""
-    reason = str(t.reason)
-    if t.to_state in (State.SUCCEEDED, State.CANCELLED, State.DEAD):
+    reason = _reason(t.reason)
+    if t.to_state in TERMINAL:
         return None
-    if reason in SLEEP_REASONS:
-        return "sleep"
-    if reason in WAIT_REASONS:
-        return WAIT_REASONS[reason]
     if t.to_state is State.LEASED:
         return "run"
     if t.to_state is State.CANCEL_REQUESTED:
@@ -99,10 +113,21 @@ def _kind(t: Transition) -> str | None:
     if t.to_state is State.AWAITING_RECEIPT:
         return "receipt"
     if t.to_state is State.WAITING:
-        return "wait"
+        return WAIT_REASONS.get(reason, "wait") if reason is not None else "wait"
+    if reason in SLEEP_REASONS:
+        return "sleep"
     if reason in RETRY_REASONS:
         return "retry"
     return "queue"
+
+
+def _reason(value: object) -> Reason | None:
+    """The machine's reason for a logged code; ``None`` for a code it does not know (a row
+    written by a newer release), drawn by the state it entered."""
+    try:
+        return Reason(str(value))
+    except ValueError:
+        return None
 
 
 def phases(transitions: list[Transition], now: datetime) -> list[Phase]:
