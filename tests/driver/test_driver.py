@@ -678,6 +678,72 @@ def test_durable_handlers(world: dict[str, Any]) -> None:
         assert d.durable_children(tx, id=leased) == []
 
 
+@covers("step_list_recorded", "step_supersede", "step_forget", "step_superseded_list")
+@covers("prune_steps_superseded")
+def test_steps_forgotten_by_a_replay(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    leased = world["leased"]
+    held = {"id": leased, "owner": OWNER, "attempt": 1}
+    with rolled_back(d) as tx:
+        for order, name in enumerate(("a", "b"), start=1):
+            step = {**held, "name": name, "effect_key": None, "is_effect": False}
+            assert d.step_confirm(tx, {**step, "result": dumps(order)}) is not None
+        assert [s["name"] for s in d.step_list_recorded(tx, id=leased)] == ["a", "b"]
+        assert d.step_superseded_list(tx, id=leased) == []
+        assert d.step_supersede(tx, id=leased, name="b", replay_seq=1, position=1) == 1
+        assert d.step_forget(tx, id=leased, name="b") == 1
+        assert d.step_forget(tx, id=leased, name="b") == 0  # forgotten once
+        assert [s["name"] for s in d.step_list_recorded(tx, id=leased)] == ["a"]
+        [gone] = d.step_superseded_list(tx, id=leased)
+        assert gone["name"] == "b"
+        assert d.prune_steps_superseded(tx, ids=d._list([leased])) == 1
+        assert d.step_superseded_list(tx, id=leased) == []
+
+
+@covers("stats_suspended")
+def test_suspended_counts(world: dict[str, Any]) -> None:
+    app: jobtrail.App = world["app"]
+    d: Driver = world["d"]
+
+    @app.task("nap")
+    def nap(ctx: jobtrail.Context, payload: Any) -> None:
+        ctx.sleep("nap", 3600)
+
+    with rolled_back(d) as tx:
+        assert d.stats_suspended(tx) == []
+    napping = app.enqueue("nap", {})
+    app.run_worker(burst=True)
+    assert app.get(napping.id).last_reason == "sleeping"
+    with rolled_back(d) as tx:
+        rows = d.stats_suspended(tx)
+    assert [(r["queue"], r["kind"], r["wait_kind"], int(r["n"])) for r in rows] == [
+        ("default", "nap", "sleep", 1)
+    ]
+
+
+@covers("task_expired_queued", "task_debounce_count", "children_results")
+def test_controls_statements(world: dict[str, Any]) -> None:
+    app: jobtrail.App = world["app"]
+    d: Driver = world["d"]
+    first = app.enqueue("k", {"n": 3}, debounce_key="d", debounce=60)
+    again = app.enqueue("k", {"n": 4}, debounce_key="d", debounce=60)
+    assert again.id == first.id and again.debounced
+    expiring = app.enqueue("k", {"n": 5}, expires_in=0.05)
+    parent = app.enqueue_workflow("flow", [("k", {"n": 6}), ("k", {"n": 7})], sequential=True)
+    deadline = time.monotonic() + 10
+    while True:  # the expiry is the store's clock's: wait until it has passed there
+        with rolled_back(d) as tx:
+            expired = d.task_expired_queued(tx, 10)
+        if expired or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    with rolled_back(d) as tx:
+        assert expired == [int(expiring.id)]
+        assert d.task_debounce_count(tx, int(first.id)) == 1
+        assert d.task_debounce_count(tx, world["queued"]) == 0
+        assert d.children_results(tx, int(parent.id)) == [None, None]
+
+
 # -- the outbox ----------------------------------------------------------------------------------
 @covers("outbox_insert", "outbox_list", "outbox_claim", "outbox_delivered", "outbox_failed")
 def test_outbox(world: dict[str, Any]) -> None:
