@@ -183,6 +183,23 @@ def test_a_wait_past_its_deadline_is_timed_out_by_the_sweeper(app: jobtrail.App)
     assert timed_out.actor == "sweeper"
 
 
+def test_an_uncaught_wait_timed_out_fails_the_task_at_once(app: jobtrail.App) -> None:
+    # a retry would run into the same recorded timeout: dead at once, not retried
+    @app.task("uncaught_wait", max_attempts=5)
+    def uncaught_wait(ctx: jobtrail.Context, p: Any) -> Any:
+        return ctx.wait_for_event("never-sent", timeout=0.2)
+
+    task = app.enqueue("uncaught_wait")
+    burst(app)
+    assert app.get(task.id).state == "waiting"
+    wait_for(lambda: app.sweep().get("wait_timed_out"), "the wait's deadline")
+    dead = _resume(app, task.id, "dead")
+    assert dead.last_reason == "permanent_error" and dead.attempts == 1
+    assert dead.last_error_category == "timeout"
+    assert "WaitTimedOut" in (dead.last_error or "")
+    assert "retry_scheduled" not in reasons(app, task.id)
+
+
 def test_asend_event_wakes_as_send_event_does(app: jobtrail.App) -> None:
     @app.task("async_sent")
     def async_sent(ctx: jobtrail.Context, p: Any) -> Any:
@@ -247,6 +264,22 @@ def test_a_failed_child_raises_child_failed_and_the_parent_decides(app: jobtrail
     child = app.children(task.id)[0]
     assert done.result == {"child": child.id, "state": "dead", "reason": "permanent_error"}
     assert "child_dead" not in reasons(app, task.id)  # never the workflow rule
+
+
+def test_an_uncaught_child_failed_fails_the_parent_at_once(app: jobtrail.App) -> None:
+    @app.task("doomed", max_attempts=1)
+    def doomed(ctx: jobtrail.Context, p: Any) -> None:
+        raise PermanentError("bad address", category="invalid_input")
+
+    @app.task("trusting", max_attempts=5)
+    def trusting(ctx: jobtrail.Context, p: Any) -> Any:
+        return ctx.join([ctx.spawn("kid", "doomed")])
+
+    task = app.enqueue("trusting")
+    dead = _resume(app, task.id, "dead")
+    assert dead.last_reason == "permanent_error" and dead.attempts == 1
+    assert "ChildFailed" in (dead.last_error or "")
+    assert "retry_scheduled" not in reasons(app, task.id)
 
 
 def test_a_replayed_parent_runs_its_handler_again_with_its_dead_children_replayed(

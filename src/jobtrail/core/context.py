@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..model import validate
@@ -189,9 +190,17 @@ class Context(Durable):
         """The explicit cancellation boundary: raises ``Cancelled`` if a cancel was requested
         and no effect of this task is confirmed yet (once one is, the task is past the point
         of no return and runs to its end); ``LeaseLost`` if this attempt no longer holds it."""
+        self._checked_now(clock=False)
+
+    def _checked_now(self, *, clock: bool) -> datetime | None:
+        """``check_cancelled``, and with ``clock`` the database's time read in the same
+        transaction (a durable sleep needs both: one round trip, not two)."""
         self._ensure_held()
+        now = None
         with self._driver.transaction(write=False) as tx:
             row = self._driver.task_holder(tx, id=self._attempt.task_id)
+            if clock:
+                now = self._driver.db_now(tx)
             if self._attempt.steps is None:
                 self._attempt.steps = {
                     r["name"]: r for r in self._driver.step_list(tx, id=self._attempt.task_id)
@@ -209,6 +218,7 @@ class Context(Durable):
             self._attempt.cancel_seen = True
             if not self._attempt.effect_confirmed:
                 raise Cancelled(f"task {self.task_id}: cancel requested")
+        return now
 
     # -- steps and effects -----------------------------------------------------------------------
     def step(self, name: str, fn: Callable[[], Any]) -> Any:

@@ -11,7 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..model import validate
-from ..model.errors import Cancelled, PermanentError, Snooze, TransientError
+from ..model.errors import (
+    Cancelled,
+    ChildFailed,
+    PermanentError,
+    Snooze,
+    TransientError,
+    WaitTimedOut,
+)
 from ..model.kinds import KindSpec
 from ..model.machine import TERMINAL, ErrorCategory, Reason, State
 
@@ -29,6 +36,13 @@ _HTTP_CATEGORIES = {
     404: ErrorCategory.NOT_FOUND,
     410: ErrorCategory.NOT_FOUND,
 }
+
+
+#: Raised by a durable handler's wait from its recorded outcome (a timed-out wait, a child that
+#: ended dead or cancelled): a retry would run the handler again into the same record and raise
+#: the same error, so one that escapes the handler fails the task at once (``permanent_error``),
+#: as a workflow whose timeout is not caught fails in Temporal or DBOS.
+RECORDED_OUTCOMES = WaitTimedOut | ChildFailed
 
 
 def http_status(exc: BaseException) -> int | None:
@@ -49,6 +63,10 @@ def classify(
     """The category of an exception: our own errors, then the kind's hook, then the built-ins."""
     if isinstance(exc, TransientError | PermanentError):
         return exc.category
+    if isinstance(exc, WaitTimedOut):
+        return ErrorCategory.TIMEOUT
+    if isinstance(exc, ChildFailed):
+        return ErrorCategory.UNCLASSIFIED
     if hook is not None:
         verdict = hook(exc)
         if verdict is not None:
@@ -128,7 +146,7 @@ def decide_failure(
     permanent = category.permanent or (
         category is ErrorCategory.UNCLASSIFIED and not spec.retry_unclassified
     )
-    if isinstance(exc, PermanentError):
+    if isinstance(exc, PermanentError | RECORDED_OUTCOMES):
         permanent = True
     if permanent:
         return Decision(State.DEAD, Reason.PERMANENT_ERROR, category=category, error=text)

@@ -150,6 +150,8 @@ class Durable:
 
         def check_cancelled(self) -> None: ...
 
+        def _checked_now(self, *, clock: bool) -> datetime | None: ...
+
         def _ensure_held(self) -> None: ...
 
         @property
@@ -247,10 +249,6 @@ class Durable:
             "call_order": order,
         }
 
-    def _db_now(self) -> datetime:
-        with self._driver.transaction(write=False) as tx:
-            return self._driver.db_now(tx)
-
     # -- sleep -----------------------------------------------------------------------------------
     def sleep(self, name: str, seconds: float | timedelta) -> None:
         """Suspend for ``seconds``: the task goes back to ``queued`` (``sleeping``) due at the
@@ -280,10 +278,10 @@ class Durable:
         self.sleep_until(name, when)
 
     def _sleep(self, name: str, until_of: Callable[[datetime], datetime]) -> None:
-        self.check_cancelled()
+        now = self._checked_now(clock=True)
+        assert now is not None
         order = self._call("sleep", name)
         row = self._steps().get(name)
-        now = self._db_now()
         if row is None:
             until = until_of(now)
             if (until - now).total_seconds() > validate.MAX_DURATION:

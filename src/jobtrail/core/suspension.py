@@ -110,16 +110,19 @@ def write_suspension(
         driver.notify_queued(tx, moved["queue"])
     elif suspend.kind == "event":
         assert suspend.key is not None
-        event = driver.durable_event_get(tx, tenant=_tenant(driver, tx, task_id), key=suspend.key)
-        if event is not None:  # sent while the handler was suspending: wake it at once
-            _wake(
-                driver,
-                tx,
-                task_id,
-                moved["queue"],
-                Reason.EVENT_RECEIVED,
-                actor,
-                {"key": suspend.key},
+        tenant = _tenant(driver, tx, task_id)
+        event = driver.durable_event_get(tx, tenant=tenant, key=suspend.key)
+        if event is not None and _wake(  # sent while the handler was suspending: wake it now
+            driver,
+            tx,
+            task_id,
+            moved["queue"],
+            Reason.EVENT_RECEIVED,
+            actor,
+            {"key": suspend.key},
+        ):
+            driver.durable_record_event(
+                tx, id=task_id, name=suspend.name, tenant=tenant, key=suspend.key
             )
     else:
         joined = set(suspend.ids or [])
@@ -198,6 +201,9 @@ def send_event(
             if _wake(
                 driver, tx, row["id"], row["queue"], Reason.EVENT_RECEIVED, actor, {"key": key}
             ):
+                driver.durable_record_event(
+                    tx, id=row["id"], name=f"event/{key}", tenant=tenant, key=key
+                )
                 woken += 1
     if woken:
         driver.wake()

@@ -1,6 +1,7 @@
 """Retention: finished tasks are deleted, with their transitions, steps and
 effects (receipts are columns of the task) and outbox rows, once they are older than their
-state's retention — by ``finished_at`` and the database clock.
+state's retention — by ``finished_at`` and the database clock. Events of durable handlers are
+deleted once older than the retention of ``succeeded`` tasks and waited for by no task.
 
 Every batch is its own short transaction of at most ``BATCH`` tasks (selected oldest first
 through the ``finished_at`` indexes, ``SKIP LOCKED`` on PostgreSQL), so a prune of a
@@ -33,6 +34,9 @@ DEFAULT_RETENTION: dict[str, float | None] = {
     "cancelled": 7 * 86400.0,
     "dead": None,
 }
+#: seconds between a worker's passes over the events (their table has no time index: a pass
+#: reads it through, so not at every retention pass)
+EVENTS_EVERY = 60.0
 #: the longest retention accepted (ten years), so a typo is an error and not an overflow
 MAX_RETENTION = 10 * 365 * 86400.0
 
@@ -138,8 +142,10 @@ def prune_retained(
     max_batches: int | None = None,
     stop: threading.Event | None = None,
     pause: float = 0.0,
+    events: bool = True,
 ) -> dict[str, int]:
-    """One retention pass over every state with a retention; tasks deleted, by state."""
+    """One retention pass over every state with a retention; tasks deleted, by state (and
+    ``events``: the events deleted, with ``events`` true)."""
     pruned: dict[str, int] = {}
     for state, older_than in retention.items():
         if older_than is None:
@@ -158,7 +164,37 @@ def prune_retained(
             log.info("retention: pruned %d %s tasks (%d transitions)", tasks, state, transitions)
         if stop is not None and stop.is_set():
             break
+    events_after = retention.get("succeeded")
+    if events and events_after is not None and not (stop is not None and stop.is_set()):
+        gone = prune_events(driver, events_after, batch=batch, max_batches=max_batches, stop=stop)
+        if gone:
+            pruned["events"] = gone
+            log.info("retention: pruned %d events", gone)
     return pruned
+
+
+def prune_events(
+    driver: Driver,
+    older_than: float,
+    *,
+    batch: int = BATCH,
+    max_batches: int | None = None,
+    stop: threading.Event | None = None,
+) -> int:
+    """Delete the events (``send_event``) sent more than ``older_than`` seconds ago that no
+    waiting task of their tenant waits for, in batches of one transaction each; the number
+    deleted. Retention passes the retention of ``succeeded`` tasks: an event sent before any
+    task waits for it is kept that long, and one a task waits for is kept while it waits (a
+    woken wait holds the payload in its own record, so it no longer needs the event)."""
+    deleted = done = 0
+    while max_batches is None or done < max_batches:
+        with driver.transaction() as tx:
+            got = driver.prune_events(tx, older_than=older_than, limit=batch)
+        done += 1
+        deleted += got
+        if got < batch or (stop is not None and stop.is_set()):
+            break
+    return deleted
 
 
 def pruned_counts(driver: Driver, tx: Any) -> dict[str, dict[str, int]]:

@@ -97,3 +97,15 @@ class DurableStatements:
         """The children of task ``id`` with their states, last reasons and results, by id;
         ``ctx.join`` and the children's wake-up of their parent."""
         return tx.all("durable_children", {"id": id})
+
+    def durable_record_event(self, tx: Tx, *, id: int, name: str, tenant: str, key: str) -> int:
+        """Confirm the wait record ``name`` of task ``id`` with the payload of the event
+        ``(tenant, key)``, in the transaction that wakes it; ``send_event`` and the worker."""
+        return tx.run(
+            "durable_record_event", {"id": id, "name": name, "tenant": tenant, "key": key}
+        )
+
+    def prune_events(self, tx: Tx, *, older_than: float, limit: int) -> int:
+        """Delete up to ``limit`` events older than ``older_than`` seconds that no waiting task
+        waits for; the number deleted. Retention."""
+        return tx.run("prune_events", {"older_than": older_than, "limit": limit})

@@ -30,7 +30,7 @@ from ..core import transition
 from ..core.context import Attempt
 from ..model.machine import State
 from ..services.outbox import dispatch
-from ..services.retention import prune_retained
+from ..services.retention import EVENTS_EVERY, prune_retained
 from ..services.sweeper import sweep
 from ..store.base import Claim
 from . import logs
@@ -323,14 +323,18 @@ class Worker(WorkerState):
         return thread
 
     def _retention_loop(self, retention: dict[str, float | None]) -> None:
+        events_at = 0.0
         while not self._done.is_set():
-            self._prune(retention)
+            events = time.monotonic() >= events_at
+            if events:
+                events_at = time.monotonic() + EVENTS_EVERY
+            self._prune(retention, events=events)
             self._done.wait(self.options.sweep_interval)
 
-    def _prune(self, retention: dict[str, float | None]) -> None:
+    def _prune(self, retention: dict[str, float | None], *, events: bool = True) -> None:
         try:
             # a short pause between batches leaves the store to the claims
-            prune_retained(self.driver, retention, stop=self._done, pause=0.005)
+            prune_retained(self.driver, retention, stop=self._done, pause=0.005, events=events)
         except Exception as exc:  # the store is down: keep running, try later
             logs.store_failed(self.driver, "retention pass", exc)
 

@@ -69,3 +69,12 @@ WHERE task_id = %(id)s AND name = %(name)s AND status = 'intent';
 -- name: durable_children
 SELECT id, kind, state, last_reason, result FROM jobtrail_tasks
 WHERE parent_id = %(id)s ORDER BY id;
+
+-- name: durable_record_event
+-- A woken wait's record takes the event's payload in the wake's transaction: the resumed call
+-- returns it without reading the event again (which retention may have pruned meanwhile).
+UPDATE jobtrail_steps
+SET status = 'confirmed', confirmed_at = now(),
+    result = (SELECT jsonb_build_object('payload', e.payload) FROM jobtrail_events e
+              WHERE e.tenant = %(tenant)s AND e.key = %(key)s)
+WHERE task_id = %(id)s AND name = %(name)s AND status = 'intent';

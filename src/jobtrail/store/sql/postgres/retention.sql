@@ -54,3 +54,19 @@ SELECT state, tasks, transitions FROM jobtrail_pruned ORDER BY state;
 -- The context stored at enqueue, in the creating transition's data (key "trace"), by its key.
 SELECT task_id, data -> 'trace' AS trace FROM jobtrail_transitions
 WHERE task_id = ANY(%(ids)s::bigint[]) AND seq = 1 AND data ? 'trace';
+
+-- name: prune_events
+-- Events sent more than the retention of succeeded tasks ago that no waiting task of their
+-- tenant waits for (through jobtrail_tasks_wait_event). A woken wait's record holds the
+-- payload, so only a task still waiting could need it, and one that has not waited yet gets
+-- the retention window to do so. Batches without order (the table has no time index; a scan
+-- meets the oldest rows first), SKIP LOCKED against a send of the same key.
+DELETE FROM jobtrail_events
+WHERE (tenant, key) IN (
+    SELECT e.tenant, e.key FROM jobtrail_events e
+    WHERE e.created_at < now() - make_interval(secs => %(older_than)s::float8)
+      AND NOT EXISTS (SELECT 1 FROM jobtrail_tasks t
+                      WHERE t.state = 'waiting' AND t.wait_kind = 'event'
+                        AND t.tenant = e.tenant AND t.wait_key = e.key)
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED);

@@ -59,3 +59,12 @@ WHERE task_id = :id AND name = :name AND status = 'intent';
 -- name: durable_children
 SELECT id, kind, state, last_reason, result FROM jobtrail_tasks
 WHERE parent_id = :id ORDER BY id;
+
+-- name: durable_record_event
+-- A woken wait's record takes the event's payload in the wake's transaction: the resumed call
+-- returns it without reading the event again (which retention may have pruned meanwhile).
+UPDATE jobtrail_steps
+SET status = 'confirmed', confirmed_at = round((julianday('now') - 2440587.5) * 86400.0, 3),
+    result = (SELECT json_object('payload', json(e.payload)) FROM jobtrail_events e
+              WHERE e.tenant = :tenant AND e.key = :key)
+WHERE task_id = :id AND name = :name AND status = 'intent';

@@ -50,3 +50,18 @@ SELECT state, tasks, transitions FROM jobtrail_pruned ORDER BY state;
 SELECT task_id, json_extract(data, '$.trace') AS trace FROM jobtrail_transitions
 WHERE task_id IN (SELECT value FROM json_each(:ids)) AND seq = 1
   AND json_extract(data, '$.trace') IS NOT NULL;
+
+-- name: prune_events
+-- Events sent more than the retention of succeeded tasks ago that no waiting task of their
+-- tenant waits for (through jobtrail_tasks_wait_event). A woken wait's record holds the
+-- payload, so only a task still waiting could need it, and one that has not waited yet gets
+-- the retention window to do so. Batches without order (the table has no time index; a scan
+-- meets the oldest rows first).
+DELETE FROM jobtrail_events
+WHERE rowid IN (
+    SELECT e.rowid FROM jobtrail_events e
+    WHERE e.created_at < round((julianday('now') - 2440587.5) * 86400.0, 3) - :older_than
+      AND NOT EXISTS (SELECT 1 FROM jobtrail_tasks t
+                      WHERE t.state = 'waiting' AND t.wait_kind = 'event'
+                        AND t.tenant = e.tenant AND t.wait_key = e.key)
+    LIMIT :limit);
