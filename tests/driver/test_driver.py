@@ -744,6 +744,24 @@ def test_controls_statements(world: dict[str, Any]) -> None:
         assert d.children_results(tx, int(parent.id)) == [None, None]
 
 
+@covers("durable_record_event", "prune_events")
+def test_event_payload_kept_and_old_events_pruned(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    leased = world["leased"]
+    held = {"id": leased, "owner": OWNER, "attempt": 1}
+    record = {"name": "event/k", "record": "event", "status": "intent", "call_order": 1}
+    with rolled_back(d) as tx:
+        assert d.durable_record_put(tx, {**held, **record, "result": None}) is not None
+        assert d.durable_event_put(tx, tenant="", key="k", payload=dumps({"a": 1})) is True
+        assert d.durable_record_event(tx, id=leased, name="event/k", tenant="", key="k") == 1
+        assert d.durable_record_event(tx, id=leased, name="event/k", tenant="", key="k") == 0
+        [r] = [s for s in d.step_list(tx, id=leased) if s["name"] == "event/k"]
+        assert (r["status"], r["result"]) == ("confirmed", {"payload": {"a": 1}})
+        assert d.prune_events(tx, older_than=3600, limit=10) == 0  # sent just now: kept
+        assert d.prune_events(tx, older_than=-3600, limit=10) == 1  # "older" than the future
+        assert d.durable_event_get(tx, tenant="", key="k") is None
+
+
 # -- the outbox ----------------------------------------------------------------------------------
 @covers("outbox_insert", "outbox_list", "outbox_claim", "outbox_delivered", "outbox_failed")
 def test_outbox(world: dict[str, Any]) -> None:
