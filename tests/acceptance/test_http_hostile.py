@@ -59,7 +59,7 @@ def refusals(task_id: str) -> list[tuple[str, str, dict[str, Any], int, str]]:
         ("POST", f"{t}/receipt", {"json": {"ok": False, "error": "e\x00"}}, 422, "error"),
         ("POST", "/api/tasks", {"json": {"kind": "send", "tenant": "a\x00"}}, 422, "tenant"),
         ("POST", "/api/tasks", {"json": {"kind": "send", "queue": "a\x00"}}, 422, "queue"),
-        ("GET", "/", {"params": {"q": "key\x00"}}, 422, "key"),  # the dashboard's search
+        ("GET", "/", {"params": {"q": "key\x00"}}, 422, "search"),  # the dashboard's search box
         ("GET", "/", {"params": {"kind": "k\x00"}}, 422, "kind"),
         # finding 2: durations and limits out of range
         ("GET", "/api/tasks", {"params": {"limit": "99999999999999999999"}}, 422, "limit"),
