@@ -192,7 +192,7 @@ def test_the_dashboard_workers_page_lists_them_in_both_languages(store: Any) -> 
             what="the worker holding both tasks",
         )
         page = web.get("/workers?lang=en", headers=auth("rd")).text
-        row = page.split(f'<tr class="worker" data-id="{w.id}">')[1].split("</tr>")[0]
+        row = page.split(f'<tr class="worker" data-id="{w.id}"')[1].split("</tr>")[0]
         for text in (w.host, str(w.pid), "v2", "default", ">a<", ">2<"):
             assert text in row, (text, row)
         assert f'<a href="/tasks/{mine.id}">' in row and f'<a href="/tasks/{theirs.id}">' in row
