@@ -1134,7 +1134,7 @@ def test_commits_that_need_not_wait_for_the_disk(world: dict[str, Any]) -> None:
 
 def test_an_enqueue_beside_another_wakes_workers_after_its_commit(pg: Any) -> None:
     """PostgreSQL: a single enqueue while another is in flight (the express connection taken)
-    inserts without NOTIFY, whose lock would hold its commit until its flush, and the
+    and no idle worker was seen (else it may hand its task over) inserts without NOTIFY, whose lock would hold its commit until its flush, and the
     notifier wakes the workers once it has committed (store/postgres/notify_after.py)."""
     app = pg.app()
     app.task("k")(lambda ctx, p: None)
@@ -1144,6 +1144,7 @@ def test_an_enqueue_beside_another_wakes_workers_after_its_commit(pg: Any) -> No
         assert row is not None
         listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(row[0])))
         done: list[jobtrail.Task] = []
+        driver._saw_idle(False)  # the last look found no idle worker to hand a task to
         with driver._express_lock, driver._notify_cond:  # in flight; the notifier held
             enqueuer = threading.Thread(target=lambda: done.append(app.enqueue("k", {})))
             enqueuer.start()

@@ -395,7 +395,8 @@ class PostgresDriver(Checkout, Listening, HandOff, NotifyAfterCommit, PoolerSens
         # one round trip: insert, transition and NOTIFY in one autocommit statement (or the
         # hand-off to an idle worker: handoff.py); beside another single enqueue of ours, the
         # insert alone, its NOTIFY after the commit (notify_after.py: commits share flushes)
-        quiet = self._express_lock.locked() and not in_bridge()
+        # (not while the last look found idle workers: an enqueue may hand its task to one)
+        quiet = self._express_lock.locked() and not in_bridge() and not self._idle_seen
         try:
             row, created = self._insert_alone(new, quiet)
         except StoreUnavailable as exc:
