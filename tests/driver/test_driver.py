@@ -1134,8 +1134,9 @@ def test_commits_that_need_not_wait_for_the_disk(world: dict[str, Any]) -> None:
 
 def test_an_enqueue_beside_another_wakes_workers_after_its_commit(pg: Any) -> None:
     """PostgreSQL: a single enqueue while another is in flight (the express connection taken)
-    and no idle worker was seen (else it may hand its task over) inserts without NOTIFY, whose lock would hold its commit until its flush, and the
-    notifier wakes the workers once it has committed (store/postgres/notify_after.py)."""
+    and no idle worker was seen (else it may hand its task over) inserts without NOTIFY,
+    whose lock would hold its commit until its flush, and the notifier wakes the workers once
+    it has committed (store/postgres/notify_after.py)."""
     app = pg.app()
     app.task("k")(lambda ctx, p: None)
     driver = app._driver
