@@ -162,6 +162,14 @@ def measure(
 
         producer = threading.Thread(target=produce, name="producer", daemon=True)
         _wait(lambda: (read.done() or 0) >= 30, 60, "the workers to get going", procs)
+        # every worker up (under load one may still be starting when the first ones have run
+        # 30 tasks, and a worker that cannot connect at its start exits: not this test's case)
+        _wait(
+            lambda: all(" started: " in path.read_text() for _, path in procs),
+            60,
+            "every worker to start",
+            procs,
+        )
         producer.start()
         time.sleep(1.0)  # under load: the workers and the producer busy for a second
         begun = [_count_lines(path) for _, path in procs]
