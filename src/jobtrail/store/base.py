@@ -245,7 +245,24 @@ class Driver(Statements, DurableStatements, Reads, Search, abc.ABC):
         (debounce, a uniqueness window, expiry) is inserted by ``controls.insert``."""
         if new.controls is not None:
             return controls.insert(self, tx, new)
-        params = {
+        params = self._insert_params(new)
+        got = self._inserted(tx, params)
+        if got is None:
+            existing = tx.one(
+                "task_get_by_key",
+                {"tenant": new.tenant, "kind": new.kind, "idempotency_key": new.idempotency_key},
+            )
+            if existing is None:  # pragma: no cover - the conflicting row vanished (pruned)
+                raise RuntimeError("idempotency conflict on a row that no longer exists")
+            return existing, False
+        row = inserted_row(new, *got, loads_payload(new.payload_json))
+        if not self.logs_in_statement:
+            self._log_created(tx, row, new)
+        return row, True
+
+    def _insert_params(self, new: NewTask) -> dict[str, Any]:
+        """The parameters of a task's insert (``controls.params`` adds the controls')."""
+        return {
             "kind": new.kind,
             "queue": new.queue,
             "tenant": new.tenant,
@@ -263,19 +280,6 @@ class Driver(Statements, DurableStatements, Reads, Search, abc.ABC):
             "actor": new.actor,
             "data": dumps(new.data),
         }
-        got = self._inserted(tx, params)
-        if got is None:
-            existing = tx.one(
-                "task_get_by_key",
-                {"tenant": new.tenant, "kind": new.kind, "idempotency_key": new.idempotency_key},
-            )
-            if existing is None:  # pragma: no cover - the conflicting row vanished (pruned)
-                raise RuntimeError("idempotency conflict on a row that no longer exists")
-            return existing, False
-        row = inserted_row(new, *got, loads_payload(new.payload_json))
-        if not self.logs_in_statement:
-            self._log_created(tx, row, new)
-        return row, True
 
     def _log_created(self, tx: Tx, row: Row, new: NewTask) -> None:
         """Append the creating transition (``enqueued``) of ``new``, just inserted as ``row``."""

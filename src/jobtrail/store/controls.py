@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..model.machine import State
-from .types import NewTask, Row, Tx, dumps
+from .types import NewTask, Row, Tx
 
 if TYPE_CHECKING:
     from .base import Driver
@@ -28,22 +28,7 @@ def params(driver: Driver, new: NewTask) -> dict[str, Any]:
     c = new.controls
     assert c is not None
     return {
-        "kind": new.kind,
-        "queue": new.queue,
-        "tenant": new.tenant,
-        "state": new.state.value,
-        "payload": new.payload_json,
-        "payload_hash": new.payload_hash,
-        "idempotency_key": new.idempotency_key,
-        "priority": new.priority,
-        "max_attempts": new.max_attempts,
-        "lease_seconds": new.lease_seconds,
-        "reentrant": new.reentrant,
-        "run_at": driver.encode_time(new.run_at) if new.run_at is not None else None,
-        "delay": new.delay,
-        "parent_id": new.parent_id,
-        "actor": new.actor,
-        "data": dumps(new.data),
+        **driver._insert_params(new),
         "debounce_key": c.debounce_key,
         "debounce": c.debounce,
         "debounce_max": c.debounce_max,
