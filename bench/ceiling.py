@@ -42,7 +42,7 @@ WITH done AS (
     WHERE t.id = ANY(%(ids)s::bigint[]) AND t.state = 'leased' AND t.lease_owner = %(owner)s
     RETURNING t.id, t.seq, t.attempts, t.updated_at
 ), done_log AS (
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
+    INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason, actor,
                                       attempt, at, data)
     SELECT id, seq, 'leased', 'succeeded', 'completed', %(owner)s, attempts, updated_at,
            '{}'::jsonb
@@ -62,7 +62,7 @@ WITH done AS (
     FROM pick WHERE t.id = pick.id
     RETURNING t.id, t.seq, t.attempts, t.updated_at, t.payload
 ), log AS (
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
+    INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason, actor,
                                       attempt, at, data)
     SELECT id, seq, 'queued', 'leased', 'claimed', %(owner)s, attempts, updated_at,
            '{"waited": 0}'::jsonb

@@ -68,7 +68,7 @@ WITH ins AS (
          LATERAL (SELECT now() - interval '1 hour' + (i::float8 / %(total)s::int) * interval '1 hour' AS t) tt
     RETURNING id, created_at
 )
-INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor, attempt, at, data)
+INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason, actor, attempt, at, data)
 SELECT id, 1, NULL, 'queued', 'enqueued', 'bench', 0, created_at, '{}'::jsonb FROM ins
 """
 
@@ -91,7 +91,7 @@ WITH ins AS (
          LATERAL (SELECT now() - interval '25 hours' + (i::float8 / %(total)s::int) * interval '24 hours' AS t) tt
     RETURNING id, created_at, state, last_reason, last_error_category
 )
-INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, error_category,
+INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason, error_category,
     actor, attempt, at, data)
 SELECT ins.id, s.seq, s.from_state, COALESCE(s.to_state, ins.state),
        COALESCE(s.reason, ins.last_reason), CASE WHEN s.seq = 3 THEN ins.last_error_category END,
@@ -135,7 +135,7 @@ def pg_fill(db: str, queued: int, finished: int, chunk: int = 250_000) -> float:
                 conn.execute(sql, {"lo": lo, "hi": hi, "total": total})
                 print(f"  {db}: rows {hi:,} of {total:,}", flush=True)
         conn.execute("VACUUM ANALYZE jobtrail_tasks")
-        conn.execute("VACUUM ANALYZE jobtrail_transitions")
+        conn.execute("VACUUM ANALYZE jobtrail_transition_log")
         conn.execute("CHECKPOINT")
     return time.perf_counter() - start
 
@@ -195,7 +195,7 @@ def sqlite_finished(conn: sqlite3.Connection, finished: int) -> None:
                'v1', CASE WHEN i % 200 = 7 THEN t + 1.5 END, 1
         FROM (SELECT i, {SQLITE_NOW} - 90000.0 + i * 86400.0 / {int(finished)} AS t FROM s)""")
     conn.execute("""
-        INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason,
+        INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason,
             error_category, actor, attempt, at, data)
         SELECT t.id, s.seq, s.from_state, COALESCE(s.to_state, t.state),
                COALESCE(s.reason, t.last_reason), CASE WHEN s.seq = 3 THEN t.last_error_category END,
@@ -224,7 +224,7 @@ def sqlite_queued(conn: sqlite3.Connection, queued: int) -> None:
                'enqueued', 1, t, t, t, 1
         FROM (SELECT i, {SQLITE_NOW} - 3600.0 + i * 3600.0 / {int(queued)} AS t FROM s)""")
     conn.execute(
-        "INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,"
+        "INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason, actor,"
         " attempt, at, data) SELECT id, 1, NULL, 'queued', 'enqueued', 'bench', 0, created_at,"
         " '{}' FROM jobtrail_tasks WHERE id > ?",
         (after,),

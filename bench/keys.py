@@ -52,7 +52,7 @@ WITH ins AS (
     FROM generate_series(1, %(rows)s)
     RETURNING id, created_at
 )
-INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor, attempt,
+INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason, actor, attempt,
                                   at, data)
 SELECT id, 1, NULL, 'queued', 'enqueued', 'bench', 0, created_at, '{}'::jsonb FROM ins
 """
@@ -66,7 +66,7 @@ SELECT 'hot', 'keyed', '', 'queued', '{{}}', '', 0, 1, 30, 1, {SQLITE_NOW},
        'enqueued', 1, {SQLITE_NOW}, {SQLITE_NOW}, {SQLITE_NOW}, 'hot', 1 FROM n
 """
 SQLITE_FILL_LOG = """
-INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor, attempt,
+INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason, actor, attempt,
                                   at, data)
 SELECT id, 1, NULL, 'queued', 'enqueued', 'bench', 0, created_at, '{}'
 FROM jobtrail_tasks WHERE id > :after
@@ -153,7 +153,7 @@ def pickup(backend: str, backlog: int, probes: int, every: float, pg: str) -> li
             if backend == "pg":
                 raw.execute(PG_FILL, {"rows": backlog})
                 raw.execute("VACUUM ANALYZE jobtrail_tasks")
-                raw.execute("VACUUM ANALYZE jobtrail_transitions")
+                raw.execute("VACUUM ANALYZE jobtrail_transition_log")
                 raw.execute("CHECKPOINT")
             else:
                 after = raw.execute("SELECT COALESCE(MAX(id), 0) FROM jobtrail_tasks").fetchone()[0]

@@ -102,7 +102,7 @@ def drop_database(pg: str, dbname: str) -> None:
 def prepare(url: str, n: int) -> None:
     """Empty tables, a paused queue, N queued no-op tasks."""
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE jobtrail_transitions, jobtrail_tasks CASCADE")
+        conn.execute("TRUNCATE jobtrail_transition_log, jobtrail_tasks CASCADE")
     app = make_app(url)
     app.pause("default", by="bench", note="many_workers: enqueue before the workers start")
     for i in range(0, n, 1000):
@@ -110,7 +110,7 @@ def prepare(url: str, n: int) -> None:
     app.close()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE jobtrail_tasks")
-        conn.execute("VACUUM ANALYZE jobtrail_transitions")
+        conn.execute("VACUUM ANALYZE jobtrail_transition_log")
 
 
 def parse_config(text: str) -> tuple[int, int, int | None]:

@@ -36,7 +36,7 @@ import jobtrail
 
 SERVER = os.environ.get("JOBTRAIL_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 DATABASE = "bench_pg_enqueue"
-TABLES = ("jobtrail_tasks", "jobtrail_transitions")
+TABLES = ("jobtrail_tasks", "jobtrail_transition_log")
 VARIANTS = ("as migrated", "state lists as regex", "state CHECKs as domains", "no CHECKs")
 _STATE_LIST = re.compile(r"\((\w+) = ANY \(ARRAY\[([^\]]+)\]\)\)")
 

@@ -53,9 +53,9 @@ def make_app(url: str, **options: Any) -> jobtrail.App:
 
 def empty(direct: str) -> None:
     with psycopg.connect(direct, autocommit=True) as conn:
-        conn.execute("TRUNCATE jobtrail_transitions, jobtrail_tasks CASCADE")
+        conn.execute("TRUNCATE jobtrail_transition_log, jobtrail_tasks CASCADE")
         conn.execute("VACUUM ANALYZE jobtrail_tasks")
-        conn.execute("VACUUM ANALYZE jobtrail_transitions")
+        conn.execute("VACUUM ANALYZE jobtrail_transition_log")
 
 
 def singles(app: jobtrail.App, n: int) -> tuple[float, float, float]:

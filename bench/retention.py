@@ -49,7 +49,7 @@ TUNED = (
     "ALTER TABLE jobtrail_tasks SET (autovacuum_vacuum_scale_factor = 0.02,"
     " autovacuum_vacuum_insert_scale_factor = 0.05, autovacuum_analyze_scale_factor = 0.02,"
     " autovacuum_vacuum_cost_limit = 2000)",
-    "ALTER TABLE jobtrail_transitions SET (autovacuum_vacuum_scale_factor = 0.02,"
+    "ALTER TABLE jobtrail_transition_log SET (autovacuum_vacuum_scale_factor = 0.02,"
     " autovacuum_vacuum_insert_scale_factor = 0.05, autovacuum_analyze_scale_factor = 0.02,"
     " autovacuum_vacuum_cost_limit = 2000)",
 )
@@ -65,8 +65,8 @@ def fresh(pg: str) -> str:
 def sizes(conn: psycopg.Connection[Any]) -> dict[str, float]:
     row = conn.execute(
         "SELECT pg_total_relation_size('jobtrail_tasks'), pg_total_relation_size("
-        "'jobtrail_transitions'), pg_relation_size('jobtrail_tasks'),"
-        " pg_relation_size('jobtrail_transitions')"
+        "'jobtrail_transition_log'), pg_relation_size('jobtrail_tasks'),"
+        " pg_relation_size('jobtrail_transition_log')"
     ).fetchone()
     assert row is not None
     mb = 1024.0 * 1024.0
@@ -104,7 +104,7 @@ def generate(conn: psycopg.Connection[Any], n: int, chunk: int = 200_000) -> Non
                 {"n": count},
             )
             conn.execute(
-                "INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason,"
+                "INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason,"
                 " actor, attempt, at, data)"
                 " SELECT t.id, s.seq, s.from_state, s.to_state, s.reason, s.actor, s.attempt,"
                 " t.created_at + make_interval(secs => s.seq - 1), s.data::jsonb"
@@ -166,7 +166,7 @@ def bench_prune(args: argparse.Namespace) -> None:
     generate(conn, args.tasks)
     print(f"generated {args.tasks} tasks in {time.perf_counter() - start:.0f} s", flush=True)
     conn.execute("VACUUM ANALYZE jobtrail_tasks")
-    conn.execute("VACUUM ANALYZE jobtrail_transitions")
+    conn.execute("VACUUM ANALYZE jobtrail_transition_log")
     n = conn.execute("SELECT count(*) FROM jobtrail_transitions").fetchone()
     print(f"transitions: {n[0] if n else '?'}")
     # due tasks for the claimer: more than it can take in the whole run
@@ -195,7 +195,7 @@ def bench_prune(args: argparse.Namespace) -> None:
     print(f"claimed {claimer.claimed} probe tasks")
     show("after prune", sizes(conn))
     conn.execute("VACUUM jobtrail_tasks")
-    conn.execute("VACUUM jobtrail_transitions")
+    conn.execute("VACUUM jobtrail_transition_log")
     show("after VACUUM", sizes(conn))
     pruner.close()
     app.close()
@@ -276,7 +276,7 @@ class Vacuumer(threading.Thread):
         with psycopg.connect(self.url, autocommit=True) as conn:
             while not self.stop.wait(self.every):
                 start = time.monotonic()
-                conn.execute("VACUUM (ANALYZE) jobtrail_tasks, jobtrail_transitions")
+                conn.execute("VACUUM (ANALYZE) jobtrail_tasks, jobtrail_transition_log")
                 self.runs += 1
                 self.longest = max(self.longest, time.monotonic() - start)
 
@@ -288,7 +288,7 @@ def report(conn: psycopg.Connection[Any], t: float, enqueued: int) -> None:
     pruned = conn.execute("SELECT COALESCE(sum(tasks), 0) FROM jobtrail_pruned").fetchone()
     vac = conn.execute(
         "SELECT relname, n_dead_tup, autovacuum_count + vacuum_count FROM pg_stat_user_tables"
-        " WHERE relname IN ('jobtrail_tasks', 'jobtrail_transitions') ORDER BY relname"
+        " WHERE relname IN ('jobtrail_tasks', 'jobtrail_transition_log') ORDER BY relname"
     ).fetchall()
     s = sizes(conn)
     assert row is not None and pruned is not None

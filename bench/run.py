@@ -469,7 +469,7 @@ def bench(name: str, n: int, samples: int, pg: str, tmp: Path) -> dict[str, Any]
     if name == "jobtrail-pg":  # what the append-only log costs per job
         with psycopg.connect(t.url, autocommit=True) as conn:
             row = conn.execute(
-                "SELECT pg_total_relation_size('jobtrail_transitions'),"
+                "SELECT pg_total_relation_size('jobtrail_transition_log'),"
                 " pg_total_relation_size('jobtrail_tasks'), count(*) FROM jobtrail_tasks"
             ).fetchone()
         assert row is not None

@@ -46,7 +46,7 @@ WITH ins AS (
     FROM generate_series(1, %(rows)s)
     RETURNING id, created_at
 )
-INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor, attempt,
+INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason, actor, attempt,
                                   at, data)
 SELECT id, 1, NULL, 'queued', 'enqueued', 'bench', 0, created_at, '{}'::jsonb FROM ins
 """
@@ -61,7 +61,7 @@ SELECT 'noop', 'default', '', 'queued', '{{}}', '', 0, 1, 30, 1, {SQLITE_NOW} + 
        'enqueued', 1, {SQLITE_NOW}, {SQLITE_NOW}, {SQLITE_NOW} FROM n
 """
 SQLITE_FILL_LOG = """
-INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor, attempt,
+INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason, actor, attempt,
                                   at, data)
 SELECT id, 1, NULL, 'queued', 'enqueued', 'bench', 0, created_at, '{}'
 FROM jobtrail_tasks WHERE id > :after
@@ -99,7 +99,7 @@ def fill(backend: str, raw: Any, rows: int, ahead: float) -> float:
         # measurement then touches first is written whole into the WAL), which a measurement
         # of one second would otherwise take for the cost of the table's size
         raw.execute("VACUUM ANALYZE jobtrail_tasks")
-        raw.execute("VACUUM ANALYZE jobtrail_transitions")
+        raw.execute("VACUUM ANALYZE jobtrail_transition_log")
         raw.execute("CHECKPOINT")
     else:
         after = raw.execute("SELECT COALESCE(MAX(id), 0) FROM jobtrail_tasks").fetchone()[0]
@@ -123,7 +123,7 @@ def size(backend: str, raw: Any) -> int:
     if backend == "pg":
         row = raw.execute(
             "SELECT pg_total_relation_size('jobtrail_tasks')"
-            " + pg_total_relation_size('jobtrail_transitions')"
+            " + pg_total_relation_size('jobtrail_transition_log')"
         ).fetchone()
         return int(row[0])
     return int(

@@ -58,19 +58,19 @@ FROM (
            now() - interval '24 hours' + (i::float8 / %(n)s) * interval '24 hours' AS t0
     FROM generate_series(1, %(n)s) AS i
 ) s;
-INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor, attempt, at, data)
+INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason, actor, attempt, at, data)
 SELECT id, 1, NULL, 'queued', 'enqueued', 'bench', 0, created_at, '{}' FROM jobtrail_tasks;
-INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor, attempt, at, data)
+INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason, actor, attempt, at, data)
 SELECT id, 2, 'queued', 'leased', 'claimed', 'bench:1:x', 1, created_at + interval '0.5 second',
        '{"waited": 0.5, "version": "v1"}' FROM jobtrail_tasks WHERE seq >= 2 AND state <> 'cancelled';
-INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor, attempt, at, data)
+INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason, actor, attempt, at, data)
 SELECT id, 2, 'queued', 'cancelled', 'cancelled_before_start', 'ops', 0, finished_at, '{}'
 FROM jobtrail_tasks WHERE state = 'cancelled';
-INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor, attempt, at, data)
+INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason, actor, attempt, at, data)
 SELECT id, 3, 'leased', state, last_reason, 'bench:1:x', 1, finished_at, '{}'
 FROM jobtrail_tasks WHERE state IN ('succeeded', 'dead');
 ANALYZE jobtrail_tasks;
-ANALYZE jobtrail_transitions;
+ANALYZE jobtrail_transition_log;
 """
 
 
@@ -217,15 +217,15 @@ def load_sqlite(path: str, n: int) -> None:
                  ELSE 'cancelled' END AS state,
             {now} - 86400.0 + (i * 86400.0 / {int(n)}) AS t0
           FROM seq);
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor, attempt, at, data)
+    INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason, actor, attempt, at, data)
     SELECT id, 1, NULL, 'queued', 'enqueued', 'bench', 0, created_at, '{{}}' FROM jobtrail_tasks;
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor, attempt, at, data)
+    INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason, actor, attempt, at, data)
     SELECT id, 2, 'queued', 'leased', 'claimed', 'bench:1:x', 1, created_at + 0.5,
            '{{"waited":0.5,"version":"v1"}}' FROM jobtrail_tasks WHERE seq >= 2 AND state <> 'cancelled';
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor, attempt, at, data)
+    INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason, actor, attempt, at, data)
     SELECT id, 2, 'queued', 'cancelled', 'cancelled_before_start', 'ops', 0, finished_at, '{{}}'
     FROM jobtrail_tasks WHERE state = 'cancelled';
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor, attempt, at, data)
+    INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason, actor, attempt, at, data)
     SELECT id, 3, 'leased', state, last_reason, 'bench:1:x', 1, finished_at, '{{}}'
     FROM jobtrail_tasks WHERE state IN ('succeeded', 'dead');
     ANALYZE;

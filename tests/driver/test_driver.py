@@ -1159,3 +1159,18 @@ def test_an_enqueue_beside_another_wakes_workers_after_its_commit(pg: Any) -> No
         heard = list(listener.notifies(timeout=10, stop_after=1))
     assert done and done[0].created
     assert [n.payload for n in heard] == ["default"]
+
+
+@covers("id_mark")
+def test_id_mark(world: dict[str, Any]) -> None:
+    d: Driver = world["d"]
+    if not d.id_marks:  # SQLite finds a window's tasks through an index of created_at
+        assert d.dialect == "sqlite"
+        return
+    with rolled_back(d) as tx:
+        conn: Any = tx.conn  # type: ignore[attr-defined]
+        conn.execute("DELETE FROM jobtrail_id_marks")
+        d.id_mark(tx)
+        d.id_mark(tx)  # under a minute after the first: nothing
+        rows = conn.execute("SELECT last_id FROM jobtrail_id_marks").fetchall()
+        assert rows == [(world["queued"],)]  # the highest id handed out

@@ -93,7 +93,7 @@ def _log_loops(app: jobtrail.App) -> int:
     [(plan,)] = _sql(app, "EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
 
     def loops(node: dict[str, Any]) -> int:
-        here = node["Actual Loops"] if node.get("Relation Name") == "jobtrail_transitions" else 0
+        here = node["Actual Loops"] if node.get("Relation Name") == "jobtrail_transition_log" else 0
         return here + sum(loops(child) for child in node.get("Plans", []))
 
     return loops(plan[0]["Plan"])

@@ -105,8 +105,8 @@ class Model(RuleBasedStateMachine):
             raw(
                 self.store.url,
                 "",
-                "TRUNCATE jobtrail_steps, jobtrail_outbox, jobtrail_transitions, jobtrail_tasks, "
-                "jobtrail_events "
+                "TRUNCATE jobtrail_steps, jobtrail_outbox, jobtrail_transition_log, "
+                "jobtrail_tasks, jobtrail_events "
                 "RESTART IDENTITY CASCADE",
             )
         else:

@@ -11,6 +11,7 @@ asked to clean up.
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 
@@ -84,7 +85,21 @@ def sweep(
         moved["wait_timed_out"] += timed_out
     moved.update(sweep_expired(driver, batch=batch, ended=ended))
     tend(driver, stale=replay_stale)  # its own counts are logged; this returns tasks moved
+    mark_ids(driver)
     return dict(moved)
+
+
+#: seconds between two id marks of one process (the statement keeps one a minute for all)
+MARK_EVERY = 60.0
+
+
+def mark_ids(driver: Driver) -> None:
+    """An id mark (``Driver.id_mark``) when this process has not made one for a minute."""
+    if not driver.id_marks or time.monotonic() < driver.id_mark_due:
+        return
+    with driver.transaction() as tx:
+        driver.id_mark(tx)
+    driver.id_mark_due = time.monotonic() + MARK_EVERY
 
 
 def sweep_expired(

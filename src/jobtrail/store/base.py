@@ -94,6 +94,10 @@ class Driver(Statements, DurableStatements, Reads, Search, abc.ABC):
     #: True when ``task_move``/``task_insert``/``task_claim`` append their transitions in the
     #: same statement (PostgreSQL data-modifying CTEs); SQLite appends them with a second one.
     logs_in_statement: bool = False
+    #: True when the sweep should keep the id marks (``id_mark``: PostgreSQL, 0027)
+    id_marks: bool = False
+    #: when this process next records an id mark (``services.sweeper``; monotonic seconds)
+    id_mark_due: float = 0.0
     #: True when ``task_claim_unlimited`` is available (one statement per queue, with its
     #: transitions): PostgreSQL.
     claims_in_one_statement: bool = False

@@ -391,9 +391,17 @@ class Statements:
         return tx.run("prune_tasks", {"ids": ids})
 
     def prune_transitions(self, tx: Tx, *, ids: IdList) -> int:
-        """Delete the logs of the pruned tasks ``ids`` (inside ``prune_guard``);
-        services/retention.py."""
-        return tx.run("prune_transitions", {"ids": ids})
+        """Delete the logs of the pruned tasks ``ids`` (inside ``prune_guard``), before their
+        rows; services/retention.py. Counts the log table's rows and the enqueued transitions
+        kept on the rows (0027), which go with the rows."""
+        on_rows = tx.one("prune_enqueued_count", {"ids": ids})
+        return tx.run("prune_transitions", {"ids": ids}) + int(on_rows["n"] if on_rows else 0)
+
+    def id_mark(self, tx: Tx) -> None:
+        """Record the highest task id handed out so far, with the time (PostgreSQL: the id marks
+        through which the readers of a time window find the tasks created in it, 0027), unless
+        a mark is under a minute old; drops the marks older than eight days."""
+        tx.run("id_mark", {})
 
     # -- retention: bounded prune batches by state, and their counts ----------------------------
     def retention_select(self, tx: Tx, *, state: str, older_than: float, limit: int) -> list[Row]:

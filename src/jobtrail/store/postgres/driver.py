@@ -68,6 +68,7 @@ log = logging.getLogger("jobtrail.store")
 class PostgresDriver(Checkout, Listening, HandOff, NotifyAfterCommit, PoolerSense, Driver):
     dialect = "postgres"
     logs_in_statement = True
+    id_marks = True
     claims_in_one_statement = True
 
     def __init__(

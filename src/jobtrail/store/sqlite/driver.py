@@ -24,7 +24,6 @@ from ...model.errors import SchemaMissing, StoreUnavailable
 from .. import queries
 from ..base import Claim, Driver, NewTask, Row, Tx, dumps
 from ..offloop import OffLoop
-from ..types import IdList
 from .locking import QUICK_STEP, STEP, WriteLock
 from .rows import decode_all, insert_rows
 
@@ -370,11 +369,6 @@ class SQLiteDriver(OffLoop, Driver):
         # task_insert_many and task_insert_controlled write it), read through the view
         # jobtrail_transitions as the log's first entry
         return None
-
-    def prune_transitions(self, tx: Tx, *, ids: IdList) -> int:
-        # the log's rows, and the enqueued transitions on the rows about to be deleted (0027)
-        on_rows = tx.one("prune_enqueued_count", {"ids": ids})
-        return super().prune_transitions(tx, ids=ids) + int(on_rows["n"] if on_rows else 0)
 
     def encode_time(self, value: datetime) -> float:
         if value.tzinfo is None:

@@ -38,6 +38,12 @@ CREATE TABLE jobtrail_events (
     CONSTRAINT jobtrail_events_pkey PRIMARY KEY (tenant, key)
 );
 
+CREATE TABLE jobtrail_id_marks (
+    at timestamp with time zone NOT NULL,
+    last_id bigint NOT NULL,
+    CONSTRAINT jobtrail_id_marks_pkey PRIMARY KEY (at)
+);
+
 CREATE UNLOGGED TABLE jobtrail_idle_workers (
     owner text NOT NULL,
     queues text[] NOT NULL,
@@ -292,10 +298,14 @@ CREATE TABLE jobtrail_tasks (
     expires_at timestamp with time zone,
     ckey text,
     concurrency_limit integer,
+    enq_state text,
+    enq_actor text,
+    enq_data jsonb,
     CONSTRAINT jobtrail_tasks_after_id_fkey FOREIGN KEY (after_id) REFERENCES jobtrail_tasks(id),
     CONSTRAINT jobtrail_tasks_attempts_check CHECK ((attempts >= 0)),
     CONSTRAINT jobtrail_tasks_concurrency_limit_check CHECK (((concurrency_limit IS NULL) OR (concurrency_limit >= 1))),
     CONSTRAINT jobtrail_tasks_dismissed_dead CHECK (((dismissed_at IS NULL) OR (state = 'dead'::text))),
+    CONSTRAINT jobtrail_tasks_enq_state_check CHECK ((enq_state = ANY (ARRAY['queued'::text, 'leased'::text, 'awaiting_receipt'::text, 'cancel_requested'::text, 'waiting'::text, 'succeeded'::text, 'cancelled'::text, 'dead'::text]))),
     CONSTRAINT jobtrail_tasks_finished_iff_terminal CHECK (((state = ANY (ARRAY['succeeded'::text, 'cancelled'::text, 'dead'::text])) = (finished_at IS NOT NULL))),
     CONSTRAINT jobtrail_tasks_lease_iff_held CHECK (((state = ANY (ARRAY['leased'::text, 'cancel_requested'::text])) = ((lease_owner IS NOT NULL) AND (lease_expires_at IS NOT NULL)))),
     CONSTRAINT jobtrail_tasks_lease_seconds_check CHECK ((lease_seconds > (0)::double precision)),
@@ -362,7 +372,7 @@ CREATE TABLE jobtrail_tenant_rates (
     CONSTRAINT jobtrail_tenant_rates_pkey PRIMARY KEY (queue, tenant)
 );
 
-CREATE TABLE jobtrail_transitions (
+CREATE TABLE jobtrail_transition_log (
     task_id bigint NOT NULL,
     seq integer NOT NULL,
     from_state text,
@@ -378,13 +388,13 @@ CREATE TABLE jobtrail_transitions (
     data jsonb DEFAULT '{}'::jsonb NOT NULL,
     traceback text,
     error_class text,
+    CONSTRAINT jobtrail_transition_log_pkey PRIMARY KEY (task_id, seq),
     CONSTRAINT jobtrail_transitions_from_state_check CHECK ((from_state = ANY (ARRAY['queued'::text, 'leased'::text, 'awaiting_receipt'::text, 'cancel_requested'::text, 'waiting'::text, 'succeeded'::text, 'cancelled'::text, 'dead'::text]))),
-    CONSTRAINT jobtrail_transitions_pkey PRIMARY KEY (task_id, seq),
     CONSTRAINT jobtrail_transitions_seq_check CHECK ((seq >= 1)),
     CONSTRAINT jobtrail_transitions_to_state_check CHECK ((to_state = ANY (ARRAY['queued'::text, 'leased'::text, 'awaiting_receipt'::text, 'cancel_requested'::text, 'waiting'::text, 'succeeded'::text, 'cancelled'::text, 'dead'::text])))
 );
 
-CREATE INDEX jobtrail_transitions_at ON jobtrail_transitions USING btree (at);
+CREATE INDEX jobtrail_transition_log_at ON jobtrail_transition_log USING btree (at);
 
 CREATE TABLE jobtrail_webhook_deliveries (
     source text NOT NULL,
@@ -422,6 +432,42 @@ CREATE SEQUENCE jobtrail_steps_superseded_id_seq;
 
 CREATE SEQUENCE jobtrail_tasks_id_seq;
 
+CREATE VIEW jobtrail_transitions AS
+SELECT t.id AS task_id,
+    1 AS seq,
+    NULL::text AS from_state,
+    t.enq_state AS to_state,
+    'enqueued'::text AS reason,
+    NULL::text AS error_category,
+    NULL::text AS error,
+    t.enq_actor AS actor,
+    0 AS attempt,
+    t.created_at AS at,
+    NULL::text AS note,
+    NULL::integer AS corrects,
+    COALESCE(t.enq_data, '{}'::jsonb) AS data,
+    NULL::text AS traceback,
+    NULL::text AS error_class
+   FROM jobtrail_tasks t
+  WHERE (t.enq_actor IS NOT NULL)
+UNION ALL
+ SELECT jobtrail_transition_log.task_id,
+    jobtrail_transition_log.seq,
+    jobtrail_transition_log.from_state,
+    jobtrail_transition_log.to_state,
+    jobtrail_transition_log.reason,
+    jobtrail_transition_log.error_category,
+    jobtrail_transition_log.error,
+    jobtrail_transition_log.actor,
+    jobtrail_transition_log.attempt,
+    jobtrail_transition_log.at,
+    jobtrail_transition_log.note,
+    jobtrail_transition_log.corrects,
+    jobtrail_transition_log.data,
+    jobtrail_transition_log.traceback,
+    jobtrail_transition_log.error_class
+   FROM jobtrail_transition_log;
+
 CREATE OR REPLACE FUNCTION jobtrail_channel(name text)
  RETURNS text
  LANGUAGE sql
@@ -441,6 +487,29 @@ BEGIN
 END;
 $function$;
 
-CREATE TRIGGER jobtrail_transitions_no_delete BEFORE DELETE ON jobtrail_transitions FOR EACH ROW EXECUTE FUNCTION jobtrail_transitions_append_only();
+CREATE OR REPLACE FUNCTION jobtrail_transitions_view_write()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO jobtrail_transition_log (
+            task_id, seq, from_state, to_state, reason, error_category, error, actor, attempt,
+            at, note, corrects, data, traceback, error_class)
+        VALUES (NEW.task_id, NEW.seq, NEW.from_state, NEW.to_state, NEW.reason,
+                NEW.error_category, NEW.error, NEW.actor, NEW.attempt, NEW.at, NEW.note,
+                NEW.corrects, COALESCE(NEW.data, '{}'::jsonb), NEW.traceback, NEW.error_class);
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'jobtrail_transitions is append-only (%): append a correction instead',
+        TG_OP USING ERRCODE = 'restrict_violation';
+END;
+$function$;
 
-CREATE TRIGGER jobtrail_transitions_no_update BEFORE UPDATE ON jobtrail_transitions FOR EACH ROW EXECUTE FUNCTION jobtrail_transitions_append_only();
+CREATE TRIGGER jobtrail_tasks_enqueued_fixed BEFORE UPDATE OF enq_state, enq_actor, enq_data, created_at ON jobtrail_tasks FOR EACH ROW WHEN (((new.enq_state IS DISTINCT FROM old.enq_state) OR (new.enq_actor IS DISTINCT FROM old.enq_actor) OR (new.enq_data IS DISTINCT FROM old.enq_data) OR ((old.enq_actor IS NOT NULL) AND (new.created_at IS DISTINCT FROM old.created_at)))) EXECUTE FUNCTION jobtrail_transitions_append_only();
+
+CREATE TRIGGER jobtrail_transitions_no_delete BEFORE DELETE ON jobtrail_transition_log FOR EACH ROW EXECUTE FUNCTION jobtrail_transitions_append_only();
+
+CREATE TRIGGER jobtrail_transitions_no_update BEFORE UPDATE ON jobtrail_transition_log FOR EACH ROW EXECUTE FUNCTION jobtrail_transitions_append_only();
+
+CREATE TRIGGER jobtrail_transitions_view_write INSTEAD OF INSERT OR DELETE OR UPDATE ON jobtrail_transitions FOR EACH ROW EXECUTE FUNCTION jobtrail_transitions_view_write();

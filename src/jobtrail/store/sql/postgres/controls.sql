@@ -11,7 +11,7 @@ WITH ins AS (
         kind, queue, tenant, state, payload, payload_hash, idempotency_key, priority,
         max_attempts, lease_seconds, reentrant, run_at, parent_id, last_reason, seq,
         budget_started_at, created_at, updated_at, debounce_key, debounce_until, unique_until,
-        unique_active, expires_at)
+        unique_active, expires_at, enq_state, enq_actor, enq_data)
     SELECT
         %(kind)s, %(queue)s, %(tenant)s, %(state)s, %(payload)s::jsonb, %(payload_hash)s,
         %(idempotency_key)s::text, %(priority)s, %(max_attempts)s, %(lease_seconds)s,
@@ -25,12 +25,12 @@ WITH ins AS (
         now() + make_interval(secs => %(unique_for)s::float8),
         %(unique_active)s::bool,
         COALESCE(%(expires_at)s::timestamptz,
-                 now() + make_interval(secs => %(expires_in)s::float8))
+                 now() + make_interval(secs => %(expires_in)s::float8)),
+    -- its enqueued transition, on the row (0027)
+    %(state)s::text, %(actor)s::text, NULLIF(%(data)s::jsonb, '{}'::jsonb)
     FROM (SELECT now() + make_interval(secs => %(debounce_max)s::float8) AS until) v
     ON CONFLICT DO NOTHING
     RETURNING id, queue, state, created_at, run_at
-), log AS (
-    -- include: enqueue_log
 )
 SELECT id FROM ins;
 
@@ -59,7 +59,7 @@ WITH old AS (
     WHERE t.id = old.id
     RETURNING t.id, t.seq, t.attempts, t.updated_at, old.payload_hash AS replaced
 ), log AS (
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
+    INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason, actor,
                                       attempt, at, data)
     SELECT id, seq, 'queued', 'queued', 'debounced', %(actor)s::text, attempts, updated_at,
            jsonb_build_object('replaced', replaced)
@@ -88,7 +88,7 @@ LIMIT %(limit)s;
 
 -- name: task_debounce_count
 -- How many times task :id was debounced (explain).
-SELECT COUNT(*) AS n FROM jobtrail_transitions WHERE task_id = %(id)s AND reason = 'debounced';
+SELECT COUNT(*) AS n FROM jobtrail_transition_log WHERE task_id = %(id)s AND reason = 'debounced';
 
 -- name: children_results
 -- The results of a workflow's children, in their order (a sequential parent's result).

@@ -95,7 +95,7 @@ DELETE FROM jobtrail_tenant_rates WHERE queue = %(queue)s AND tokens_at < %(sinc
 
 -- name: queue_claims_between
 -- Claims of a queue in a time window (a resume ramp's measured pace before the pause).
-SELECT COUNT(*) AS n FROM jobtrail_transitions tr JOIN jobtrail_tasks t ON t.id = tr.task_id
+SELECT COUNT(*) AS n FROM jobtrail_transition_log tr JOIN jobtrail_tasks t ON t.id = tr.task_id
 WHERE t.queue = %(queue)s AND tr.reason = 'claimed' AND tr.at >= %(since)s AND tr.at < %(until)s;
 
 -- name: queue_due_count
@@ -173,14 +173,28 @@ WHERE state IN ('succeeded', 'cancelled') AND finished_at >= %(since)s
 GROUP BY queue, kind, state;
 
 -- name: stats_reasons
-SELECT t.queue, t.kind, x.reason, x.to_state, COUNT(*) AS n
-FROM jobtrail_transitions x JOIN jobtrail_tasks t ON t.id = x.task_id
-WHERE x.at >= %(since)s
-GROUP BY t.queue, t.kind, x.reason, x.to_state;
+-- The log table's rows since since, and the enqueued transitions on the rows of the tasks
+-- created since (0027): those are among the ids above the last id mark at or before since
+-- (jobtrail_id_marks), read through the primary key.
+SELECT queue, kind, reason, to_state, SUM(n)::bigint AS n FROM (
+    SELECT t.queue, t.kind, x.reason, x.to_state, COUNT(*) AS n
+    FROM jobtrail_transition_log x JOIN jobtrail_tasks t ON t.id = x.task_id
+    WHERE x.at >= %(since)s
+    GROUP BY t.queue, t.kind, x.reason, x.to_state
+    UNION ALL
+    SELECT t.queue, t.kind, 'enqueued', t.enq_state, COUNT(*)
+    FROM jobtrail_tasks t
+    WHERE t.id > COALESCE((SELECT m.last_id FROM jobtrail_id_marks m
+                             WHERE m.at <= %(since)s::timestamptz ORDER BY m.at DESC LIMIT 1), 0)
+      -- a range of ids: the planner then reads it through the primary key
+      AND t.id <= (SELECT last_value FROM jobtrail_tasks_id_seq)
+      AND t.enq_actor IS NOT NULL AND t.created_at >= %(since)s
+    GROUP BY t.queue, t.kind, t.enq_state) u
+GROUP BY queue, kind, reason, to_state;
 
 -- name: stats_waits
 SELECT t.queue, t.kind, (x.data ->> 'waited')::float8 AS seconds
-FROM jobtrail_transitions x JOIN jobtrail_tasks t ON t.id = x.task_id
+FROM jobtrail_transition_log x JOIN jobtrail_tasks t ON t.id = x.task_id
 WHERE x.at >= %(since)s AND x.reason = 'claimed';
 
 -- name: stats_runs
@@ -188,9 +202,9 @@ WHERE x.at >= %(since)s AND x.reason = 'claimed';
 -- numbers restart at 1 after a replay, so the attempt number alone would pair it with older
 -- claims too).
 SELECT t.queue, t.kind, EXTRACT(EPOCH FROM x.at - c.at)::float8 AS seconds
-FROM jobtrail_transitions x
+FROM jobtrail_transition_log x
 CROSS JOIN LATERAL (
-    SELECT c.at FROM jobtrail_transitions c
+    SELECT c.at FROM jobtrail_transition_log c
     WHERE c.task_id = x.task_id AND c.seq < x.seq AND c.reason = 'claimed'
     ORDER BY c.seq DESC LIMIT 1
 ) c
@@ -238,7 +252,7 @@ ORDER BY n DESC, reason, kind;
                AS last_failure,
            (array_agg(x.data ->> 'version' ORDER BY x.seq DESC)
                FILTER (WHERE x.reason = 'claimed'))[1] AS version
-    FROM jobtrail_transitions x WHERE x.task_id = t.id
+    FROM jobtrail_transition_log x WHERE x.task_id = t.id
 
 -- name: prune_select
 SELECT id FROM jobtrail_tasks t
@@ -258,7 +272,13 @@ SELECT set_config('jobtrail.pruning', 'on', true);
 SELECT set_config('jobtrail.pruning', 'off', true);
 
 -- name: prune_transitions
-DELETE FROM jobtrail_transitions WHERE task_id = ANY(%(ids)s::bigint[]);
+DELETE FROM jobtrail_transition_log WHERE task_id = ANY(%(ids)s::bigint[]);
+
+-- name: prune_enqueued_count
+-- The enqueued transitions on the rows of the pruned tasks :ids (0027), counted with the log's
+-- rows pruned: they go with their rows.
+SELECT COUNT(*) AS n FROM jobtrail_tasks
+WHERE id = ANY(%(ids)s::bigint[]) AND enq_actor IS NOT NULL;
 
 -- name: prune_steps
 DELETE FROM jobtrail_steps WHERE task_id = ANY(%(ids)s::bigint[]);
@@ -274,7 +294,19 @@ DELETE FROM jobtrail_tasks WHERE id = ANY(%(ids)s::bigint[])
 -- The time of the skip+1-th newest transition at or after since, none when the window holds
 -- fewer: stats then reads the window from there (at most that many transitions, through the
 -- (at) index newest first), so its cost follows the bound, not the log's size.
-SELECT at FROM jobtrail_transitions WHERE at >= %(since)s
+-- The log table's newest and the enqueued transitions on the rows of the tasks created since
+-- (0027; found as stats_reasons finds them), each part at most skip+1 long.
+SELECT at FROM (
+    (SELECT at FROM jobtrail_transition_log WHERE at >= %(since)s
+     ORDER BY at DESC LIMIT %(skip)s + 1)
+    UNION ALL
+    (SELECT t.created_at FROM jobtrail_tasks t
+     WHERE t.id > COALESCE((SELECT m.last_id FROM jobtrail_id_marks m
+                             WHERE m.at <= %(since)s::timestamptz ORDER BY m.at DESC LIMIT 1), 0)
+       -- a range of ids: the planner then reads it through the primary key
+       AND t.id <= (SELECT last_value FROM jobtrail_tasks_id_seq)
+       AND t.enq_actor IS NOT NULL AND t.created_at >= %(since)s
+     ORDER BY t.created_at DESC LIMIT %(skip)s + 1)) u
 ORDER BY at DESC OFFSET %(skip)s LIMIT 1;
 
 -- name: stats_open_bounded
@@ -481,3 +513,17 @@ WITH held AS (
     -- include: claim_log
 )
 SELECT * FROM upd;
+
+-- name: id_mark
+-- The id marks (0027): the highest id the identity sequence has handed out (is_called false:
+-- none yet), read before the mark's time is taken (clock_timestamp() in the projection, after
+-- the scan): a task created at or after that time took a higher id. At most one a minute
+-- (whoever sweeps first); marks older than eight days go.
+WITH old AS (
+    DELETE FROM jobtrail_id_marks WHERE at < now() - interval '8 days'
+)
+INSERT INTO jobtrail_id_marks (at, last_id)
+SELECT clock_timestamp(), CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END
+FROM (SELECT last_value, is_called FROM jobtrail_tasks_id_seq) s
+WHERE NOT EXISTS (SELECT 1 FROM jobtrail_id_marks WHERE at > now() - interval '50 seconds')
+ON CONFLICT DO NOTHING;

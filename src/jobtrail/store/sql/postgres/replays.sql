@@ -88,7 +88,7 @@ WHERE id = %(id)s AND state = 'running' AND NOT detached
 -- and how many are still on their way (queued, leased, waiting for children). A task awaiting
 -- a receipt has been run and counts as settled (its receipt may still fail it: counted then).
 SELECT COUNT(*) FILTER (WHERE EXISTS (
-           SELECT 1 FROM jobtrail_transitions x
+           SELECT 1 FROM jobtrail_transition_log x
            WHERE x.task_id = r.task_id AND x.seq > r.replayed_seq
              AND x.to_state = 'dead' AND x.from_state <> 'dead')) AS died,
        COUNT(*) FILTER (WHERE t.state IN ('queued', 'leased', 'cancel_requested', 'waiting'))
@@ -109,7 +109,7 @@ WHERE id = %(id)s AND state = 'running' AND driver = %(driver)s::text;
 SELECT r.*,
        (SELECT COUNT(*) FROM jobtrail_replay_run_tasks rt
         WHERE rt.run_id = r.id AND rt.replayed_seq IS NOT NULL
-          AND EXISTS (SELECT 1 FROM jobtrail_transitions x
+          AND EXISTS (SELECT 1 FROM jobtrail_transition_log x
                       WHERE x.task_id = rt.task_id AND x.seq > rt.replayed_seq
                         AND x.to_state = 'dead' AND x.from_state <> 'dead')) AS died_now,
        EXTRACT(EPOCH FROM now() - r.heartbeat_at)::float8 AS beat_age

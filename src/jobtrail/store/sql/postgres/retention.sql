@@ -52,7 +52,11 @@ SELECT state, tasks, transitions FROM jobtrail_pruned ORDER BY state;
 
 -- name: trace_contexts
 -- The context stored at enqueue, in the creating transition's data (key "trace"), by its key.
-SELECT task_id, data -> 'trace' AS trace FROM jobtrail_transitions
+-- (on the task row since 0027, in the log's seq 1 before)
+SELECT id AS task_id, enq_data -> 'trace' AS trace FROM jobtrail_tasks
+WHERE id = ANY(%(ids)s::bigint[]) AND enq_actor IS NOT NULL AND enq_data ? 'trace'
+UNION ALL
+SELECT task_id, data -> 'trace' AS trace FROM jobtrail_transition_log
 WHERE task_id = ANY(%(ids)s::bigint[]) AND seq = 1 AND data ? 'trace';
 
 -- name: prune_events

@@ -147,7 +147,7 @@ SELECT now() AS now, set_config('jit', 'off', true) AS jit;
 
 -- fragment: claim_log
 -- The claimed transitions of the rows of the CTE upd.
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
+    INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason, actor,
                                       attempt, at, data)
     SELECT id, seq, 'queued', 'leased', 'claimed', %(owner)s, attempts, updated_at,
            %(data)s::jsonb || jsonb_build_object('waited', round(waited::numeric, 6))
@@ -185,18 +185,11 @@ SELECT now() AS now, set_config('jit', 'off', true) AS jit;
 
 -- fragment: complete_log
 -- The completed transitions of the rows of the CTE done.
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
+    INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason, actor,
                                       attempt, at, data)
     SELECT id, seq, 'leased', 'succeeded', 'completed', %(actor)s::text, attempts, updated_at,
            '{}'::jsonb
     FROM done
-
--- fragment: enqueue_log
--- The enqueued transitions of the rows of the CTE ins.
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
-                                      attempt, at, data)
-    SELECT id, 1, NULL, state, 'enqueued', %(actor)s::text, 0, created_at, %(data)s::jsonb
-    FROM ins
 
 -- name: task_insert
 -- Returns only what the database generated (id, created_at, run_at): the driver builds the
@@ -207,18 +200,18 @@ WITH ins AS (
     INSERT INTO jobtrail_tasks (
         kind, queue, tenant, state, payload, payload_hash, idempotency_key, priority,
         max_attempts, lease_seconds, reentrant, run_at, parent_id, last_reason, seq,
-        budget_started_at, created_at, updated_at)
+        budget_started_at, created_at, updated_at, enq_state, enq_actor, enq_data)
     VALUES (
         %(kind)s, %(queue)s, %(tenant)s, %(state)s, %(payload)s::jsonb, %(payload_hash)s,
         %(idempotency_key)s::text, %(priority)s, %(max_attempts)s, %(lease_seconds)s,
         %(reentrant)s,
         COALESCE(%(run_at)s::timestamptz,
                  now() + make_interval(secs => COALESCE(%(delay)s::float8, 0))),
-        %(parent_id)s::bigint, 'enqueued', 1, now(), now(), now())
+        %(parent_id)s::bigint, 'enqueued', 1, now(), now(), now(),
+    -- its enqueued transition, on the row (0027)
+    %(state)s::text, %(actor)s::text, NULLIF(%(data)s::jsonb, '{}'::jsonb))
     ON CONFLICT (tenant, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, queue, state, created_at, run_at
-), log AS (
-    -- include: enqueue_log
 )
 SELECT id, created_at, run_at, pg_notify(jobtrail_channel('queued'), queue)::text AS notified
 FROM ins;
@@ -262,7 +255,7 @@ WITH pick AS (
         kind, queue, tenant, state, payload, payload_hash, idempotency_key, priority,
         max_attempts, lease_seconds, reentrant, run_at, parent_id, last_reason, seq,
         budget_started_at, created_at, updated_at, lease_owner, lease_expires_at, attempts,
-        claimed_version)
+        claimed_version, enq_state, enq_actor, enq_data)
     SELECT
         %(kind)s, %(queue)s, %(tenant)s,
         CASE WHEN p.owner IS NULL THEN %(state)s::text ELSE 'leased' END,
@@ -278,17 +271,16 @@ WITH pick AS (
         CASE WHEN p.owner IS NULL THEN NULL
              ELSE now() + make_interval(secs => %(lease_seconds)s::float8) END,
         CASE WHEN p.owner IS NULL THEN 0 ELSE 1 END,
-        p.version
+        p.version,
+    -- its enqueued transition, on the row (0027)
+    %(state)s::text, %(actor)s::text, NULLIF(%(data)s::jsonb, '{}'::jsonb)
     FROM (SELECT 1) one LEFT JOIN pick p ON true
     ON CONFLICT (tenant, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, queue, created_at, run_at, lease_owner, lease_expires_at, claimed_version
 ), log AS (
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason, actor,
-                                      attempt, at, data)
-    SELECT id, 1, NULL, %(state)s::text, 'enqueued', %(actor)s::text, 0, created_at,
-           %(data)s::jsonb
-    FROM ins
-    UNION ALL
+    -- the enqueued transition is on the row (0027); the claim's is the log's first row
+    INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason, actor,
+                                         attempt, at, data)
     SELECT id, 2, 'queued', 'leased', 'claimed', lease_owner, 1, created_at,
            CASE WHEN claimed_version IS NULL THEN '{}'::jsonb
                 ELSE jsonb_build_object('version', claimed_version) END
@@ -339,15 +331,15 @@ WITH src AS (
     INSERT INTO jobtrail_tasks (
         kind, queue, tenant, state, payload, payload_hash, priority, max_attempts,
         lease_seconds, reentrant, run_at, last_reason, seq, budget_started_at, created_at,
-        updated_at)
+        updated_at, enq_state, enq_actor, enq_data)
     SELECT kind, queue, tenant, state, payload::jsonb, payload_hash, priority, max_attempts,
            lease_seconds, reentrant,
            COALESCE(run_at, now() + make_interval(secs => COALESCE(delay, 0))),
-           'enqueued', 1, now(), now(), now()
+           'enqueued', 1, now(), now(), now(),
+           -- the enqueued transitions, on the rows (0027)
+           state, %(actor)s::text, NULLIF(%(data)s::jsonb, '{}'::jsonb)
     FROM src ORDER BY ord
     RETURNING id, state, created_at, run_at
-), log AS (
-    -- include: enqueue_log
 )
 SELECT id, created_at, run_at FROM ins ORDER BY id;
 
@@ -364,17 +356,17 @@ WITH src AS (
     INSERT INTO jobtrail_tasks (
         kind, queue, tenant, state, payload, payload_hash, priority, max_attempts,
         lease_seconds, reentrant, run_at, last_reason, seq, budget_started_at, created_at,
-        updated_at)
+        updated_at, enq_state, enq_actor, enq_data)
     SELECT %(kind)s::text, %(queue)s::text, %(tenant)s::text, %(state)s::text, p::jsonb, h,
            %(priority)s::int, %(max_attempts)s::int, %(lease_seconds)s::float8,
            %(reentrant)s::bool,
            COALESCE(%(run_at)s::timestamptz,
                     now() + make_interval(secs => COALESCE(%(delay)s::float8, 0))),
-           'enqueued', 1, now(), now(), now()
+           'enqueued', 1, now(), now(), now(),
+           -- the enqueued transitions, on the rows (0027)
+           %(state)s::text, %(actor)s::text, NULLIF(%(data)s::jsonb, '{}'::jsonb)
     FROM src ORDER BY ord
     RETURNING id, state, created_at, run_at
-), log AS (
-    -- include: enqueue_log
 )
 SELECT array_agg(id ORDER BY id), min(created_at), min(run_at) FROM ins;
 
@@ -476,7 +468,7 @@ WITH upd AS (
            AND attempts = %(attempt)s::int AND lease_expires_at <= now()))
     RETURNING id, state, attempts, seq, updated_at, parent_id, queue, kind
 ), log AS (
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason,
+    INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason,
                                       error_category, error, actor, attempt, at, note,
                                       corrects, data, traceback, error_class)
     SELECT id, seq, %(from_state)s, %(to_state)s, %(reason)s, %(error_category)s::text,
@@ -584,7 +576,7 @@ WITH upd AS (
     WHERE id = %(id)s AND state = %(from_state)s
     RETURNING id, state, attempts, seq, updated_at, parent_id, queue, kind
 ), log AS (
-    INSERT INTO jobtrail_transitions (task_id, seq, from_state, to_state, reason,
+    INSERT INTO jobtrail_transition_log (task_id, seq, from_state, to_state, reason,
                                       error_category, error, actor, attempt, at, note,
                                       corrects, data)
     SELECT id, seq, %(from_state)s, %(to_state)s, %(reason)s, %(error_category)s::text,
@@ -595,7 +587,7 @@ WITH upd AS (
 SELECT * FROM upd;
 
 -- name: transition_insert
-INSERT INTO jobtrail_transitions (
+INSERT INTO jobtrail_transition_log (
     task_id, seq, from_state, to_state, reason, error_category, error, actor, attempt, at,
     note, corrects, data, traceback, error_class)
 VALUES (%(task_id)s, %(seq)s, %(from_state)s::text, %(to_state)s, %(reason)s,
@@ -656,15 +648,21 @@ ORDER BY finished_at, id
 LIMIT CASE WHEN %(limit)s::int < 0 THEN NULL ELSE %(limit)s::int END;
 
 -- name: invariant_violations
-SELECT t.id, t.state, t.seq, last.to_state AS last_to_state, agg.n, agg.max_seq
-FROM jobtrail_tasks t
-LEFT JOIN LATERAL (SELECT to_state FROM jobtrail_transitions x
-                   WHERE x.task_id = t.id ORDER BY x.seq DESC LIMIT 1) last ON true
-LEFT JOIN LATERAL (SELECT COUNT(*) AS n, MAX(seq) AS max_seq FROM jobtrail_transitions x
-                   WHERE x.task_id = t.id) agg ON true
-WHERE t.state IS DISTINCT FROM last.to_state
-   OR t.seq IS DISTINCT FROM agg.max_seq
-   OR t.seq IS DISTINCT FROM agg.n;
+-- The log's last entry, count and last seq: the log table's rows, and the enqueued transition
+-- on the task row (0027) as seq 1 when the task has one there.
+SELECT f.id, f.state, f.seq, f.last_to_state, f.n, f.max_seq
+FROM (SELECT t.id, t.state, t.seq,
+             COALESCE(last.to_state, t.enq_state) AS last_to_state,
+             agg.n + (t.enq_actor IS NOT NULL)::int AS n,
+             COALESCE(agg.max_seq, CASE WHEN t.enq_actor IS NOT NULL THEN 1 END) AS max_seq
+      FROM jobtrail_tasks t
+      LEFT JOIN LATERAL (SELECT to_state FROM jobtrail_transition_log x
+                         WHERE x.task_id = t.id ORDER BY x.seq DESC LIMIT 1) last ON true
+      LEFT JOIN LATERAL (SELECT COUNT(*) AS n, MAX(seq) AS max_seq
+                         FROM jobtrail_transition_log x WHERE x.task_id = t.id) agg ON true) f
+WHERE f.state IS DISTINCT FROM f.last_to_state
+   OR f.seq IS DISTINCT FROM f.max_seq
+   OR f.seq IS DISTINCT FROM f.n;
 
 -- name: notify_queued
 SELECT pg_notify(jobtrail_channel('queued'), %(queue)s);

@@ -16,15 +16,28 @@ WHERE tenant = %(tenant)s AND kind = %(kind)s AND idempotency_key = %(key)s;
 -- name: view_activity
 -- Arrivals (enqueued or replayed: work that entered the queue) and completions (terminal outcomes) per queue and bucket since since.
 -- start: read from there instead (a later time: the activity bound), buckets still from since.
-SELECT t.queue,
+-- The log table's rows, and the enqueued transitions on the task rows (0027) through the id
+-- marks (as stats_reasons).
+SELECT x.queue,
        floor(extract(epoch FROM (x.at - %(since)s::timestamptz)) / %(bucket)s)::int AS bucket,
        COUNT(*) FILTER (WHERE x.reason IN ('enqueued', 'replayed')) AS arrivals,
        COUNT(*) FILTER (WHERE x.reason NOT IN ('enqueued', 'replayed')) AS completions
-FROM jobtrail_transitions x JOIN jobtrail_tasks t ON t.id = x.task_id
-WHERE x.at >= COALESCE(%(start)s::timestamptz, %(since)s::timestamptz)
-  AND (x.reason IN ('enqueued', 'replayed')
-       OR (x.to_state IN ('succeeded', 'cancelled', 'dead')
-           AND x.reason NOT IN ('dismissed', 'correction')))
+FROM (
+    SELECT t.queue, x.at, x.reason
+    FROM jobtrail_transition_log x JOIN jobtrail_tasks t ON t.id = x.task_id
+    WHERE x.at >= COALESCE(%(start)s::timestamptz, %(since)s::timestamptz)
+      AND (x.reason IN ('enqueued', 'replayed')
+           OR (x.to_state IN ('succeeded', 'cancelled', 'dead')
+               AND x.reason NOT IN ('dismissed', 'correction')))
+    UNION ALL
+    SELECT t.queue, t.created_at, 'enqueued'
+    FROM jobtrail_tasks t
+    WHERE t.id > COALESCE((SELECT m.last_id FROM jobtrail_id_marks m
+                             WHERE m.at <= COALESCE(%(start)s::timestamptz, %(since)s::timestamptz) ORDER BY m.at DESC LIMIT 1), 0)
+      -- a range of ids: the planner then reads it through the primary key
+      AND t.id <= (SELECT last_value FROM jobtrail_tasks_id_seq)
+      AND t.enq_actor IS NOT NULL
+      AND t.created_at >= COALESCE(%(start)s::timestamptz, %(since)s::timestamptz)) x
 GROUP BY 1, 2;
 
 -- name: view_tasks_by_ids
@@ -35,15 +48,28 @@ WHERE id IN (SELECT jsonb_array_elements_text(%(ids)s::jsonb)::bigint);
 -- name: view_counts_between
 -- /metrics counters: what the log gained in (after, upto], through the (at) index, so the cost
 -- follows the rows appended since the last scrape, never the size of the log.
-SELECT t.queue, t.kind, x.reason, x.to_state, COUNT(*) AS n
-FROM jobtrail_transitions x JOIN jobtrail_tasks t ON t.id = x.task_id
-WHERE x.at > %(after)s::timestamptz AND x.at <= %(upto)s::timestamptz
-GROUP BY t.queue, t.kind, x.reason, x.to_state;
+-- The enqueued transitions on the task rows (0027) through the id marks (as stats_reasons).
+SELECT queue, kind, reason, to_state, SUM(n)::bigint AS n FROM (
+    SELECT t.queue, t.kind, x.reason, x.to_state, COUNT(*) AS n
+    FROM jobtrail_transition_log x JOIN jobtrail_tasks t ON t.id = x.task_id
+    WHERE x.at > %(after)s::timestamptz AND x.at <= %(upto)s::timestamptz
+    GROUP BY t.queue, t.kind, x.reason, x.to_state
+    UNION ALL
+    SELECT t.queue, t.kind, 'enqueued', t.enq_state, COUNT(*)
+    FROM jobtrail_tasks t
+    WHERE t.id > COALESCE((SELECT m.last_id FROM jobtrail_id_marks m
+                             WHERE m.at <= %(after)s::timestamptz ORDER BY m.at DESC LIMIT 1), 0)
+      -- a range of ids: the planner then reads it through the primary key
+      AND t.id <= (SELECT last_value FROM jobtrail_tasks_id_seq)
+      AND t.enq_actor IS NOT NULL
+      AND t.created_at > %(after)s::timestamptz AND t.created_at <= %(upto)s::timestamptz
+    GROUP BY t.queue, t.kind, t.enq_state) u
+GROUP BY queue, kind, reason, to_state;
 
 -- name: view_waits_between
 -- Queue wait (claimed − due) of the claims in (after, upto].
 SELECT t.queue, t.kind, (x.data ->> 'waited')::float8 AS seconds
-FROM jobtrail_transitions x JOIN jobtrail_tasks t ON t.id = x.task_id
+FROM jobtrail_transition_log x JOIN jobtrail_tasks t ON t.id = x.task_id
 WHERE x.at > %(after)s::timestamptz AND x.at <= %(upto)s::timestamptz
   AND x.reason = 'claimed';
 
@@ -51,9 +77,9 @@ WHERE x.at > %(after)s::timestamptz AND x.at <= %(upto)s::timestamptz
 -- Run time of the attempts that ended in (after, upto]: outcome − the claim just before it
 -- (the rule of stats_runs).
 SELECT t.queue, t.kind, EXTRACT(EPOCH FROM x.at - c.at)::float8 AS seconds
-FROM jobtrail_transitions x
+FROM jobtrail_transition_log x
 CROSS JOIN LATERAL (
-    SELECT c.at FROM jobtrail_transitions c
+    SELECT c.at FROM jobtrail_transition_log c
     WHERE c.task_id = x.task_id AND c.seq < x.seq AND c.reason = 'claimed'
     ORDER BY c.seq DESC LIMIT 1
 ) c

@@ -50,7 +50,7 @@ SELECT task_id, seq, from_state, to_state, reason FROM (
         SELECT id AS task_id, 1 AS seq, NULL AS from_state, enq_state AS to_state,
                'enqueued' AS reason
         FROM jobtrail_tasks
-        WHERE enq_actor IS NOT NULL AND (id, 1) > (:after_task, :after_seq)
+        WHERE enq_actor IS NOT NULL AND id >= :after_task AND (id > :after_task OR :after_seq < 1)
         ORDER BY id LIMIT :limit)
     UNION ALL
     SELECT * FROM (
