@@ -19,6 +19,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from conftest import POOLED_BACKENDS, Store
 from psycopg import sql
 
 import jobtrail
@@ -1132,18 +1133,19 @@ def test_commits_that_need_not_wait_for_the_disk(world: dict[str, Any]) -> None:
     assert got is not None and got["state"] == "queued"
 
 
-@pytest.mark.parametrize("pooler", [None, "transaction"])
+@pytest.mark.parametrize("backend", ["postgres", *POOLED_BACKENDS])
 def test_an_unflushed_single_enqueue_is_one_statement_that_turns_its_flush_wait_off(
-    pg: Any, pooler: str | None
+    store: Store,
 ) -> None:
     """PostgreSQL: ``wait_for_disk=False`` on a single enqueue is one autocommit statement
     through libpq (store/postgres/unflushed.py), as the durable one: no BEGIN, SET LOCAL or
     COMMIT of its own. The statement evaluates the setting itself (an unread SELECT in WITH
     would not be run), so its own transaction commits without waiting for the flush; the
-    setting ends with it. Prepared on our own connection, unnamed behind a pooler."""
-    app = pg.app(pooler=pooler)
+    setting ends with it. Prepared on our own connection, unnamed behind PgBouncer."""
+    app = store.app()
     app.task("k")(lambda ctx, p: None)
     driver = app._driver
+    assert driver._pooled == (store.backend != "postgres")  # no prepared statements there
     seen: list[tuple[str, tuple[Any, ...] | None]] = []
     for name, statement in driver._direct_unflushed.items():
 
