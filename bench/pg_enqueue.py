@@ -4,6 +4,7 @@ of its own on a server on this machine (the backends' CPU is read from ``/proc``
 
     python bench/pg_enqueue.py                          # 3,000 enqueues, as migrated
     python bench/pg_enqueue.py --variants --rounds 5    # what the CHECK constraints cost
+    python bench/pg_enqueue.py --nowait --rounds 5      # durable vs wait_for_disk=False
 
 ``--variants`` runs the same loop, in interleaved rounds, on four schemas of that database:
 ``as migrated``; ``state lists as regex`` (every ``x = ANY (ARRAY['queued', ...])`` in a CHECK
@@ -11,7 +12,8 @@ of the tasks and transitions tables rewritten as ``x ~ '^(queued|...)$'``: the s
 pass, the stored tree is a third of the size); ``state CHECKs as domains`` (the three state
 columns' CHECKs moved to domains the columns take as their types: a domain's checks stay
 planned in the backend's type cache); and ``no CHECKs`` (all of those tables' CHECKs dropped:
-a measuring aid, never something to run a store without). PostgreSQL turns a table's CHECK
+a measuring aid, never something to run a store without). ``--nowait`` adds ``no flush wait``:
+the migrated schema, each enqueue with ``wait_for_disk=False``. PostgreSQL turns a table's CHECK
 constraints from their stored text back into expression trees and plans them at every
 statement that writes the table (``ExecConstraints``: ``stringToNode``, then the planner),
 prepared or not; a single enqueue writes two tables. The table prints each variant's CHECK
@@ -35,9 +37,10 @@ from run import TICK, cpu_ticks
 import jobtrail
 
 SERVER = os.environ.get("JOBTRAIL_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
-DATABASE = "bench_pg_enqueue"
+DATABASE = "bench_" + os.environ.get("BENCH_DB_PREFIX", "") + "pg_enqueue"
 TABLES = ("jobtrail_tasks", "jobtrail_transitions")
 VARIANTS = ("as migrated", "state lists as regex", "state CHECKs as domains", "no CHECKs")
+NOWAIT = "no flush wait"
 _STATE_LIST = re.compile(r"\((\w+) = ANY \(ARRAY\[([^\]]+)\]\)\)")
 
 
@@ -127,11 +130,13 @@ def backend_seconds(conn: psycopg.Connection[Any]) -> float:
     return cpu_ticks([int(pid) for (pid,) in pids]) / TICK
 
 
-def measure(app: jobtrail.App, monitor: psycopg.Connection[Any], n: int) -> dict[str, float]:
+def measure(
+    app: jobtrail.App, monitor: psycopg.Connection[Any], n: int, wait: bool = True
+) -> dict[str, float]:
     """``n`` single enqueues in a row: microseconds per call."""
     t0, s0, w0 = os.times(), backend_seconds(monitor), time.perf_counter()
     for _ in range(n):
-        app.enqueue("noop", {})
+        app.enqueue("noop", {}, wait_for_disk=wait)
     wall = time.perf_counter() - w0
     t1, s1 = os.times(), backend_seconds(monitor)
     return {
@@ -147,29 +152,31 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
     parser.add_argument("--variants", action="store_true", help="the CHECK variants too")
+    parser.add_argument("--nowait", action="store_true", help="wait_for_disk=False too")
     parser.add_argument("--pg", default=SERVER, help="a server on this machine")
     args = parser.parse_args()
     with psycopg.connect(args.pg, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
         admin.execute(f"CREATE DATABASE {DATABASE}")
     url = database_url(args.pg)
-    variants = VARIANTS if args.variants else VARIANTS[:1]
+    variants = (VARIANTS if args.variants else VARIANTS[:1]) + ((NOWAIT,) if args.nowait else ())
     apps: dict[str, jobtrail.App] = {}
     sizes: dict[str, int] = {}
     try:
         with psycopg.connect(url, autocommit=True) as monitor:
             for i, variant in enumerate(variants):
                 schema = f"variant{i}"
-                app = jobtrail.App(make_schema(monitor, url, schema, variant))
+                kept = VARIANTS[0] if variant == NOWAIT else variant
+                app = jobtrail.App(make_schema(monitor, url, schema, kept))
                 app.task("noop", max_attempts=1)(lambda ctx, payload: None)
                 for _ in range(200):  # connections open, statements prepared
-                    app.enqueue("noop", {})
+                    app.enqueue("noop", {}, wait_for_disk=variant != NOWAIT)
                 apps[variant] = app
                 sizes[variant] = sum(c[4] for c in checks(monitor, schema))
             got: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
             for _ in range(args.rounds):
                 for variant, app in apps.items():
-                    got[variant].append(measure(app, monitor, args.n))
+                    got[variant].append(measure(app, monitor, args.n, variant != NOWAIT))
     finally:
         for app in apps.values():
             app.close()
