@@ -1,6 +1,7 @@
 """Single enqueue on PostgreSQL, taken apart: wall time, the client's CPU (user and system) and
 the server backend's CPU per ``app.enqueue`` call, with the library's defaults, on a database
-of its own on a server on this machine (the backends' CPU is read from ``/proc``).
+of its own on a server on this machine (the backends' CPU is read from ``/proc``), and the
+server's WAL fsyncs per call meanwhile (``pg_stat_wal``: the server's, whoever caused them).
 
     python bench/pg_enqueue.py                          # 3,000 enqueues, as migrated
     python bench/pg_enqueue.py --variants --rounds 5    # what the CHECK constraints cost
@@ -130,20 +131,30 @@ def backend_seconds(conn: psycopg.Connection[Any]) -> float:
     return cpu_ticks([int(pid) for (pid,) in pids]) / TICK
 
 
+def wal_syncs(conn: psycopg.Connection[Any]) -> int:
+    """The server's WAL fsyncs so far (``pg_stat_wal``, PostgreSQL 14+: every session's, each
+    reported within a second or so)."""
+    row = conn.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()
+    return int(row[0]) if row else 0
+
+
 def measure(
     app: jobtrail.App, monitor: psycopg.Connection[Any], n: int, wait: bool = True
 ) -> dict[str, float]:
-    """``n`` single enqueues in a row: microseconds per call."""
-    t0, s0, w0 = os.times(), backend_seconds(monitor), time.perf_counter()
+    """``n`` single enqueues in a row: microseconds per call, and the server's WAL fsyncs per
+    call meanwhile (one at least for each durable commit, one after another; an unflushed
+    commit leaves its flush to the WAL writer or another session's)."""
+    t0, s0, y0, w0 = os.times(), backend_seconds(monitor), wal_syncs(monitor), time.perf_counter()
     for _ in range(n):
         app.enqueue("noop", {}, wait_for_disk=wait)
     wall = time.perf_counter() - w0
-    t1, s1 = os.times(), backend_seconds(monitor)
+    t1, s1, y1 = os.times(), backend_seconds(monitor), wal_syncs(monitor)
     return {
         "wall": wall / n * 1e6,
         "user": (t1.user - t0.user) / n * 1e6,
         "sys": (t1.system - t0.system) / n * 1e6,
         "server": (s1 - s0) / n * 1e6,
+        "fsyncs": (y1 - y0) / n,
     }
 
 
@@ -184,6 +195,7 @@ def main() -> None:
             admin.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
     print(f"single enqueue, n={args.n}, median of {args.rounds} interleaved rounds, us per call")
     head = ("variant", "wall", "client user", "client sys", "server", "CHECK text", "per second")
+    head += ("fsyncs/call",)
     print(f"{head[0]:<22}" + "".join(f"{h:>12}" for h in head[1:]) + "   vs first")
     first = statistics.median(r["wall"] for r in got[variants[0]])
     for variant in variants:
@@ -192,7 +204,8 @@ def main() -> None:
         print(
             f"{variant:<22}"
             + "".join(f"{c:>12.1f}" for c in cells)
-            + f"{sizes[variant]:>12,}{1e6 / med['wall']:>12,.0f}{first / med['wall']:>9.2f}x"
+            + f"{sizes[variant]:>12,}{1e6 / med['wall']:>12,.0f}{med['fsyncs']:>12.2f}"
+            + f"{first / med['wall']:>9.2f}x"
         )
 
 
