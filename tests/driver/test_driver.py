@@ -19,6 +19,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from conftest import POOLED_BACKENDS, Store
 from psycopg import sql
 
 import jobtrail
@@ -1130,6 +1131,43 @@ def test_commits_that_need_not_wait_for_the_disk(world: dict[str, Any]) -> None:
     with d.transaction(write=False) as tx:
         got = d.task_get(tx, int(row["id"]))
     assert got is not None and got["state"] == "queued"
+
+
+@pytest.mark.parametrize("backend", ["postgres", *POOLED_BACKENDS])
+def test_an_unflushed_single_enqueue_is_one_statement_that_turns_its_flush_wait_off(
+    store: Store,
+) -> None:
+    """PostgreSQL: ``wait_for_disk=False`` on a single enqueue is one autocommit statement
+    through libpq (store/postgres/unflushed.py), as the durable one: no BEGIN, SET LOCAL or
+    COMMIT of its own. The statement evaluates the setting itself (an unread SELECT in WITH
+    would not be run), so its own transaction commits without waiting for the flush; the
+    setting ends with it. Prepared on our own connection, unnamed behind PgBouncer."""
+    app = store.app()
+    app.task("k")(lambda ctx, p: None)
+    driver = app._driver
+    assert driver._pooled == (store.backend != "postgres")  # no prepared statements there
+    seen: list[tuple[str, tuple[Any, ...] | None]] = []
+    for name, statement in driver._direct_unflushed.items():
+
+        def first(*args: Any, _run: Any = statement.first, _name: str = name) -> Any:
+            row = _run(*args)
+            seen.append((_name, row))
+            return row
+
+        statement.first = first  # type: ignore[method-assign]
+    for handoff in (False, True):
+        driver._saw_idle(handoff)  # whether the enqueue looks for an idle worker
+        task = app.enqueue("k", {}, wait_for_disk=False)
+        name = "task_insert_handoff_unflushed" if handoff else "task_insert_unflushed"
+        assert [(n, r[0] if r else None) for n, r in seen] == [(name, int(task.id))]
+        assert seen[0][1] is not None and seen[0][1][-1] == "off"  # evaluated in the statement
+        seen.clear()
+        with driver.single_statement() as tx:  # the setting ended with that transaction
+            assert tx.conn.execute("SHOW synchronous_commit").fetchone() == ("on",)
+    # an existing key: no row, nothing written to flush; the existing task comes back
+    first = app.enqueue("k", {}, wait_for_disk=False, idempotency_key="a")
+    again = app.enqueue("k", {}, wait_for_disk=False, idempotency_key="a")
+    assert (again.id, again.created, first.created) == (first.id, False, True)
 
 
 def test_an_enqueue_beside_another_wakes_workers_after_its_commit(pg: Any) -> None:

@@ -154,6 +154,8 @@ class _Tx:
         self.handoff = False
         # beside another single enqueue: the insert without its NOTIFY (notify_after.py)
         self.quiet = False
+        # wait_for_disk=False: the single insert's own commit skips the flush wait (unflushed.py)
+        self.unflushed = False
         # Our own connections run with TimeZone UTC (``_configure``): their times arrive in
         # UTC already. A caller's connection may have any time zone: convert.
         self.decode = _identity if utc else _decode

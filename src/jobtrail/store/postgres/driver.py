@@ -61,6 +61,7 @@ from .insert import insert_statement, int_array, text_array
 from .listen import Channels, Listening, listen_url_for
 from .notify_after import NotifyAfterCommit
 from .pooler import PoolerSense, session_mixup
+from .unflushed import UNFLUSHED, unflushed_statements
 
 log = logging.getLogger("jobtrail.store")
 
@@ -128,6 +129,10 @@ class PostgresDriver(Checkout, Listening, HandOff, NotifyAfterCommit, PoolerSens
         self._direct_quiet = DirectStatement(
             "jobtrail_task_insert_quiet", self.sql["task_insert_quiet"]
         )
+        self.sql.update(unflushed_statements(self.sql))  # on notify_after's copy
+        self._direct_unflushed = {
+            name: DirectStatement("jobtrail_" + name, self.sql[name]) for name in UNFLUSHED.values()
+        }
         self._express_lock = threading.Lock()
         self._own_all: list[psycopg.Connection[Any]] = []
         # when a connection of this pool was last found broken: the idle ones are suspect
@@ -355,8 +360,11 @@ class PostgresDriver(Checkout, Listening, HandOff, NotifyAfterCommit, PoolerSens
             tx.one("notify_queued", {"queue": queue})
 
     def skip_flush_wait(self, tx: Any) -> None:
-        # SET LOCAL: this transaction only, so behind a transaction pooler too
-        tx.conn.execute("SET LOCAL synchronous_commit = off")
+        # this transaction only, so behind a transaction pooler too (unflushed.sql)
+        if tx.pipelined:  # sent, not waited for: the COMMIT's result reports any error
+            tx.conn.execute(self.sql["skip_flush_wait"])
+        else:
+            tx.one("skip_flush_wait")
 
     def is_outage(self, error: BaseException) -> bool:
         # serialization failures and deadlocks are worth the same write again
@@ -374,6 +382,9 @@ class PostgresDriver(Checkout, Listening, HandOff, NotifyAfterCommit, PoolerSens
             name, direct = "task_insert_handoff", self._direct_handoff
         elif tx.quiet:  # its wake-up follows its commit (notify_after.py)
             name, direct = "task_insert_quiet", self._direct_quiet
+        if tx.unflushed:  # its commit skips the flush wait (unflushed.py)
+            name = UNFLUSHED[name]
+            direct = self._direct_unflushed[name]
         values = None
         if tx.own is not None:
             try:
@@ -411,19 +422,23 @@ class PostgresDriver(Checkout, Listening, HandOff, NotifyAfterCommit, PoolerSens
         return row, created
 
     def task_insert_unflushed(self, new: NewTask) -> tuple[Row, bool]:
-        # BEGIN, SET LOCAL, the insert (with its NOTIFY) and COMMIT as one pipeline: two
-        # round trips (the insert's result is read before the COMMIT is sent), not four
-        if in_bridge():
-            with self.transaction() as tx:
-                self.skip_flush_wait(tx)
-                return self.task_insert(tx, new)
-        with self._pipelined_transaction() as tx:
-            self.skip_flush_wait(tx)
-            return self.task_insert(tx, new)
+        # one round trip, as task_insert_alone: the statement itself turns the flush wait of
+        # its own (autocommit) transaction off (unflushed.py); with its NOTIFY inside (no
+        # notify_after: a commit that does not wait for its flush holds NOTIFY's lock briefly)
+        try:
+            return self._insert_alone(new, quiet=False, unflushed=True)
+        except StoreUnavailable as exc:
+            if not session_mixup(exc.__cause__):
+                raise
+            # the statement met another server session before it ran (pooler.py)
+            return self._insert_alone(new, quiet=False, unflushed=True)
 
-    def _insert_alone(self, new: NewTask, quiet: bool) -> tuple[Row, bool]:
+    def _insert_alone(
+        self, new: NewTask, quiet: bool, *, unflushed: bool = False
+    ) -> tuple[Row, bool]:
         with self.single_statement() as tx:
             tx.quiet = quiet
+            tx.unflushed = unflushed
             tx.handoff = not quiet and self._may_hand_off()
             return self.task_insert(tx, new)
 
