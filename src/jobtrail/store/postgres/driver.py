@@ -59,13 +59,16 @@ from .direct import DirectStatement
 from .handoff import HandOff
 from .insert import insert_statement, int_array, text_array
 from .listen import Channels, Listening, listen_url_for
+from .look import DurableLook
 from .notify_after import NotifyAfterCommit
 from .pooler import PoolerSense, session_mixup
 
 log = logging.getLogger("jobtrail.store")
 
 
-class PostgresDriver(Checkout, Listening, HandOff, NotifyAfterCommit, PoolerSense, Driver):
+class PostgresDriver(
+    Checkout, Listening, HandOff, NotifyAfterCommit, PoolerSense, DurableLook, Driver
+):
     dialect = "postgres"
     logs_in_statement = True
     claims_in_one_statement = True
