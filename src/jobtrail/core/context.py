@@ -72,6 +72,9 @@ class Attempt:
     #: (the history holds a durable record); read once, at the run's first recorded call.
     history: dict[int, dict[str, Any]] | None = None
     guarded: bool = False
+    #: The latest database time this run has read (a lower bound of the store's clock now): a
+    #: recorded sleep whose wake time it has passed returns without reading the clock again.
+    clock_seen: datetime | None = None
 
     @property
     def effect_confirmed(self) -> bool:
@@ -201,6 +204,8 @@ class Context(Durable):
         )
         if steps is not None:
             self._attempt.steps = {r["name"]: r for r in steps}
+        if now is not None:
+            self._attempt.clock_seen = now
         if (
             row is None
             or row["state"] not in (State.LEASED, State.CANCEL_REQUESTED)
@@ -369,10 +374,10 @@ class Context(Durable):
 
     def _steps(self) -> dict[str, dict[str, Any]]:
         if self._attempt.steps is None:
-            with self._driver.transaction(write=False) as tx:
-                self._attempt.steps = {
-                    r["name"]: r for r in self._driver.step_list(tx, id=self._attempt.task_id)
-                }
+            _, _, steps = self._driver.durable_look(
+                id=self._attempt.task_id, clock=False, steps=True
+            )
+            self._attempt.steps = {r["name"]: r for r in steps or ()}
         return self._attempt.steps
 
     def _confirm(
