@@ -678,10 +678,11 @@ def test_durable_handlers(world: dict[str, Any]) -> None:
         assert d.durable_children(tx, id=leased) == []
 
 
-@covers("durable_look")
+@covers("durable_look", "durable_records")
 def test_durable_look_reads_the_holder_the_clock_and_the_records(world: dict[str, Any]) -> None:
     """What ``ctx`` reads at a cancel check: ``task_holder``'s row, the clock and
-    ``step_list``'s rows, as those statements give them; no holder for a task that is gone."""
+    ``step_list``'s rows, as those statements give them; no holder for a task that is gone.
+    ``durable_records``: the rows of several tasks at once, each task's as ``step_list``'s."""
     d: Driver = world["d"]
     leased = world["leased"]
     held = {"id": leased, "owner": OWNER, "attempt": 1}
@@ -699,6 +700,8 @@ def test_durable_look_reads_the_holder_the_clock_and_the_records(world: dict[str
     assert holder is not None and (holder["state"], holder["lease_valid"]) == ("leased", True)
     assert d.durable_look(id=leased, clock=False, steps=False)[1:] == (None, None)
     assert d.durable_look(id=-1, clock=False, steps=True) == (None, None, [])
+    assert d.durable_records(ids=[world["queued"], leased, -1]) == steps
+    assert d.durable_records(ids=[world["queued"]]) == []
 
 
 @covers("step_list_recorded", "step_supersede", "step_forget", "step_superseded_list")

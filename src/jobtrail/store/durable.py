@@ -23,6 +23,8 @@ class DurableStatements:
             self, *, write: bool = True, connection: Any = None
         ) -> AbstractContextManager[Tx]: ...
 
+        def _list(self, values: list[Any]) -> Any: ...
+
     def durable_look(
         self, *, id: int, clock: bool, steps: bool
     ) -> tuple[Row | None, datetime | None, list[Row] | None]:
@@ -48,6 +50,13 @@ class DurableStatements:
         caller (``owner``, ``attempt``) holds the task; ``None`` when it no longer does, or the
         record is confirmed already. ``ctx``."""
         return tx.one("durable_record_put", params)
+
+    def durable_records(self, *, ids: list[int]) -> list[Row]:
+        """The records of the tasks ``ids`` (``step_list``'s rows, by task, each task's in
+        ``step_list``'s order), in one read: the worker reads those of the resumed handlers a
+        claim gave it at once, not each handler its own."""
+        with self.transaction(write=False) as tx:
+            return tx.all("durable_records", {"ids": self._list(ids)})
 
     def durable_wait_set(
         self,

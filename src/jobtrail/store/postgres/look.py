@@ -1,7 +1,7 @@
-"""``durable_look`` on PostgreSQL: a durable call's cancel check, the clock and the task's
-records in one autocommit statement (``durable.sql``), where the other drivers make a read
-transaction of three. A resumed handler makes one at each sleep and wait: on PostgreSQL the
-transaction's BEGIN and COMMIT were two round trips more, and each statement one."""
+"""``durable_look`` and ``durable_records`` on PostgreSQL, each one autocommit statement
+(``durable.sql``) where the other drivers make a read transaction: a durable call's cancel
+check, the clock and the task's records (BEGIN, three statements and COMMIT were five round
+trips), and the records of the resumed handlers of a claim."""
 
 from __future__ import annotations
 
@@ -40,6 +40,10 @@ class DurableLook:
         if steps:
             records = [_record(r) for r in rows if r["name"] is not None]
         return holder, now if clock else None, records
+
+    def durable_records(self, *, ids: list[int]) -> list[Row]:
+        with self.single_statement() as tx:
+            return tx.all("durable_records", {"ids": ids})
 
 
 def _record(row: Row) -> Row:

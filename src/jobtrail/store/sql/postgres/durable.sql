@@ -29,6 +29,11 @@ LEFT JOIN jobtrail_tasks t ON t.id = %(id)s
 LEFT JOIN jobtrail_steps s ON %(steps)s AND s.task_id = t.id
 ORDER BY s.created_at, s.name;
 
+-- name: durable_records
+-- The records of several tasks (step_list's rows): those of the resumed handlers of a claim.
+SELECT * FROM jobtrail_steps WHERE task_id = ANY(%(ids)s::bigint[])
+ORDER BY task_id, created_at, name;
+
 -- name: durable_wait_set
 -- What the task's handler now waits for, in the transaction of its suspending move; a sleep
 -- is due at its wake time.
