@@ -134,6 +134,44 @@ def test_an_event_wakes_the_waiting_task_and_the_first_payload_wins(app: jobtrai
     app.cancel(other.id, by="test")
 
 
+def test_a_resumed_run_replays_its_recorded_sleep_and_wait_without_a_read_of_its_own(
+    app: jobtrail.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker reads a resumed handler's records with its claim: the recorded sleep (its
+    wake time passed by the claim's clock) and the woken wait return from them, the handler
+    reading nothing itself; every suspension and wake is on the timeline."""
+
+    @app.task("resumer")
+    def resumer(ctx: jobtrail.Context, p: Any) -> Any:
+        ctx.sleep("nap", 0.05)
+        return ctx.wait_for_event("go")
+
+    task = app.enqueue("resumer")
+    _resume(app, task.id, "waiting")
+    assert app.send_event("go", {"n": 7}) == 1
+    reads: list[str] = []
+    driver = app._driver
+    for name in ("durable_look", "durable_records", "task_holder", "step_list"):
+        real = getattr(driver, name)
+        monkeypatch.setattr(
+            driver, name, lambda *a, _n=name, _f=real, **k: reads.append(_n) or _f(*a, **k)
+        )
+    burst(app)  # the woken task is due: one burst resumes it to its end
+    monkeypatch.undo()
+    assert reads == ["durable_records"]  # the worker's, for its claim
+    assert app.get(task.id).result == {"n": 7}
+    assert reasons(app, task.id) == [
+        "enqueued",
+        "claimed",
+        "sleeping",
+        "claimed",
+        "waiting_for_event",
+        "event_received",
+        "claimed",
+        "completed",
+    ]
+
+
 def test_an_event_sent_before_the_wait_is_not_lost(app: jobtrail.App) -> None:
     assert app.send_event("early", [1, 2]) == 0  # nobody waits yet
 

@@ -679,6 +679,32 @@ def test_durable_handlers(world: dict[str, Any]) -> None:
         assert d.durable_children(tx, id=leased) == []
 
 
+@covers("durable_look", "durable_records")
+def test_durable_look_reads_the_holder_the_clock_and_the_records(world: dict[str, Any]) -> None:
+    """What ``ctx`` reads at a cancel check: ``task_holder``'s row, the clock and
+    ``step_list``'s rows, as those statements give them; no holder for a task that is gone.
+    ``durable_records``: the rows of several tasks at once, each task's as ``step_list``'s."""
+    d: Driver = world["d"]
+    leased = world["leased"]
+    held = {"id": leased, "owner": OWNER, "attempt": 1}
+    bare = d.durable_look(id=leased, clock=True, steps=True)
+    assert bare[2] == []  # no records yet
+    with d.transaction() as tx:
+        for order, name in enumerate(("b", "a"), start=1):
+            record = {"name": name, "record": "sleep", "status": "confirmed", "call_order": order}
+            assert d.durable_record_put(tx, {**held, **record, "result": dumps({"n": order})})
+    holder, now, steps = d.durable_look(id=leased, clock=True, steps=True)
+    with d.transaction(write=False) as tx:
+        assert holder == d.task_holder(tx, id=leased)
+        assert steps == d.step_list(tx, id=leased) and len(steps) == 2
+        assert isinstance(now, datetime) and bare[1] is not None and bare[1] <= now <= d.db_now(tx)
+    assert holder is not None and (holder["state"], holder["lease_valid"]) == ("leased", True)
+    assert d.durable_look(id=leased, clock=False, steps=False)[1:] == (None, None)
+    assert d.durable_look(id=-1, clock=False, steps=True) == (None, None, [])
+    assert d.durable_records(ids=[world["queued"], leased, -1]) == steps
+    assert d.durable_records(ids=[world["queued"]]) == []
+
+
 @covers("step_list_recorded", "step_supersede", "step_forget", "step_superseded_list")
 @covers("prune_steps_superseded")
 def test_steps_forgotten_by_a_replay(world: dict[str, Any]) -> None:

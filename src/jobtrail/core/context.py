@@ -72,6 +72,9 @@ class Attempt:
     #: (the history holds a durable record); read once, at the run's first recorded call.
     history: dict[int, dict[str, Any]] | None = None
     guarded: bool = False
+    #: The latest database time this run has read (a lower bound of the store's clock now): a
+    #: recorded sleep whose wake time it has passed returns without reading the clock again.
+    clock_seen: datetime | None = None
 
     @property
     def effect_confirmed(self) -> bool:
@@ -193,18 +196,16 @@ class Context(Durable):
         self._checked_now(clock=False)
 
     def _checked_now(self, *, clock: bool) -> datetime | None:
-        """``check_cancelled``, and with ``clock`` the database's time read in the same
-        transaction (a durable sleep needs both: one round trip, not two)."""
+        """``check_cancelled``, and with ``clock`` the database's time read with it (a durable
+        sleep needs both: ``Driver.durable_look``, one round trip on PostgreSQL)."""
         self._ensure_held()
-        now = None
-        with self._driver.transaction(write=False) as tx:
-            row = self._driver.task_holder(tx, id=self._attempt.task_id)
-            if clock:
-                now = self._driver.db_now(tx)
-            if self._attempt.steps is None:
-                self._attempt.steps = {
-                    r["name"]: r for r in self._driver.step_list(tx, id=self._attempt.task_id)
-                }
+        row, now, steps = self._driver.durable_look(
+            id=self._attempt.task_id, clock=clock, steps=self._attempt.steps is None
+        )
+        if steps is not None:
+            self._attempt.steps = {r["name"]: r for r in steps}
+        if now is not None:
+            self._attempt.clock_seen = now
         if (
             row is None
             or row["state"] not in (State.LEASED, State.CANCEL_REQUESTED)
@@ -373,10 +374,10 @@ class Context(Durable):
 
     def _steps(self) -> dict[str, dict[str, Any]]:
         if self._attempt.steps is None:
-            with self._driver.transaction(write=False) as tx:
-                self._attempt.steps = {
-                    r["name"]: r for r in self._driver.step_list(tx, id=self._attempt.task_id)
-                }
+            _, _, steps = self._driver.durable_look(
+                id=self._attempt.task_id, clock=False, steps=True
+            )
+            self._attempt.steps = {r["name"]: r for r in steps or ()}
         return self._attempt.steps
 
     def _confirm(

@@ -278,6 +278,8 @@ class Durable:
         self.sleep_until(name, when)
 
     def _sleep(self, name: str, until_of: Callable[[datetime], datetime]) -> None:
+        if self._recorded_past(name):
+            return  # recorded, and its wake time passed: returns at once, no store read
         now = self._checked_now(clock=True)
         assert now is not None
         order = self._call("sleep", name)
@@ -293,6 +295,23 @@ class Durable:
             return
         raise Suspend("sleep", name, until=until)
 
+    def _recorded_past(self, name: str) -> bool:
+        """Whether the sleep ``name`` is recorded with a wake time at or before a database time
+        this run has read (the clock only moves on): then it returns at once, taking its place
+        in the call order, without a read of the store. Not a cancel boundary, as a call that
+        returns at once is none: a cancel requested meanwhile is seen at the next step, effect,
+        ``check_cancelled`` or suspension."""
+        attempt = self._attempt
+        row = None if attempt.steps is None else attempt.steps.get(name)
+        seen = attempt.clock_seen
+        if row is None or seen is None or record_of(row) != "sleep":
+            return False
+        if seen < parse_time(row["result"]["until"], "until"):
+            return False
+        self._ensure_held()
+        self._call("sleep", name)
+        return True
+
     # -- events ----------------------------------------------------------------------------------
     def wait_for_event(self, key: str, *, timeout: float | timedelta | None = None) -> Any:
         """The payload of the event ``key`` (in this task's tenant), sent before or after the
@@ -300,8 +319,12 @@ class Durable:
         a worker. Past ``timeout`` seconds the resumed call raises ``WaitTimedOut``."""
         check_event_key(key)
         span = None if timeout is None else check_duration(timeout, "timeout", positive=True)
-        self.check_cancelled()
         name = f"event/{key}"
+        known = None if self._attempt.steps is None else self._attempt.steps.get(name)
+        if known is None or known["status"] != "confirmed":
+            self.check_cancelled()  # a wait that returns at once reads nothing: no boundary
+        else:
+            self._ensure_held()
         order = self._call("event", name)
         row = self._steps().get(name)
         if row is not None and row["status"] == "confirmed":

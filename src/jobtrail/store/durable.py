@@ -5,8 +5,9 @@ wait deadlines. Mixed into ``Driver`` like ``Statements``; ``core/durable.py`` (
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .types import Row, Tx
 
@@ -15,6 +16,27 @@ class DurableStatements:
     """Mixed into ``Driver``: each method runs its statement from the dialect's ``durable.sql``."""
 
     dialect: str
+
+    if TYPE_CHECKING:
+
+        def transaction(
+            self, *, write: bool = True, connection: Any = None
+        ) -> AbstractContextManager[Tx]: ...
+
+        def _list(self, values: list[Any]) -> Any: ...
+
+    def durable_look(
+        self, *, id: int, clock: bool, steps: bool
+    ) -> tuple[Row | None, datetime | None, list[Row] | None]:
+        """What ``ctx`` reads at a cancel check: the task's holder (``task_holder``'s
+        columns, None when the task is gone), with ``clock`` the database's time, with
+        ``steps`` the task's records (``step_list``'s rows). One read transaction here; one
+        autocommit statement on PostgreSQL (one round trip, not BEGIN, three and COMMIT)."""
+        with self.transaction(write=False) as tx:
+            holder = tx.one("task_holder", {"id": id})
+            now = tx.one("db_now") if clock else None
+            rows = tx.all("step_list", {"id": id}) if steps else None
+        return holder, None if now is None else now["now"], rows
 
     def _when(self, value: datetime | None) -> Any:
         """A time parameter: a datetime on PostgreSQL, seconds since the epoch on SQLite."""
@@ -28,6 +50,13 @@ class DurableStatements:
         caller (``owner``, ``attempt``) holds the task; ``None`` when it no longer does, or the
         record is confirmed already. ``ctx``."""
         return tx.one("durable_record_put", params)
+
+    def durable_records(self, *, ids: list[int]) -> list[Row]:
+        """The records of the tasks ``ids`` (``step_list``'s rows, by task, each task's in
+        ``step_list``'s order), in one read: the worker reads those of the resumed handlers a
+        claim gave it at once, not each handler its own."""
+        with self.transaction(write=False) as tx:
+            return tx.all("durable_records", {"ids": self._list(ids)})
 
     def durable_wait_set(
         self,

@@ -9,6 +9,7 @@ import json
 import logging
 import threading
 import time
+from datetime import datetime
 from typing import Any
 
 from ..core import tracing, typed
@@ -63,12 +64,33 @@ class Handlers:
     def start_rows(self, rows: list[dict[str, Any]]) -> None:
         """Start the attempts of claimed (or handed) task rows."""
         traces = self._traces(rows) if rows and tracing.recording() else None
+        records = self._records(rows)
         for row in rows:
             attempt = self._attempt(row)
+            if records is not None and attempt.task_id in records:
+                resumed(attempt, row, records[attempt.task_id])
             if traces is not None:
                 attempt.traced = True
                 attempt.trace = traces.get(row["id"])
             self._start(attempt)
+
+    def _records(self, rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]] | None:
+        """The records of the resumed durable handlers among the rows (those that suspended
+        before: ``wait_kind`` set), in one read for the claim: their runs replay from them
+        without a read each. None when there are none, or the read failed (each handler then
+        reads its own)."""
+        ids = [int(r["id"]) for r in rows if r.get("wait_kind") is not None]
+        if not ids:
+            return None
+        try:
+            found = self._w.driver.durable_records(ids=ids)
+        except Exception as exc:
+            log.warning("reading resumed handlers' records failed: %s", type(exc).__name__)
+            return None
+        out: dict[int, list[dict[str, Any]]] = {i: [] for i in ids}
+        for r in found:
+            out[int(r["task_id"])].append(r)
+        return out
 
     def _traces(self, rows: list[dict[str, Any]]) -> dict[int, dict[str, str]]:
         """The trace contexts stored with the claimed tasks (one read, only when tracing)."""
@@ -247,3 +269,13 @@ async def _settle(timeout: float) -> None:
     pending = [t for t in asyncio.all_tasks() if t is not me]
     if pending:
         await asyncio.wait(pending, timeout=timeout)
+
+
+def resumed(attempt: Attempt, row: dict[str, Any], records: list[dict[str, Any]]) -> None:
+    """Give a resumed durable handler's attempt its records (read with its claim) and the
+    claim's database time (the row's ``updated_at``: the clock has passed it), so that its
+    recorded sleeps and waits return without a read of the store."""
+    attempt.steps = {r["name"]: r for r in records}
+    seen = row.get("updated_at")
+    if isinstance(seen, datetime):
+        attempt.clock_seen = seen

@@ -59,6 +59,7 @@ from .direct import DirectStatement
 from .handoff import HandOff
 from .insert import insert_statement, int_array, text_array
 from .listen import Channels, Listening, listen_url_for
+from .look import DurableLook
 from .notify_after import NotifyAfterCommit
 from .pooler import PoolerSense, session_mixup
 from .unflushed import UNFLUSHED, unflushed_statements
@@ -66,7 +67,9 @@ from .unflushed import UNFLUSHED, unflushed_statements
 log = logging.getLogger("jobtrail.store")
 
 
-class PostgresDriver(Checkout, Listening, HandOff, NotifyAfterCommit, PoolerSense, Driver):
+class PostgresDriver(
+    Checkout, Listening, HandOff, NotifyAfterCommit, PoolerSense, DurableLook, Driver
+):
     dialect = "postgres"
     logs_in_statement = True
     id_marks = True

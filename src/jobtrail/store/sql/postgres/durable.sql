@@ -18,6 +18,22 @@ SET status = excluded.status, result = excluded.result, attempt = excluded.attem
 WHERE jobtrail_steps.status = 'intent'
 RETURNING name;
 
+-- name: durable_look
+-- ctx's cancel check at a durable call, the clock and (with steps) the task's records in one
+-- autocommit statement: one round trip. One row without steps, or with none recorded; no
+-- holder columns when the task is gone.
+SELECT t.state AS holder_state, t.lease_owner AS holder_owner, t.attempts AS holder_attempts,
+       t.lease_expires_at > n.now AS holder_valid, n.now AS holder_now, s.*
+FROM (SELECT now() AS now) n
+LEFT JOIN jobtrail_tasks t ON t.id = %(id)s
+LEFT JOIN jobtrail_steps s ON %(steps)s AND s.task_id = t.id
+ORDER BY s.created_at, s.name;
+
+-- name: durable_records
+-- The records of several tasks (step_list's rows): those of the resumed handlers of a claim.
+SELECT * FROM jobtrail_steps WHERE task_id = ANY(%(ids)s::bigint[])
+ORDER BY task_id, created_at, name;
+
 -- name: durable_wait_set
 -- What the task's handler now waits for, in the transaction of its suspending move; a sleep
 -- is due at its wake time.

@@ -16,6 +16,11 @@ SET status = excluded.status, result = excluded.result, attempt = excluded.attem
 WHERE jobtrail_steps.status = 'intent'
 RETURNING name;
 
+-- name: durable_records
+-- The records of several tasks (step_list's rows): those of the resumed handlers of a claim.
+SELECT * FROM jobtrail_steps WHERE task_id IN (SELECT value FROM json_each(:ids))
+ORDER BY task_id, created_at, name;
+
 -- name: durable_wait_set
 UPDATE jobtrail_tasks
 SET wait_kind = :kind, wait_name = :name, wait_key = :key, wait_until = :until,
