@@ -4,9 +4,9 @@
 -- One part per partial index that holds those states (no index holds every open state):
 -- jobtrail_tasks_queued_kind (every kind is a non-empty name), jobtrail_tasks_held,
 -- jobtrail_tasks_settled_kind.
-SELECT 'queued' AS state, COUNT(*) AS n FROM jobtrail_tasks
+SELECT state, COUNT(*) AS n FROM jobtrail_tasks
 WHERE state = 'queued' AND kind <> ''
-HAVING COUNT(*) > 0
+GROUP BY state
 UNION ALL
 SELECT state, COUNT(*) AS n FROM jobtrail_tasks
 WHERE state IN ('leased', 'cancel_requested')

@@ -4,9 +4,9 @@
 -- One part per partial index that holds those states (no index holds every open state), each
 -- index's WHERE written out as SQLite matches it: jobtrail_tasks_queued_kind,
 -- jobtrail_tasks_held, jobtrail_tasks_settled_kind.
-SELECT 'queued' AS state, COUNT(*) AS n FROM jobtrail_tasks
+SELECT state, COUNT(*) AS n FROM jobtrail_tasks
 WHERE state = 'queued'
-HAVING COUNT(*) > 0
+GROUP BY state
 UNION ALL
 SELECT state, COUNT(*) AS n FROM jobtrail_tasks
 WHERE state IN ('leased', 'cancel_requested')
@@ -144,12 +144,12 @@ LIMIT :limit;
 
 -- name: view_task_list_leased
 -- task_list for the leased tasks (at most the workers' concurrency), through
--- jobtrail_tasks_held.
+-- jobtrail_tasks_held (``+id``: not the primary key, which would read every task).
 SELECT * FROM jobtrail_tasks
 WHERE state = 'leased' AND state IN ('leased', 'cancel_requested')
   AND (:kind IS NULL OR kind = :kind)
   AND (:queue IS NULL OR queue = :queue)
   AND (:tenant IS NULL OR tenant = :tenant)
-  AND id < COALESCE(:before_id, 9223372036854775807)
+  AND +id < COALESCE(:before_id, 9223372036854775807)
 ORDER BY +id DESC
 LIMIT :limit;
