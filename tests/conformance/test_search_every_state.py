@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 import jobtrail
+from jobtrail.store import reads
 
 from .support import claim_as_dead_worker
 
@@ -47,7 +50,9 @@ def _newest_first(ids: list[str]) -> list[str]:
     return sorted(ids, key=int, reverse=True)
 
 
-def test_every_state_is_searched_listed_and_counted(app: jobtrail.App) -> None:
+def test_every_state_is_searched_listed_and_counted(
+    app: jobtrail.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ids = _tasks_in_every_state(app)
     other = ids.pop("other")
     every = _newest_first([i for wanted in ids.values() for i in wanted])
@@ -75,6 +80,11 @@ def test_every_state_is_searched_listed_and_counted(app: jobtrail.App) -> None:
         assert [t.id for t in app.list(state=state, limit=1)] == in_state[:1]
     queued = _newest_first(ids["queued"] + other)
     assert [t.id for t in app.list(state="queued", kind="ok")] == queued
+    assert [t.id for t in app.list(state="queued", limit=2, before=queued[0])] == queued[1:3]
+    # a page of queued tasks that the newest ids do not fill reads every queued task
+    monkeypatch.setattr(reads, "QUEUED_WINDOW", 2)
+    assert [t.id for t in app.list(state="queued", limit=1)] == queued[:1]  # found in the window
+    assert [t.id for t in app.list(state="queued")] == queued
     assert [t.id for t in app.list(state="queued", limit=2, before=queued[0])] == queued[1:3]
     assert app.list(state="queued", kind="held") == []
     assert [t.id for t in app.list(state="leased", kind="held")] == _newest_first(ids["leased"])

@@ -143,16 +143,28 @@ LIMIT %(limit)s;
 
 -- name: view_task_list_queued
 -- task_list for the queued tasks (held by no index in id order: the claim would write it),
--- newest first. The planner walks the primary key backwards when the queued tasks are many
--- (they are then the newest) and reads jobtrail_tasks_queued_kind (every kind is a non-empty
--- name) and sorts when they are few.
+-- newest first, in two reads (store.reads): the primary key backwards over the newest ids
+-- above floor_id, where a backlog's queued tasks are; and, when that did not fill the page,
+-- every queued task through jobtrail_tasks_queued_kind (every kind is a non-empty name),
+-- sorted (view_task_list_queued_all).
+SELECT * FROM jobtrail_tasks
+WHERE state = 'queued'
+  AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+  AND id < COALESCE(%(before_id)s::bigint, 9223372036854775807)
+  AND id > %(floor_id)s::bigint
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- name: view_task_list_queued_all
 SELECT * FROM jobtrail_tasks
 WHERE state = 'queued' AND kind <> ''
   AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
   AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
   AND id < COALESCE(%(before_id)s::bigint, 9223372036854775807)
-ORDER BY id DESC
+ORDER BY id + 0 DESC
 LIMIT %(limit)s;
 
 -- name: view_task_list_leased

@@ -132,14 +132,28 @@ LIMIT :limit;
 
 -- name: view_task_list_queued
 -- task_list for the queued tasks (held by no index in id order: the claim would write it),
--- newest first: the primary key backwards (the queued tasks of a backlog are the newest).
+-- newest first, in two reads (store.reads): the primary key backwards over the newest ids
+-- above floor_id (``+state``: not jobtrail_tasks_queued_kind, which would read every queued
+-- task), where a backlog's queued tasks are; and, when that did not fill the page, every
+-- queued task through jobtrail_tasks_queued_kind, sorted (floor_id NULL).
+SELECT * FROM jobtrail_tasks
+WHERE +state = 'queued'
+  AND (:kind IS NULL OR kind = :kind)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:tenant IS NULL OR tenant = :tenant)
+  AND id < COALESCE(:before_id, 9223372036854775807)
+  AND id > :floor_id
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: view_task_list_queued_all
 SELECT * FROM jobtrail_tasks
 WHERE state = 'queued'
   AND (:kind IS NULL OR kind = :kind)
   AND (:queue IS NULL OR queue = :queue)
   AND (:tenant IS NULL OR tenant = :tenant)
-  AND id < COALESCE(:before_id, 9223372036854775807)
-ORDER BY id DESC
+  AND +id < COALESCE(:before_id, 9223372036854775807)
+ORDER BY +id DESC
 LIMIT :limit;
 
 -- name: view_task_list_leased
