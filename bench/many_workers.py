@@ -29,7 +29,7 @@ connections with and without a pg_notify), then for each configuration:
 5. after ``--settle`` seconds (statistics reach ``pg_stat_*`` up to 10 s late) the idle P
    workers are watched for ``--idle`` seconds: transactions/s, index scans/s (the lease sweep
    reads ``jobtrail_tasks_held``, the receipt sweep ``jobtrail_tasks_receipt_id``, the
-   retention selects ``jobtrail_tasks_state_kind``, the claim ``jobtrail_tasks_due_tenant``,
+   retention selects ``jobtrail_tasks_settled_kind``, the claim ``jobtrail_tasks_due_tenant``,
    the read of limited queues ``jobtrail_queues_pkey``) and CPU ms/s of workers and backends.
 
 The last table gives each configuration's medians over ``--rounds`` (run in turn, round by

@@ -127,7 +127,7 @@ def test_claim_reads_the_due_index(store: Any) -> None:
                 plan = "\n".join(r[0] for r in rows)
                 assert "jobtrail_tasks_pkey" in plan, (name, plan)
                 assert "jobtrail_tasks_lease" not in plan, (name, plan)
-                assert "jobtrail_tasks_state_kind" not in plan, (name, plan)
+                assert "jobtrail_tasks_settled_kind" not in plan, (name, plan)
             # the pump and express connections run these with generic plans (re-planning
             # each time costs a third of a round trip at scale): those must read the same
             # indexes, whatever the parameters

@@ -2,7 +2,7 @@
 
 Loads 20,000 cancelled tasks and then 50,000 queued ones (the newest ids all queued, as in a
 backlog), ANALYZEs, and asks the planner: a page of one state must read
-``jobtrail_tasks_state_kind`` kind by kind (never walk the primary key past the queued tasks,
+``jobtrail_tasks_settled_kind`` kind by kind (never walk the primary key past the queued tasks,
 in custom and generic plans), and the bounded queue health must read ``jobtrail_tasks_queued_kind``.
 """
 
@@ -84,7 +84,7 @@ def test_a_page_of_one_state_and_the_bounded_health_read_their_indexes(store: An
                 plans.append(_generic_plan(conn, page, args))
                 conn.execute("RESET plan_cache_mode")
                 for plan in plans:
-                    assert "jobtrail_tasks_state_kind" in plan, (params, plan)
+                    assert "jobtrail_tasks_settled_kind" in plan, (params, plan)
                     assert "jobtrail_tasks_pkey" not in plan, (params, plan)
             rows = conn.execute("EXPLAIN " + health, {"upto": 10_001}).fetchall()
             plan = "\n".join(r[0] for r in rows)
@@ -93,7 +93,7 @@ def test_a_page_of_one_state_and_the_bounded_health_read_their_indexes(store: An
         else:
             rows = conn.execute("EXPLAIN QUERY PLAN " + page, {**PAGE, "limit": 51}).fetchall()
             plan = "\n".join(str(r[3]) for r in rows)
-            assert "jobtrail_tasks_state_kind" in plan, plan
+            assert "jobtrail_tasks_settled_kind" in plan, plan
             rows = conn.execute("EXPLAIN QUERY PLAN " + health, {"upto": 10_001}).fetchall()
             plan = "\n".join(str(r[3]) for r in rows)
             assert "jobtrail_tasks_queued_kind" in plan, plan

@@ -5,8 +5,12 @@ Mixed into ``Driver`` (``base.py``); each runs its statement from the dialect's 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from .types import Row, Stamp, Tx
+
+#: the newest ids a page of queued tasks reads before it reads every queued task
+QUEUED_WINDOW = 10_000
 
 
 class Reads:
@@ -43,9 +47,13 @@ class Reads:
         }
         if state is None:
             return tx.all("task_list", params)
-        # One state: the newest page of each of its kinds through the (state, kind, id) index,
-        # merged — the newest tasks of a large store may all be in another state (a million
-        # queued), which a newest-first walk of every task would read before the first of these.
+        if state == "leased":
+            return tx.all("view_task_list_leased", params)  # few: the workers' concurrency
+        if state == "queued":
+            return self._queued_page(tx, params)
+        # One settled state: the newest page of each of its kinds through the partial (state,
+        # kind, id) index, merged — the newest tasks of a large store may all be in another
+        # state (a million queued), which a newest-first walk would read before these.
         kinds = (
             [kind]
             if kind is not None
@@ -56,6 +64,20 @@ class Reads:
             rows += tx.all("view_task_list_state_kind", {**params, "kind": name})
         rows.sort(key=lambda r: -int(r["id"]))
         return rows[:limit]
+
+    def _queued_page(self, tx: Tx, params: dict[str, Any]) -> list[Row]:
+        """A page of queued tasks, which no (state, kind, id) index holds (every enqueue and
+        claim would write it): the newest ``QUEUED_WINDOW`` ids first (a backlog is there),
+        else every queued task through their own index."""
+        top = params["before_id"]
+        if top is None:
+            row = tx.one("search_top_id", {})
+            top = (int(row["id"]) if row else 0) + 1
+        floor = max(0, top - QUEUED_WINDOW)
+        rows = tx.all("view_task_list_queued", {**params, "floor_id": floor})
+        if len(rows) >= params["limit"] or floor == 0:
+            return rows
+        return tx.all("view_task_list_queued_all", params)
 
     def transition_list(self, tx: Tx, task_id: int) -> list[Row]:
         """A task's transition log in ``seq`` order; App.transitions (explain, the dashboard, the

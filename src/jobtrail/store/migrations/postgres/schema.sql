@@ -346,7 +346,7 @@ CREATE INDEX jobtrail_tasks_lease ON jobtrail_tasks USING btree (lease_expires_a
 
 CREATE INDEX jobtrail_tasks_parent ON jobtrail_tasks USING btree (parent_id) WHERE (parent_id IS NOT NULL);
 
-CREATE INDEX jobtrail_tasks_payload ON jobtrail_tasks USING gin (payload jsonb_path_ops);
+CREATE INDEX jobtrail_tasks_payload_settled ON jobtrail_tasks USING gin (payload jsonb_path_ops) WHERE (state = ANY (ARRAY['succeeded'::text, 'cancelled'::text, 'dead'::text, 'waiting'::text, 'awaiting_receipt'::text, 'cancel_requested'::text]));
 
 CREATE INDEX jobtrail_tasks_queued_kind ON jobtrail_tasks USING btree (queue, kind, run_at) WHERE ((state = 'queued'::text) AND (kind <> ''::text));
 
@@ -356,7 +356,7 @@ CREATE UNIQUE INDEX jobtrail_tasks_receipt_id ON jobtrail_tasks USING btree (kin
 
 CREATE INDEX jobtrail_tasks_receipt_lookup ON jobtrail_tasks USING btree (receipt_id) WHERE (receipt_id IS NOT NULL);
 
-CREATE INDEX jobtrail_tasks_state_kind ON jobtrail_tasks USING btree (state, kind, id);
+CREATE INDEX jobtrail_tasks_settled_kind ON jobtrail_tasks USING btree (state, kind, id) WHERE (state = ANY (ARRAY['succeeded'::text, 'cancelled'::text, 'dead'::text, 'waiting'::text, 'awaiting_receipt'::text, 'cancel_requested'::text]));
 
 CREATE INDEX jobtrail_tasks_suspended ON jobtrail_tasks USING btree (queue, kind, wait_kind) WHERE (((state = 'queued'::text) AND (last_reason = 'sleeping'::text)) OR ((state = 'waiting'::text) AND (last_reason = ANY (ARRAY['waiting_for_event'::text, 'waiting_for_children'::text]))));
 

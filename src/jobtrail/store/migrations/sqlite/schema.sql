@@ -326,7 +326,9 @@ CREATE UNIQUE INDEX jobtrail_tasks_receipt_id
 CREATE INDEX jobtrail_tasks_receipt_lookup ON jobtrail_tasks (receipt_id)
     WHERE receipt_id IS NOT NULL;
 
-CREATE INDEX jobtrail_tasks_state_kind ON jobtrail_tasks (state, kind, id);
+CREATE INDEX jobtrail_tasks_settled_kind ON jobtrail_tasks (state, kind, id)
+    WHERE state IN ('succeeded', 'cancelled', 'dead', 'waiting', 'awaiting_receipt',
+                    'cancel_requested');
 
 CREATE INDEX jobtrail_tasks_suspended ON jobtrail_tasks (queue, kind, wait_kind)
     WHERE (state = 'queued' AND last_reason = 'sleeping')

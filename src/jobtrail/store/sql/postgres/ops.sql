@@ -114,7 +114,7 @@ SELECT (SELECT COUNT(*) FROM jobtrail_tasks
 -- queues are left out: their tasks would hold the worker until someone resumes the queue.
 SELECT EXTRACT(EPOCH FROM MIN(run_at) - now())::float8 AS wait
 FROM jobtrail_tasks
-WHERE state = 'queued'
+WHERE state = 'queued' AND kind <> ''
   AND queue = ANY(%(queues)s::text[])
   AND kind = ANY(%(kinds)s::text[])
   AND run_at <= now() + make_interval(secs => %(within)s)
@@ -156,10 +156,24 @@ SELECT COUNT(*) AS n FROM jobtrail_tasks
 WHERE queue = %(queue)s AND tenant = %(tenant)s AND state IN ('leased', 'cancel_requested');
 
 -- name: stats_open
-SELECT queue, kind, state, COUNT(*) AS n,
-       MIN(run_at) FILTER (WHERE state = 'queued' AND run_at <= now()) AS oldest_due
+-- One part per partial index that holds those states (jobtrail_tasks_queued_kind: every kind
+-- is a non-empty name; jobtrail_tasks_held; jobtrail_tasks_settled_kind).
+SELECT queue, kind, 'queued' AS state, COUNT(*) AS n,
+       MIN(run_at) FILTER (WHERE run_at <= now()) AS oldest_due
 FROM jobtrail_tasks
-WHERE state IN ('queued', 'leased', 'cancel_requested', 'awaiting_receipt', 'waiting')
+WHERE state = 'queued' AND kind <> ''
+GROUP BY queue, kind
+UNION ALL
+SELECT queue, kind, state, COUNT(*) AS n, NULL::timestamptz AS oldest_due
+FROM jobtrail_tasks
+WHERE state IN ('leased', 'cancel_requested')
+GROUP BY queue, kind, state
+UNION ALL
+SELECT queue, kind, state, COUNT(*) AS n, NULL::timestamptz AS oldest_due
+FROM jobtrail_tasks
+WHERE state IN ('awaiting_receipt', 'waiting')
+  AND state IN ('succeeded', 'cancelled', 'dead', 'waiting', 'awaiting_receipt',
+                'cancel_requested')
 GROUP BY queue, kind, state;
 
 -- name: stats_dead
@@ -337,7 +351,14 @@ FROM g
 UNION ALL
 SELECT queue, kind, state, COUNT(*) AS n, NULL::timestamptz AS oldest_due
 FROM jobtrail_tasks
-WHERE state IN ('leased', 'cancel_requested', 'awaiting_receipt', 'waiting')
+WHERE state IN ('leased', 'cancel_requested')
+GROUP BY queue, kind, state
+UNION ALL
+SELECT queue, kind, state, COUNT(*) AS n, NULL::timestamptz AS oldest_due
+FROM jobtrail_tasks
+WHERE state IN ('awaiting_receipt', 'waiting')
+  AND state IN ('succeeded', 'cancelled', 'dead', 'waiting', 'awaiting_receipt',
+                'cancel_requested')
 GROUP BY queue, kind, state;
 
 -- name: task_claim_keyed

@@ -31,18 +31,51 @@ SELECT id, state FROM jobtrail_tasks WHERE TRUE
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: search_payload
--- The GIN index jobtrail_tasks_payload (jsonb_path_ops) serves the containment. ``id + 0``:
--- the planner, which cannot estimate a containment, would otherwise walk the primary key
--- newest first looking for the first matches, reading the whole table when there are few or
--- none (0.9 s on a million tasks); the matches are sorted instead.
-SELECT * FROM jobtrail_tasks WHERE payload @> %(doc)s::jsonb
+-- Three parts, each through an index that holds only its tasks, merged newest first: the
+-- settled tasks (every state but queued and leased) through the GIN index
+-- jobtrail_tasks_payload_settled (jsonb_path_ops), the queued ones through
+-- jobtrail_tasks_queued_kind (every kind is a non-empty name), the leased ones through
+-- jobtrail_tasks_held; no index of the payloads is written by an enqueue or a claim. Each
+-- part's predicate is written out so that the partial index serves it. ``id + 0``: the
+-- planner, which cannot estimate a containment, would otherwise walk the primary key newest
+-- first looking for the first matches, reading the whole table when there are few or none
+-- (0.9 s on a million tasks); the matches are sorted instead.
+SELECT * FROM (
+    (SELECT * FROM jobtrail_tasks WHERE payload @> %(doc)s::jsonb
+       AND state IN ('succeeded', 'cancelled', 'dead', 'waiting', 'awaiting_receipt',
+                     'cancel_requested')
 -- include: search_filters
-ORDER BY id + 0 DESC LIMIT %(limit)s;
+     ORDER BY id + 0 DESC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT * FROM jobtrail_tasks WHERE payload @> %(doc)s::jsonb
+       AND state = 'queued' AND kind <> ''
+-- include: search_filters
+     ORDER BY id + 0 DESC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT * FROM jobtrail_tasks WHERE payload @> %(doc)s::jsonb AND state = 'leased'
+-- include: search_filters
+     ORDER BY id + 0 DESC LIMIT %(limit)s)
+) t
+ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: search_payload_states
-SELECT id, state FROM jobtrail_tasks WHERE payload @> %(doc)s::jsonb
+SELECT id, state FROM (
+    (SELECT id, state FROM jobtrail_tasks WHERE payload @> %(doc)s::jsonb
+       AND state IN ('succeeded', 'cancelled', 'dead', 'waiting', 'awaiting_receipt',
+                     'cancel_requested')
 -- include: search_filters
-ORDER BY id + 0 DESC LIMIT %(limit)s;
+     ORDER BY id + 0 DESC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT id, state FROM jobtrail_tasks WHERE payload @> %(doc)s::jsonb
+       AND state = 'queued' AND kind <> ''
+-- include: search_filters
+     ORDER BY id + 0 DESC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT id, state FROM jobtrail_tasks WHERE payload @> %(doc)s::jsonb AND state = 'leased'
+-- include: search_filters
+     ORDER BY id + 0 DESC LIMIT %(limit)s)
+) t
+ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: search_error
 SELECT * FROM jobtrail_tasks WHERE last_error ILIKE %(pattern)s ESCAPE '\'

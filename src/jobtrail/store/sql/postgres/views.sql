@@ -1,8 +1,21 @@
 -- Read-only views for people (the dashboard): cheap, indexed lookups only.
 
 -- name: view_state_counts
+-- One part per partial index that holds those states (no index holds every open state):
+-- jobtrail_tasks_queued_kind (every kind is a non-empty name), jobtrail_tasks_held,
+-- jobtrail_tasks_settled_kind.
 SELECT state, COUNT(*) AS n FROM jobtrail_tasks
-WHERE state IN ('queued', 'leased', 'cancel_requested', 'awaiting_receipt', 'waiting')
+WHERE state = 'queued' AND kind <> ''
+GROUP BY state
+UNION ALL
+SELECT state, COUNT(*) AS n FROM jobtrail_tasks
+WHERE state IN ('leased', 'cancel_requested')
+GROUP BY state
+UNION ALL
+SELECT state, COUNT(*) AS n FROM jobtrail_tasks
+WHERE state IN ('awaiting_receipt', 'waiting')
+  AND state IN ('succeeded', 'cancelled', 'dead', 'waiting', 'awaiting_receipt',
+                'cancel_requested')
 GROUP BY state;
 
 -- name: view_dead_count
@@ -92,42 +105,102 @@ WHERE x.at > %(after)s::timestamptz AND x.at <= %(upto)s::timestamptz
 
 -- name: view_state_counts_upto
 -- view_state_counts with each state counted up to upto (an index-only walk of at most upto
--- entries per state): the dashboard's header shows "upto or more" instead of waiting on a
--- million-row count.
-SELECT s.state,
-       (SELECT COUNT(*) FROM (SELECT 1 FROM jobtrail_tasks t WHERE t.state = s.state
-                              LIMIT %(upto)s) c) AS n
-FROM (VALUES ('queued'), ('leased'), ('cancel_requested'), ('awaiting_receipt'), ('waiting'))
-     AS s(state);
+-- entries per state, each through the partial index that holds it): the dashboard's header
+-- shows "upto or more" instead of waiting on a million-row count.
+SELECT 'queued' AS state,
+       (SELECT COUNT(*) FROM (SELECT 1 FROM jobtrail_tasks
+                              WHERE state = 'queued' AND kind <> '' LIMIT %(upto)s) c) AS n
+UNION ALL
+SELECT 'leased', (SELECT COUNT(*) FROM (SELECT 1 FROM jobtrail_tasks
+                                        WHERE state = 'leased' LIMIT %(upto)s) c)
+UNION ALL
+SELECT 'cancel_requested', (SELECT COUNT(*) FROM (SELECT 1 FROM jobtrail_tasks
+                                                  WHERE state = 'cancel_requested'
+                                                  LIMIT %(upto)s) c)
+UNION ALL
+SELECT 'awaiting_receipt', (SELECT COUNT(*) FROM (SELECT 1 FROM jobtrail_tasks
+                                                  WHERE state = 'awaiting_receipt'
+                                                  LIMIT %(upto)s) c)
+UNION ALL
+SELECT 'waiting', (SELECT COUNT(*) FROM (SELECT 1 FROM jobtrail_tasks
+                                         WHERE state = 'waiting' LIMIT %(upto)s) c);
 
 -- name: view_dead_count_upto
 SELECT COUNT(*) AS n FROM (SELECT 1 FROM jobtrail_tasks WHERE state = 'dead'
                            AND dismissed_at IS NULL LIMIT %(upto)s) c;
 
 -- name: view_state_kinds
--- The kinds that have tasks in one state: a skip scan of jobtrail_tasks_state_kind (one probe
--- per kind, not one row per task).
+-- The kinds that have tasks in one settled state (any but queued and leased): a skip scan of
+-- jobtrail_tasks_settled_kind (one probe per kind, not one row per task). The states it holds
+-- are written out so that the partial index serves a plan made for any value.
 WITH RECURSIVE k(kind) AS (
-    (SELECT kind FROM jobtrail_tasks WHERE state = %(state)s::text ORDER BY kind LIMIT 1)
+    (SELECT kind FROM jobtrail_tasks WHERE state = %(state)s::text
+       AND state IN ('succeeded', 'cancelled', 'dead', 'waiting', 'awaiting_receipt',
+                     'cancel_requested')
+     ORDER BY kind LIMIT 1)
     UNION ALL
     SELECT (SELECT t.kind FROM jobtrail_tasks t
-            WHERE t.state = %(state)s::text AND t.kind > k.kind ORDER BY t.kind LIMIT 1)
+            WHERE t.state = %(state)s::text AND t.kind > k.kind
+              AND t.state IN ('succeeded', 'cancelled', 'dead', 'waiting', 'awaiting_receipt',
+                              'cancel_requested')
+            ORDER BY t.kind LIMIT 1)
     FROM k WHERE k.kind IS NOT NULL
 )
 SELECT kind FROM k WHERE kind IS NOT NULL;
 
 -- name: view_task_list_state_kind
--- task_list for one state and kind, newest first through jobtrail_tasks_state_kind (a page of
--- one state is the newest of these over its kinds: store.reads). State and kind are written as
--- ranges of one value and ordered on: with "state = $1 AND kind = $2 ORDER BY id DESC" the
--- planner walks the primary key backwards filtering on them, guessing it finds a page at once
--- (it does not know the newest million tasks are all queued: 0.3-0.5 s before the first
--- succeeded one); this way only the index gives the order, in custom and generic plans alike.
+-- task_list for one settled state and kind, newest first through jobtrail_tasks_settled_kind
+-- (a page of one state is the newest of these over its kinds: store.reads). State and kind
+-- are written as ranges of one value and ordered on: with "state = $1 AND kind = $2 ORDER BY
+-- id DESC" the planner walks the primary key backwards filtering on them, guessing it finds a
+-- page at once (it does not know the newest million tasks are all queued: 0.3-0.5 s before the
+-- first succeeded one); this way only the index gives the order, in custom and generic plans
+-- alike.
 SELECT * FROM jobtrail_tasks
 WHERE state >= %(state)s::text AND state <= %(state)s::text
+  AND state IN ('succeeded', 'cancelled', 'dead', 'waiting', 'awaiting_receipt',
+                'cancel_requested')
   AND kind >= %(kind)s::text AND kind <= %(kind)s::text
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
   AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
   AND id < COALESCE(%(before_id)s::bigint, 9223372036854775807)
 ORDER BY state DESC, kind DESC, id DESC
+LIMIT %(limit)s;
+
+-- name: view_task_list_queued
+-- task_list for the queued tasks (held by no index in id order: the claim would write it),
+-- newest first, in two reads (store.reads): the primary key backwards over the newest ids
+-- above floor_id, where a backlog's queued tasks are; and, when that did not fill the page,
+-- every queued task through jobtrail_tasks_queued_kind (every kind is a non-empty name),
+-- sorted (view_task_list_queued_all).
+SELECT * FROM jobtrail_tasks
+WHERE state = 'queued'
+  AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+  AND id < COALESCE(%(before_id)s::bigint, 9223372036854775807)
+  AND id > %(floor_id)s::bigint
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- name: view_task_list_queued_all
+SELECT * FROM jobtrail_tasks
+WHERE state = 'queued' AND kind <> ''
+  AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+  AND id < COALESCE(%(before_id)s::bigint, 9223372036854775807)
+ORDER BY id + 0 DESC
+LIMIT %(limit)s;
+
+-- name: view_task_list_leased
+-- task_list for the leased tasks (at most the workers' concurrency), through
+-- jobtrail_tasks_held.
+SELECT * FROM jobtrail_tasks
+WHERE state = 'leased'
+  AND (%(kind)s::text IS NULL OR kind = %(kind)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s::text)
+  AND id < COALESCE(%(before_id)s::bigint, 9223372036854775807)
+ORDER BY id + 0 DESC
 LIMIT %(limit)s;

@@ -140,10 +140,24 @@ SELECT COUNT(*) AS n FROM jobtrail_tasks
 WHERE queue = :queue AND tenant = :tenant AND state IN ('leased', 'cancel_requested');
 
 -- name: stats_open
-SELECT queue, kind, state, COUNT(*) AS n,
-       MIN(CASE WHEN state = 'queued' AND run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3) THEN run_at END) AS oldest_due
+-- One part per partial index that holds those states, each index's WHERE written out as SQLite
+-- matches it (jobtrail_tasks_queued_kind, jobtrail_tasks_held, jobtrail_tasks_settled_kind).
+SELECT queue, kind, 'queued' AS state, COUNT(*) AS n,
+       MIN(CASE WHEN run_at <= round((julianday('now') - 2440587.5) * 86400.0, 3) THEN run_at END) AS oldest_due
 FROM jobtrail_tasks
-WHERE state IN ('queued', 'leased', 'cancel_requested', 'awaiting_receipt', 'waiting')
+WHERE state = 'queued'
+GROUP BY queue, kind
+UNION ALL
+SELECT queue, kind, state, COUNT(*) AS n, NULL AS oldest_due
+FROM jobtrail_tasks
+WHERE state IN ('leased', 'cancel_requested')
+GROUP BY queue, kind, state
+UNION ALL
+SELECT queue, kind, state, COUNT(*) AS n, NULL AS oldest_due
+FROM jobtrail_tasks
+WHERE state IN ('awaiting_receipt', 'waiting')
+  AND state IN ('succeeded', 'cancelled', 'dead', 'waiting', 'awaiting_receipt',
+                'cancel_requested')
 GROUP BY queue, kind, state;
 
 -- name: stats_dead
@@ -292,7 +306,14 @@ FROM g
 UNION ALL
 SELECT queue, kind, state, COUNT(*) AS n, NULL AS oldest_due
 FROM jobtrail_tasks
-WHERE state IN ('leased', 'cancel_requested', 'awaiting_receipt', 'waiting')
+WHERE state IN ('leased', 'cancel_requested')
+GROUP BY queue, kind, state
+UNION ALL
+SELECT queue, kind, state, COUNT(*) AS n, NULL AS oldest_due
+FROM jobtrail_tasks
+WHERE state IN ('awaiting_receipt', 'waiting')
+  AND state IN ('succeeded', 'cancelled', 'dead', 'waiting', 'awaiting_receipt',
+                'cancel_requested')
 GROUP BY queue, kind, state;
 
 -- name: task_claim_keyed
