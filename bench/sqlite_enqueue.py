@@ -11,12 +11,14 @@
 ``--floor`` runs, in interleaved rounds on fresh files, the statements alone in a bare
 ``sqlite3`` loop (no jobtrail Python): huey's shape (one row in a four-column table with one
 index, what ``SqliteHuey.enqueue`` writes), jobtrail's task insert alone, and jobtrail's single
-enqueue (``task_insert``, ``task_inserted``, ``transition_insert_created``, read from the
-library's own SQL); then ``app.enqueue`` itself. Each is one ``BEGIN IMMEDIATE`` ... ``COMMIT``
-with the library's pragmas: what a single enqueue can cost with this schema before any Python.
-``--variants`` runs ``task + log`` also on scratch copies of the schema changed step by step
-(``VARIANTS``: the transitions ``WITHOUT ROWID`` keyed by (task_id, seq), then no
-AUTOINCREMENT on the tasks, then no index on the transitions' ``at``): what each would buy.
+enqueue (``task_insert`` and ``task_inserted``, read from the library's own SQL; before
+migration 0027, also its transition's row in the log table: ``task + log``); then
+``app.enqueue`` itself. Each is one ``BEGIN IMMEDIATE`` ... ``COMMIT`` with the library's
+pragmas: what a single enqueue can cost with this schema before any Python. ``--variants`` runs
+``task + log`` (a single enqueue before migration 0027, which moved the enqueued transition
+onto the task row) also on scratch copies of the schema changed step by step (``VARIANTS``:
+the transitions ``WITHOUT ROWID`` keyed by (task_id, seq), then no AUTOINCREMENT on the
+tasks, then no index on the transitions' ``at``): what each would buy.
 ``--page-size N`` makes every file of ``--floor`` with pages of N bytes (fewer bytes written per
 commit, deeper trees), without the ``app.enqueue`` row (the App makes its own file).
 
@@ -94,8 +96,9 @@ def run(n: int, sync: str, frames: bool, folder: Path) -> dict[str, Any]:
 #: substitutions of the migrated schema (never applied to a real store)
 VARIANTS: dict[str, list[tuple[str, str, str | None]]] = {
     "log WITHOUT ROWID": [
-        ("TABLE jobtrail_transitions", "id             INTEGER PRIMARY KEY AUTOINCREMENT,\n", ""),
-        ("TABLE jobtrail_transitions", "UNIQUE (task_id, seq)\n)",
+        ("TABLE jobtrail_transition_log",
+         "id             INTEGER PRIMARY KEY AUTOINCREMENT,\n", ""),
+        ("TABLE jobtrail_transition_log", "UNIQUE (task_id, seq)\n)",
          "PRIMARY KEY (task_id, seq)\n) WITHOUT ROWID"),
     ],
     "+ no AUTOINCREMENT": [
@@ -146,6 +149,7 @@ def floor(
         kind="noop", queue="default", tenant="", state="queued", payload="{}",
         payload_hash="0" * 64, idempotency_key=None, priority=0, max_attempts=1,
         lease_seconds=30.0, reentrant=1, run_at=None, delay=None, parent_id=None,
+        actor="caller", data="{}",
     )  # fmt: skip
 
     def huey(conn: sqlite3.Connection) -> None:
@@ -157,18 +161,30 @@ def floor(
         conn.execute(sql["task_insert"], task)
 
     def enqueue(conn: sqlite3.Connection) -> None:
+        # a single enqueue since 0027: its enqueued transition is on the task row
+        task_id = conn.execute(sql["task_insert"], task).lastrowid
+        conn.execute(sql["task_inserted"], {"id": task_id}).fetchone()
+
+    def with_log(conn: sqlite3.Connection) -> None:
+        # what it was before 0027: the transition as a row of the log table too
         task_id = conn.execute(sql["task_insert"], task).lastrowid
         conn.execute(sql["task_inserted"], {"id": task_id}).fetchone()
         conn.execute(
-            sql["transition_insert_created"],
-            {"task_id": task_id, "to_state": "queued", "actor": "caller", "at": now, "data": "{}"},
+            "INSERT INTO jobtrail_transition_log (task_id, seq, to_state, reason, actor, "
+            "attempt, at, data) VALUES (?, 1, 'queued', 'enqueued', 'caller', 0, ?, '{}')",
+            (task_id, now),
         )
 
-    shapes: dict[str, Any] = {"huey's row": huey, "task row": task_only, "task + log": enqueue}
+    shapes: dict[str, Any] = {
+        "huey's row": huey,
+        "task row": task_only,
+        "enqueue (0027)": enqueue,
+        "task + log (<0027)": with_log,
+    }
     if variants:
         template = folder / "template.db"
         jobtrail.App(f"sqlite:///{template}").migrate()
-        shapes.update({name: enqueue for name in VARIANTS})
+        shapes.update({name: with_log for name in VARIANTS})
     last = [] if variants or page_size else ["app.enqueue"]  # the App makes its own file
     results: dict[str, list[float]] = {name: [] for name in [*shapes, *last]}
     for r in range(rounds):

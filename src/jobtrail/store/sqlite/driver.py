@@ -24,6 +24,7 @@ from ...model.errors import SchemaMissing, StoreUnavailable
 from .. import queries
 from ..base import Claim, Driver, NewTask, Row, Tx, dumps
 from ..offloop import OffLoop
+from ..types import IdList
 from .locking import QUICK_STEP, STEP, WriteLock
 from .rows import decode_all, insert_rows
 
@@ -365,18 +366,15 @@ class SQLiteDriver(OffLoop, Driver):
         return task_id, created_at, run_at
 
     def _log_created(self, tx: Tx, row: Row, new: NewTask) -> None:
-        # the same row as transition_insert writes, its constant columns in the statement
-        # (5 parameters instead of 15, none of them a NULL to adapt)
-        _conn(tx).execute(
-            self.sql["transition_insert_created"],
-            {
-                "task_id": row["id"],
-                "to_state": new.state.value,
-                "actor": new.actor,
-                "at": self.encode_time(row["created_at"]),
-                "data": dumps(new.data),
-            },
-        )
+        # nothing to append: the enqueued transition is on the task row (0027; task_insert,
+        # task_insert_many and task_insert_controlled write it), read through the view
+        # jobtrail_transitions as the log's first entry
+        return None
+
+    def prune_transitions(self, tx: Tx, *, ids: IdList) -> int:
+        # the log's rows, and the enqueued transitions on the rows about to be deleted (0027)
+        on_rows = tx.one("prune_enqueued_count", {"ids": ids})
+        return super().prune_transitions(tx, ids=ids) + int(on_rows["n"] if on_rows else 0)
 
     def encode_time(self, value: datetime) -> float:
         if value.tzinfo is None:
@@ -406,20 +404,16 @@ class SQLiteDriver(OffLoop, Driver):
         if text is None:
             return super().task_insert_many(tx, news)
         conn = _conn(tx)
-        cur = conn.execute(self.sql["task_insert_many"], {"rows": text})
+        # each row with its enqueued transition (0027): one actor and one data for all
+        first = news[0]
+        cur = conn.execute(
+            self.sql["task_insert_many"],
+            {"rows": text, "actor": first.actor, "data": dumps(first.data)},
+        )
         rows = decode_all(cur, cur.fetchall())
         if len(rows) != len(news):  # pragma: no cover - nothing can conflict without a key
             raise RuntimeError(f"inserted {len(rows)} tasks of {len(news)}")
         rows.sort(key=_by_id)
-        first = news[0]
-        conn.execute(
-            self.sql["transition_insert_enqueued"],
-            {
-                "ids": json.dumps([r["id"] for r in rows]),
-                "actor": first.actor,
-                "data": dumps(first.data),
-            },
-        )
         return [(row, True) for row in rows]
 
     def _log_claimed(self, tx: Tx, claim: Claim, rows: list[Row]) -> None:

@@ -199,7 +199,9 @@ CREATE TABLE jobtrail_tasks (
     dismissed_at        REAL, after_id INTEGER REFERENCES jobtrail_tasks (id), result TEXT CHECK (result IS NULL OR json_valid(result)), claimed_version TEXT, first_failure_at REAL, evidence_on_row INTEGER NOT NULL DEFAULT 0
     CHECK (evidence_on_row IN (0, 1)), wait_kind TEXT
     CHECK (wait_kind IN ('sleep', 'event', 'children')), wait_name TEXT, wait_key TEXT, wait_until REAL, wait_ids TEXT CHECK (wait_ids IS NULL OR json_valid(wait_ids)), debounce_key TEXT, debounce_until REAL, unique_until REAL, unique_active INTEGER NOT NULL DEFAULT 0, expires_at REAL, ckey TEXT, concurrency_limit INTEGER
-    CHECK (concurrency_limit IS NULL OR concurrency_limit >= 1),
+    CHECK (concurrency_limit IS NULL OR concurrency_limit >= 1), enq_state TEXT
+    CHECK (enq_state IN ('queued', 'leased', 'awaiting_receipt', 'cancel_requested',
+                         'waiting', 'succeeded', 'cancelled', 'dead')), enq_actor TEXT, enq_data TEXT CHECK (enq_data IS NULL OR json_valid(enq_data)),
     -- a finish time exactly when the state is terminal
     CHECK ((state IN ('succeeded', 'cancelled', 'dead')) = (finished_at IS NOT NULL)),
     -- a lease (owner and expiry) exactly when a worker holds the task
@@ -217,7 +219,7 @@ CREATE TABLE jobtrail_tenant_rates (
     PRIMARY KEY (queue, tenant)
 );
 
-CREATE TABLE jobtrail_transitions (
+CREATE TABLE "jobtrail_transition_log" (
     id             INTEGER PRIMARY KEY AUTOINCREMENT,
     task_id        INTEGER NOT NULL,
     seq            INTEGER NOT NULL CHECK (seq >= 1),
@@ -271,6 +273,8 @@ CREATE INDEX jobtrail_replay_runs_running ON jobtrail_replay_runs (id) WHERE sta
 CREATE INDEX jobtrail_steps_superseded_task ON jobtrail_steps_superseded (task_id, id);
 
 CREATE INDEX jobtrail_tasks_after ON jobtrail_tasks (after_id) WHERE after_id IS NOT NULL;
+
+CREATE INDEX jobtrail_tasks_created ON jobtrail_tasks (created_at) WHERE enq_actor IS NOT NULL;
 
 CREATE INDEX jobtrail_tasks_dead
     ON jobtrail_tasks (finished_at, id) WHERE state = 'dead';
@@ -334,17 +338,61 @@ CREATE INDEX jobtrail_tasks_wait_deadline ON jobtrail_tasks (wait_until)
 CREATE INDEX jobtrail_tasks_wait_event ON jobtrail_tasks (tenant, wait_key)
     WHERE state = 'waiting' AND wait_kind = 'event';
 
-CREATE INDEX jobtrail_transitions_at ON jobtrail_transitions (at);
+CREATE INDEX jobtrail_transitions_at ON "jobtrail_transition_log" (at);
+
+CREATE TRIGGER jobtrail_tasks_enqueued_fixed
+BEFORE UPDATE OF enq_state, enq_actor, enq_data, created_at ON jobtrail_tasks
+WHEN NEW.enq_state IS NOT OLD.enq_state OR NEW.enq_actor IS NOT OLD.enq_actor
+     OR NEW.enq_data IS NOT OLD.enq_data
+     OR (OLD.enq_actor IS NOT NULL AND NEW.created_at IS NOT OLD.created_at)
+BEGIN
+    SELECT RAISE(ABORT, 'jobtrail_transitions is append-only: append a correction instead');
+END;
+
+CREATE TRIGGER jobtrail_transitions_append
+INSTEAD OF INSERT ON jobtrail_transitions
+BEGIN
+    INSERT INTO jobtrail_transition_log (
+        task_id, seq, from_state, to_state, reason, error_category, error, actor, attempt, at,
+        note, corrects, data, traceback, error_class)
+    VALUES (NEW.task_id, NEW.seq, NEW.from_state, NEW.to_state, NEW.reason, NEW.error_category,
+            NEW.error, NEW.actor, NEW.attempt, NEW.at, NEW.note, NEW.corrects,
+            COALESCE(NEW.data, '{}'), NEW.traceback, NEW.error_class);
+END;
 
 CREATE TRIGGER jobtrail_transitions_no_delete
-BEFORE DELETE ON jobtrail_transitions
+BEFORE DELETE ON "jobtrail_transition_log"
 WHEN NOT EXISTS (SELECT 1 FROM jobtrail_prune_guard)
 BEGIN
     SELECT RAISE(ABORT, 'jobtrail_transitions is append-only: only pruning may delete');
 END;
 
 CREATE TRIGGER jobtrail_transitions_no_update
-BEFORE UPDATE ON jobtrail_transitions
+BEFORE UPDATE ON "jobtrail_transition_log"
 BEGIN
     SELECT RAISE(ABORT, 'jobtrail_transitions is append-only: append a correction instead');
 END;
+
+CREATE TRIGGER jobtrail_transitions_view_no_delete
+INSTEAD OF DELETE ON jobtrail_transitions
+BEGIN
+    SELECT RAISE(ABORT, 'jobtrail_transitions is append-only: only pruning may delete');
+END;
+
+CREATE TRIGGER jobtrail_transitions_view_no_update
+INSTEAD OF UPDATE ON jobtrail_transitions
+BEGIN
+    SELECT RAISE(ABORT, 'jobtrail_transitions is append-only: append a correction instead');
+END;
+
+CREATE VIEW jobtrail_transitions AS
+SELECT NULL AS id, t.id AS task_id, 1 AS seq, NULL AS from_state, t.enq_state AS to_state,
+       'enqueued' AS reason, NULL AS error_category, NULL AS error, t.enq_actor AS actor,
+       0 AS attempt, t.created_at AS at, NULL AS note, NULL AS corrects,
+       COALESCE(t.enq_data, '{}') AS data, NULL AS traceback, NULL AS error_class
+FROM jobtrail_tasks t
+WHERE t.enq_actor IS NOT NULL
+UNION ALL
+SELECT id, task_id, seq, from_state, to_state, reason, error_category, error, actor, attempt,
+       at, note, corrects, data, traceback, error_class
+FROM jobtrail_transition_log;

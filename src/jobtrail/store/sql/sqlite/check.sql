@@ -5,38 +5,58 @@
 SELECT 1;
 
 -- name: check_state_projection
--- Every task's state is the to_state of its last transition.
-SELECT t.id AS task_id, t.state,
-       (SELECT to_state FROM jobtrail_transitions x
-         WHERE x.task_id = t.id ORDER BY x.seq DESC LIMIT 1) AS last_to_state
-FROM jobtrail_tasks t
-WHERE t.state IS NOT (SELECT to_state FROM jobtrail_transitions x
-                      WHERE x.task_id = t.id ORDER BY x.seq DESC LIMIT 1)
-ORDER BY t.id;
+-- Every task's state is the to_state of its last transition (its log's last row, or the
+-- enqueued transition on its row when the log has none: 0027).
+SELECT f.task_id, f.state, f.last_to_state
+FROM (SELECT t.id AS task_id, t.state,
+             COALESCE((SELECT x.to_state FROM jobtrail_transition_log x
+                       WHERE x.task_id = t.id ORDER BY x.seq DESC LIMIT 1),
+                      t.enq_state) AS last_to_state
+      FROM jobtrail_tasks t) f
+WHERE f.state IS NOT f.last_to_state
+ORDER BY f.task_id;
 
 -- name: check_seq_contiguous
--- The log of a task is numbered 1..n with no gap, and the task's seq is n.
-SELECT t.id AS task_id, t.seq, agg.n, agg.min_seq, agg.max_seq
-FROM jobtrail_tasks t
-LEFT JOIN (SELECT task_id, COUNT(*) AS n, MIN(seq) AS min_seq, MAX(seq) AS max_seq
-           FROM jobtrail_transitions GROUP BY task_id) agg ON agg.task_id = t.id
-WHERE agg.n IS NULL OR agg.min_seq IS NOT 1 OR agg.max_seq IS NOT agg.n
-   OR t.seq IS NOT agg.n
-ORDER BY t.id;
+-- The log of a task is numbered 1..n with no gap, and the task's seq is n (the enqueued
+-- transition on the row, 0027, is its seq 1).
+SELECT f.task_id, f.seq, f.n, f.min_seq, f.max_seq
+FROM (SELECT t.id AS task_id, t.seq,
+             NULLIF(COALESCE(agg.n, 0) + (t.enq_actor IS NOT NULL), 0) AS n,
+             CASE WHEN t.enq_actor IS NOT NULL THEN 1 ELSE agg.min_seq END AS min_seq,
+             CASE WHEN t.enq_actor IS NOT NULL THEN COALESCE(agg.max_seq, 1)
+                  ELSE agg.max_seq END AS max_seq
+      FROM jobtrail_tasks t
+      LEFT JOIN (SELECT task_id, COUNT(*) AS n, MIN(seq) AS min_seq, MAX(seq) AS max_seq
+                 FROM jobtrail_transition_log GROUP BY task_id) agg ON agg.task_id = t.id) f
+WHERE f.n IS NULL OR f.min_seq IS NOT 1 OR f.max_seq IS NOT f.n OR f.seq IS NOT f.n
+ORDER BY f.task_id;
 
 -- name: check_log_chain
--- Each transition starts where the one before it ended.
-SELECT x.task_id, x.seq, x.from_state, p.to_state AS previous_to_state
-FROM jobtrail_transitions x
-JOIN jobtrail_transitions p ON p.task_id = x.task_id AND p.seq = x.seq - 1
-WHERE x.from_state IS NOT p.to_state
+-- Each transition starts where the one before it ended (the one before a log row of seq 2 may
+-- be the enqueued transition on the task row: 0027).
+SELECT x.task_id, x.seq, x.from_state, COALESCE(p.to_state, t.enq_state) AS previous_to_state
+FROM jobtrail_transition_log x
+LEFT JOIN jobtrail_transition_log p ON p.task_id = x.task_id AND p.seq = x.seq - 1
+LEFT JOIN jobtrail_tasks t ON x.seq = 2 AND t.id = x.task_id AND t.enq_actor IS NOT NULL
+WHERE (p.task_id IS NOT NULL OR t.id IS NOT NULL)
+  AND x.from_state IS NOT COALESCE(p.to_state, t.enq_state)
 ORDER BY x.task_id, x.seq;
 
 -- name: check_transitions_page
--- The log in pages by its key, for the edge check in Python.
-SELECT task_id, seq, from_state, to_state, reason
-FROM jobtrail_transitions
-WHERE (task_id, seq) > (:after_task, :after_seq)
+-- The log in pages by its key, for the edge check in Python: the log table's rows and the
+-- enqueued transitions on the task rows (0027), each read through its own key.
+SELECT task_id, seq, from_state, to_state, reason FROM (
+    SELECT * FROM (
+        SELECT id AS task_id, 1 AS seq, NULL AS from_state, enq_state AS to_state,
+               'enqueued' AS reason
+        FROM jobtrail_tasks
+        WHERE enq_actor IS NOT NULL AND (id, 1) > (:after_task, :after_seq)
+        ORDER BY id LIMIT :limit)
+    UNION ALL
+    SELECT * FROM (
+        SELECT task_id, seq, from_state, to_state, reason FROM jobtrail_transition_log
+        WHERE (task_id, seq) > (:after_task, :after_seq)
+        ORDER BY task_id, seq LIMIT :limit))
 ORDER BY task_id, seq
 LIMIT :limit;
 

@@ -6,7 +6,7 @@ INSERT INTO jobtrail_tasks (
     kind, queue, tenant, state, payload, payload_hash, idempotency_key, priority, max_attempts,
     lease_seconds, reentrant, run_at, parent_id, last_reason, seq, evidence_on_row,
     budget_started_at, created_at, updated_at, debounce_key, debounce_until, unique_until,
-    unique_active, expires_at)
+    unique_active, expires_at, enq_state, enq_actor, enq_data)
 SELECT
     :kind, :queue, :tenant, :state, :payload, :payload_hash, :idempotency_key, :priority,
     :max_attempts, :lease_seconds, :reentrant,
@@ -14,7 +14,8 @@ SELECT
          THEN MIN(round((julianday('now') - 2440587.5) * 86400.0, 3) + :debounce, COALESCE(v.until, round((julianday('now') - 2440587.5) * 86400.0, 3) + :debounce))
          ELSE COALESCE(:run_at, round((julianday('now') - 2440587.5) * 86400.0, 3) + COALESCE(:delay, 0)) END,
     :parent_id, 'enqueued', 1, 1, round((julianday('now') - 2440587.5) * 86400.0, 3), round((julianday('now') - 2440587.5) * 86400.0, 3), round((julianday('now') - 2440587.5) * 86400.0, 3), :debounce_key, v.until,
-    round((julianday('now') - 2440587.5) * 86400.0, 3) + :unique_for, :unique_active, COALESCE(:expires_at, round((julianday('now') - 2440587.5) * 86400.0, 3) + :expires_in)
+    round((julianday('now') - 2440587.5) * 86400.0, 3) + :unique_for, :unique_active, COALESCE(:expires_at, round((julianday('now') - 2440587.5) * 86400.0, 3) + :expires_in),
+    :state, :actor, NULLIF(:data, '{}')
 FROM (SELECT round((julianday('now') - 2440587.5) * 86400.0, 3) + :debounce_max AS until) v
 WHERE true
 ON CONFLICT DO NOTHING

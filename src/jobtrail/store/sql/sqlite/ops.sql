@@ -81,7 +81,7 @@ DELETE FROM jobtrail_tenant_rates WHERE queue = :queue AND tokens_at < :since;
 
 -- name: queue_claims_between
 -- Claims of a queue in a time window (a resume ramp's measured pace before the pause).
-SELECT COUNT(*) AS n FROM jobtrail_transitions tr JOIN jobtrail_tasks t ON t.id = tr.task_id
+SELECT COUNT(*) AS n FROM jobtrail_transition_log tr JOIN jobtrail_tasks t ON t.id = tr.task_id
 WHERE t.queue = :queue AND tr.reason = 'claimed' AND tr.at >= :since AND tr.at < :until;
 
 -- name: queue_due_count
@@ -172,7 +172,7 @@ WHERE x.at >= :since AND x.reason = 'claimed';
 -- numbers restart at 1 after a replay, so the attempt number alone would pair it with older
 -- claims too).
 SELECT t.queue, t.kind,
-       x.at - (SELECT c.at FROM jobtrail_transitions c
+       x.at - (SELECT c.at FROM jobtrail_transition_log c
                WHERE c.task_id = x.task_id AND c.seq < x.seq AND c.reason = 'claimed'
                ORDER BY c.seq DESC LIMIT 1) AS seconds
 FROM jobtrail_transitions x
@@ -209,13 +209,13 @@ ORDER BY n DESC, d.reason, d.kind;
 -- fragment: dead_log_version
 -- The code version of the last claim of the task t as its log says: read for a task older
 -- than 0017 (dead_groups, dead_tasks_evidence) and compared with the row (check_row_evidence).
-             (SELECT json_extract(c.data, '$.version') FROM jobtrail_transitions c
+             (SELECT json_extract(c.data, '$.version') FROM jobtrail_transition_log c
               WHERE c.task_id = t.id AND c.reason = 'claimed' ORDER BY c.seq DESC LIMIT 1)
 
 -- fragment: dead_log_first_failure
 -- The time of the first failure of the task t as its log says (a change of state with an
 -- error category, or into dead), for the same readers.
-             (SELECT x.at FROM jobtrail_transitions x
+             (SELECT x.at FROM jobtrail_transition_log x
               WHERE x.task_id = t.id AND x.from_state IS NOT x.to_state
                 AND (x.error_category IS NOT NULL OR x.to_state = 'dead')
               ORDER BY x.seq LIMIT 1)
@@ -236,7 +236,13 @@ INSERT INTO jobtrail_prune_guard (token) VALUES (1);
 DELETE FROM jobtrail_prune_guard;
 
 -- name: prune_transitions
-DELETE FROM jobtrail_transitions WHERE task_id IN (SELECT value FROM json_each(:ids));
+DELETE FROM jobtrail_transition_log WHERE task_id IN (SELECT value FROM json_each(:ids));
+
+-- name: prune_enqueued_count
+-- The enqueued transitions on the rows of the pruned tasks :ids (0027), counted with the log's
+-- rows pruned: they go with their rows.
+SELECT COUNT(*) AS n FROM jobtrail_tasks
+WHERE id IN (SELECT value FROM json_each(:ids)) AND enq_actor IS NOT NULL;
 
 -- name: prune_steps
 DELETE FROM jobtrail_steps WHERE task_id IN (SELECT value FROM json_each(:ids));

@@ -81,7 +81,7 @@ WHERE id = :id AND state = 'running' AND NOT detached
 -- and how many are still on their way (queued, leased, waiting for children). A task awaiting
 -- a receipt has been run and counts as settled (its receipt may still fail it: counted then).
 SELECT COALESCE(SUM(CASE WHEN EXISTS (
-           SELECT 1 FROM jobtrail_transitions x
+           SELECT 1 FROM jobtrail_transition_log x
            WHERE x.task_id = r.task_id AND x.seq > r.replayed_seq
              AND x.to_state = 'dead' AND x.from_state <> 'dead') THEN 1 ELSE 0 END), 0) AS died,
        COALESCE(SUM(CASE WHEN t.state IN ('queued', 'leased', 'cancel_requested', 'waiting')
@@ -103,7 +103,7 @@ WHERE id = :id AND state = 'running' AND driver = :driver;
 SELECT r.*,
        (SELECT COUNT(*) FROM jobtrail_replay_run_tasks rt
         WHERE rt.run_id = r.id AND rt.replayed_seq IS NOT NULL
-          AND EXISTS (SELECT 1 FROM jobtrail_transitions x
+          AND EXISTS (SELECT 1 FROM jobtrail_transition_log x
                       WHERE x.task_id = rt.task_id AND x.seq > rt.replayed_seq
                         AND x.to_state = 'dead' AND x.from_state <> 'dead')) AS died_now,
        round((julianday('now') - 2440587.5) * 86400.0, 3) - r.heartbeat_at AS beat_age
@@ -134,7 +134,7 @@ SELECT t.id, t.kind, t.queue, t.tenant, t.last_reason AS reason,
 -- include: dead_log_first_failure
        END AS first_failure,
        CASE WHEN t.evidence_on_row THEN t.finished_at ELSE
-           (SELECT MAX(x.at) FROM jobtrail_transitions x
+           (SELECT MAX(x.at) FROM jobtrail_transition_log x
             WHERE x.task_id = t.id AND x.from_state IS NOT x.to_state
               AND (x.error_category IS NOT NULL OR x.to_state = 'dead'))
        END AS last_failure,

@@ -47,7 +47,12 @@ SELECT state, tasks, transitions FROM jobtrail_pruned ORDER BY state;
 
 -- name: trace_contexts
 -- The context stored at enqueue, in the creating transition's data (key "trace"), by its key.
-SELECT task_id, json_extract(data, '$.trace') AS trace FROM jobtrail_transitions
+-- (on the task row since 0027, in the log's seq 1 before)
+SELECT id AS task_id, json_extract(enq_data, '$.trace') AS trace FROM jobtrail_tasks
+WHERE id IN (SELECT value FROM json_each(:ids)) AND enq_actor IS NOT NULL
+  AND json_extract(enq_data, '$.trace') IS NOT NULL
+UNION ALL
+SELECT task_id, json_extract(data, '$.trace') AS trace FROM jobtrail_transition_log
 WHERE task_id IN (SELECT value FROM json_each(:ids)) AND seq = 1
   AND json_extract(data, '$.trace') IS NOT NULL;
 

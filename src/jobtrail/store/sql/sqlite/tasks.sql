@@ -19,7 +19,7 @@ SELECT round((julianday('now') - 2440587.5) * 86400.0, 3) AS now;
 INSERT INTO jobtrail_tasks (
     kind, queue, tenant, state, payload, payload_hash, idempotency_key, priority, max_attempts,
     lease_seconds, reentrant, run_at, parent_id, last_reason, seq, evidence_on_row,
-    budget_started_at, created_at, updated_at)
+    budget_started_at, created_at, updated_at, enq_state, enq_actor, enq_data)
 VALUES (
     :kind, :queue, :tenant, :state, :payload, :payload_hash, :idempotency_key, :priority,
     :max_attempts, :lease_seconds, :reentrant,
@@ -27,7 +27,9 @@ VALUES (
     :parent_id, 'enqueued', 1, 1,
     round((julianday('now') - 2440587.5) * 86400.0, 3),
     round((julianday('now') - 2440587.5) * 86400.0, 3),
-    round((julianday('now') - 2440587.5) * 86400.0, 3))
+    round((julianday('now') - 2440587.5) * 86400.0, 3),
+    -- its enqueued transition, on the row (0027)
+    :state, :actor, NULLIF(:data, '{}'))
 ON CONFLICT (tenant, kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
 
 -- name: task_inserted
@@ -164,18 +166,11 @@ WHERE id = :id AND state = :from_state
 RETURNING id, state, attempts, seq, updated_at, parent_id, queue, kind;
 
 -- name: transition_insert
-INSERT INTO jobtrail_transitions (
+INSERT INTO jobtrail_transition_log (
     task_id, seq, from_state, to_state, reason, error_category, error, actor, attempt, at,
     note, corrects, data, traceback, error_class)
 VALUES (:task_id, :seq, :from_state, :to_state, :reason, :error_category, :error, :actor,
         :attempt, :at, :note, :corrects, :data, :traceback, :error_class);
-
--- name: transition_insert_created
--- transition_insert of a task's creating transition (seq 1, from nothing, attempt 0), the
--- single enqueue's second statement; the columns left out are NULL, as transition_insert
--- writes them.
-INSERT INTO jobtrail_transitions (task_id, seq, to_state, reason, actor, attempt, at, data)
-VALUES (:task_id, 1, :to_state, 'enqueued', :actor, 0, :at, :data);
 
 -- name: lease_extend
 -- Renewal carries the same guard as every worker edge; the state it returns tells the worker
@@ -220,17 +215,19 @@ ORDER BY finished_at, id
 LIMIT :limit;
 
 -- name: invariant_violations
--- Tasks whose state is not the projection of their last transition, or whose log has gaps.
-SELECT t.id, t.state, t.seq,
-       (SELECT to_state FROM jobtrail_transitions x
-         WHERE x.task_id = t.id ORDER BY x.seq DESC LIMIT 1) AS last_to_state,
-       (SELECT COUNT(*) FROM jobtrail_transitions x WHERE x.task_id = t.id) AS n,
-       (SELECT MAX(seq) FROM jobtrail_transitions x WHERE x.task_id = t.id) AS max_seq
-FROM jobtrail_tasks t
-WHERE t.state IS NOT (SELECT to_state FROM jobtrail_transitions x
-                      WHERE x.task_id = t.id ORDER BY x.seq DESC LIMIT 1)
-   OR t.seq IS NOT (SELECT MAX(seq) FROM jobtrail_transitions x WHERE x.task_id = t.id)
-   OR t.seq IS NOT (SELECT COUNT(*) FROM jobtrail_transitions x WHERE x.task_id = t.id);
+-- Tasks whose state is not the projection of their last transition, or whose log has gaps (the
+-- enqueued transition on the task row, 0027, is the log's seq 1 when the log table has none).
+SELECT f.id, f.state, f.seq, f.last_to_state, f.n, f.max_seq
+FROM (SELECT t.id, t.state, t.seq,
+             COALESCE((SELECT x.to_state FROM jobtrail_transition_log x
+                       WHERE x.task_id = t.id ORDER BY x.seq DESC LIMIT 1),
+                      t.enq_state) AS last_to_state,
+             (SELECT COUNT(*) FROM jobtrail_transition_log x WHERE x.task_id = t.id)
+             + (t.enq_actor IS NOT NULL) AS n,
+             COALESCE((SELECT MAX(seq) FROM jobtrail_transition_log x WHERE x.task_id = t.id),
+                      CASE WHEN t.enq_actor IS NOT NULL THEN 1 END) AS max_seq
+      FROM jobtrail_tasks t) f
+WHERE f.state IS NOT f.last_to_state OR f.seq IS NOT f.max_seq OR f.seq IS NOT f.n;
 
 -- name: task_holder
 -- Does this attempt still hold the task? (state, and whether the lease is still valid)
@@ -258,7 +255,7 @@ ORDER BY id LIMIT :limit;
 INSERT INTO jobtrail_tasks (
     kind, queue, tenant, state, payload, payload_hash, priority, max_attempts, lease_seconds,
     reentrant, run_at, last_reason, seq, evidence_on_row, budget_started_at, created_at,
-    updated_at)
+    updated_at, enq_state, enq_actor, enq_data)
 SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4,
        j.value ->> 5, j.value ->> 6, j.value ->> 7,
        CAST(j.value ->> 8 AS REAL) / (j.value ->> 9),
@@ -269,28 +266,17 @@ SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4
        'enqueued', 1, 1,
        round((julianday('now') - 2440587.5) * 86400.0, 3),
        round((julianday('now') - 2440587.5) * 86400.0, 3),
-       round((julianday('now') - 2440587.5) * 86400.0, 3)
+       round((julianday('now') - 2440587.5) * 86400.0, 3),
+       j.value ->> 3, :actor, NULLIF(:data, '{}')
 FROM json_each(:rows) AS j
 ORDER BY j.key
 RETURNING *;
-
--- name: transition_insert_enqueued
--- The creating transitions of the tasks :ids (a JSON array) that task_insert_many has just
--- inserted, in id order: at is the task's created_at, exactly as stored.
-INSERT INTO jobtrail_transitions (
-    task_id, seq, from_state, to_state, reason, error_category, error, actor, attempt, at,
-    note, corrects, data)
-SELECT t.id, 1, NULL, t.state, 'enqueued', NULL, NULL, :actor, 0, t.created_at, NULL, NULL,
-       :data
-FROM jobtrail_tasks AS t
-WHERE t.id IN (SELECT value FROM json_each(:ids))
-ORDER BY t.id;
 
 -- name: transition_insert_claimed
 -- The claim transitions of the tasks that task_claim / task_claim_limited have just leased, in
 -- the order of :rows (a JSON array of [task id, transition data as JSON text]): seq, attempt
 -- and at are the task's own, exactly as the claim stored them.
-INSERT INTO jobtrail_transitions (
+INSERT INTO jobtrail_transition_log (
     task_id, seq, from_state, to_state, reason, error_category, error, actor, attempt, at,
     note, corrects, data)
 SELECT t.id, t.seq, 'queued', 'leased', 'claimed', NULL, NULL, :owner, t.attempts,
@@ -335,7 +321,7 @@ RETURNING id;
 -- name: transition_insert_completed
 -- The transitions of the tasks :ids (a JSON array) that task_complete_many has just moved, in
 -- id order (the order the one-by-one moves took): seq, attempt and at are the task's own.
-INSERT INTO jobtrail_transitions (
+INSERT INTO jobtrail_transition_log (
     task_id, seq, from_state, to_state, reason, error_category, error, actor, attempt, at,
     note, corrects, data)
 SELECT t.id, t.seq, 'leased', 'succeeded', 'completed', NULL, NULL, :actor, t.attempts,

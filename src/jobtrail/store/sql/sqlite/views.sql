@@ -48,7 +48,7 @@ WHERE x.at > :after AND x.at <= :upto AND x.reason = 'claimed';
 -- Run time of the attempts that ended in (after, upto]: outcome − the claim just before it
 -- (the rule of stats_runs).
 SELECT t.queue, t.kind,
-       x.at - (SELECT c.at FROM jobtrail_transitions c
+       x.at - (SELECT c.at FROM jobtrail_transition_log c
                WHERE c.task_id = x.task_id AND c.seq < x.seq AND c.reason = 'claimed'
                ORDER BY c.seq DESC LIMIT 1) AS seconds
 FROM jobtrail_transitions x
