@@ -595,6 +595,24 @@ def main() -> None:
         + (f", median of {args.rounds} interleaved rounds" if args.rounds > 1 else "")
     )
     print(table(results))
+    if "jobtrail-pg" in results and results["jobtrail-pg"].get("proc2"):
+        moonshot(args.pg, args.n, results["jobtrail-pg"]["proc2"])
+
+
+def moonshot(server: str, n: int, proc2: float) -> None:
+    """jobtrail's 2-process processing against the SQL design ceiling (bench/ceiling.py) of
+    the same machine, measured now: the moonshot row of issue 45."""
+    import ceiling
+
+    checkpoint(server)
+    got = ceiling.measure(server, max(2 * n, 1000), processes=2, batch=100)
+    if got["violations"] or got["jobs"] != max(2 * n, 1000):
+        raise SystemExit(f"the ceiling's run broke the log or lost jobs: {got}")
+    print(
+        f"\nmoonshot: jobtrail-pg 2 processes {proc2:,.0f} jobs/s = {proc2 / got['rate']:.2f}x"
+        f" the SQL design ceiling of this machine, {got['rate']:,.0f} jobs/s (bench/ceiling.py:"
+        " 2 processes, batches of 100, every transition logged, no Python between statements)"
+    )
 
 
 def medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:

@@ -24,7 +24,7 @@ def test_bench_runs_jobtrail_on_both_backends_and_prints_the_table() -> None:
         _run_and_check(prefix)
     finally:
         with psycopg.connect(PG_URL, autocommit=True) as conn:
-            for name in ("jobtrail_pg", "jobtrail_pg_tuned"):
+            for name in ("jobtrail_pg", "jobtrail_pg_tuned", "ceiling"):
                 conn.execute(f'DROP DATABASE IF EXISTS "bench_{prefix}{name}" WITH (FORCE)')
 
 
@@ -63,3 +63,5 @@ def _run_and_check(prefix: str) -> None:
         numbers = [float(c.replace(",", "")) for c in cells[1:]]
         # CPU is read in clock ticks (10 ms): a run this small may spend less than one
         assert all(n > 0 for n in numbers[:-1]) and numbers[-1] >= 0, (name, cells)
+    # the moonshot row: jobtrail's 2 processes against the SQL design ceiling (bench/ceiling.py)
+    assert "moonshot: jobtrail-pg 2 processes" in done.stdout, done.stdout[-2000:]
