@@ -111,6 +111,37 @@ def test_bulk_enqueue_of_one_kind_stores_every_payload_exactly(kapp: jobtrail.Ap
             assert {t.run_at - t.created_at for t in tasks} == {timedelta(seconds=30.25)}
 
 
+def test_bulk_enqueue_of_mixed_items_stores_awkward_and_large_values_exactly(
+    kapp: jobtrail.App,
+) -> None:
+    # items that differ in more than their payloads travel as JSON rows on PostgreSQL: the
+    # awkward texts in payloads, tenants and queues, and payloads of hundreds of kilobytes,
+    # must arrive as they were, each with its creating transition
+    awkward = ["c\\d", "\\", "\\N", "\t\n\r", 'q"\\"', "é\u2028😀", "{a,b}", "", " "]
+    big = "\\x\t\n" * 40_000 + "é😀"  # 240,000 characters
+    items: list[dict[str, Any]] = [
+        {
+            "kind": "k",
+            "queue": f"q{i % 3}{awkward[i % len(awkward)]}.",
+            "tenant": f"t{awkward[(i + 1) % len(awkward)]}.",
+            "priority": i % 4,
+            "payload": {awkward[i % len(awkward)]: awkward, "i": i},
+        }
+        for i in range(kapp._driver.insert_batch + 5)
+    ]
+    items[3]["payload"] = big
+    items[-1]["payload"] = {"big": big, "list": [big[:1000]] * 3}
+    tasks = kapp.enqueue_many(items)
+    assert [t.payload for t in tasks] == [item["payload"] for item in items]
+    assert [(t.queue, t.tenant, t.priority) for t in tasks] == [
+        (item["queue"], item["tenant"], item["priority"]) for item in items
+    ]
+    assert [int(t.id) for t in tasks] == sorted(int(t.id) for t in tasks)
+    for t in [*tasks[:10], tasks[-1]]:
+        assert dataclasses.replace(t, created=False) == kapp.get(t.id)
+        assert _log(kapp, t.id) == [(1, None, "queued", "enqueued", "caller", 0, {})]
+
+
 def test_single_enqueue_returns_what_get_reads(kapp: jobtrail.App) -> None:
     # the drivers build the returned task from what they inserted plus the generated id and
     # times, without reading the row back: it must be the row get reads
