@@ -50,7 +50,7 @@ ORDER BY expires_at
 LIMIT :limit;
 
 -- name: task_debounce_count
-SELECT COUNT(*) AS n FROM jobtrail_transitions WHERE task_id = :id AND reason = 'debounced';
+SELECT COUNT(*) AS n FROM jobtrail_transition_log WHERE task_id = :id AND reason = 'debounced';
 
 -- name: children_results
 SELECT result FROM jobtrail_tasks WHERE parent_id = :id ORDER BY id;

@@ -178,7 +178,7 @@ GROUP BY t.queue, t.kind, x.reason, x.to_state;
 
 -- name: stats_waits
 SELECT t.queue, t.kind, json_extract(x.data, '$.waited') AS seconds
-FROM jobtrail_transitions x JOIN jobtrail_tasks t ON t.id = x.task_id
+FROM jobtrail_transition_log x JOIN jobtrail_tasks t ON t.id = x.task_id
 WHERE x.at >= :since AND x.reason = 'claimed';
 
 -- name: stats_runs
@@ -189,7 +189,7 @@ SELECT t.queue, t.kind,
        x.at - (SELECT c.at FROM jobtrail_transition_log c
                WHERE c.task_id = x.task_id AND c.seq < x.seq AND c.reason = 'claimed'
                ORDER BY c.seq DESC LIMIT 1) AS seconds
-FROM jobtrail_transitions x
+FROM jobtrail_transition_log x
 JOIN jobtrail_tasks t ON t.id = x.task_id
 WHERE x.at >= :since AND x.from_state IN ('leased', 'cancel_requested')
   AND x.reason NOT IN ('cancel_requested', 'lease_expired', 'lease_expired_cancelled',

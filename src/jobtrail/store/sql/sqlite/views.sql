@@ -54,7 +54,7 @@ GROUP BY t.queue, t.kind, x.reason, x.to_state;
 -- name: view_waits_between
 -- Queue wait (claimed − due) of the claims in (after, upto].
 SELECT t.queue, t.kind, json_extract(x.data, '$.waited') AS seconds
-FROM jobtrail_transitions x JOIN jobtrail_tasks t ON t.id = x.task_id
+FROM jobtrail_transition_log x JOIN jobtrail_tasks t ON t.id = x.task_id
 WHERE x.at > :after AND x.at <= :upto AND x.reason = 'claimed';
 
 -- name: view_runs_between
@@ -64,7 +64,7 @@ SELECT t.queue, t.kind,
        x.at - (SELECT c.at FROM jobtrail_transition_log c
                WHERE c.task_id = x.task_id AND c.seq < x.seq AND c.reason = 'claimed'
                ORDER BY c.seq DESC LIMIT 1) AS seconds
-FROM jobtrail_transitions x
+FROM jobtrail_transition_log x
 JOIN jobtrail_tasks t ON t.id = x.task_id
 WHERE x.at > :after AND x.at <= :upto
   AND x.from_state IN ('leased', 'cancel_requested')
