@@ -255,7 +255,7 @@ def test_read_only_and_full_postgres_are_503(pg: Store, tmp_path: Path) -> None:
             "'could not extend file: No space left on device' USING ERRCODE = 'disk_full'; "
             "END IF; RETURN NEW; END $$"
         )
-        for table in ("jobtrail_tasks", "jobtrail_transitions", "jobtrail_queues"):
+        for table in ("jobtrail_tasks", "jobtrail_transition_log", "jobtrail_queues"):
             conn.execute(
                 f"CREATE TRIGGER full_disk BEFORE INSERT OR UPDATE ON {table} "
                 "FOR EACH ROW EXECUTE FUNCTION jobtrail_test_disk_full()"

@@ -79,6 +79,7 @@ class Checkout:
     _last_used: weakref.WeakKeyDictionary[psycopg.Connection[Any], float]
     _broken_at: float
     _attempts: ConnectAttempts
+    _bridged: weakref.WeakSet[psycopg.Connection[Any]]
     _watchdog: _Watchdog | None
     _closed: threading.Event
     _listener_lock: threading.Lock
@@ -160,10 +161,15 @@ class Checkout:
             except PoolTimeout:
                 # none free: when the pool's latest attempt to connect failed, say why now
                 # rather than wait the timeout out (a refused or rejected connection does not
-                # come right by waiting; the caller's retry asks again)
+                # come right by waiting; the caller's retry asks again) — unless the server
+                # answers again while the pool waits out its back-off before its next attempt
+                # (seconds after a restart): then a connection of its own for this use
                 failure = self._attempts.failure
                 if failure is not None:
-                    raise ConnectFailed(failure) from None
+                    bridge = self._bridge()
+                    if bridge is None:
+                        raise ConnectFailed(failure) from None
+                    return bridge
                 wait = NEXT_WAIT
                 continue
             if self._fresh(conn) or self._works(conn):
@@ -173,6 +179,24 @@ class Checkout:
                 return conn
             conn.close()  # whatever failed, the pool must not hand this one out again
             self.pool.putconn(conn)  # the pool replaces it with a new connection
+
+    def _bridge(self) -> psycopg.Connection[Any] | None:
+        """A connection opened beside the pool, for one use (``_checkin`` closes it), when the
+        pool's latest attempt failed but the server answers now; None when it does not."""
+        if self._closed.is_set():
+            return None
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, **self._connect_kwargs)
+        except psycopg.OperationalError:
+            return None
+        try:
+            self._configure(conn)
+        except psycopg.Error:
+            conn.close()
+            return None
+        self._bridged.add(conn)
+        self._enter(conn)
+        return conn
 
     def _works(self, conn: psycopg.Connection[Any]) -> bool:
         """Whether ``conn`` answers a round trip (bounded by the watchdog). One that does not
@@ -189,6 +213,10 @@ class Checkout:
 
     def _checkin(self, conn: psycopg.Connection[Any]) -> None:
         self._leave(conn)
+        if conn in self._bridged:  # not the pool's: closed after its one use
+            self._bridged.discard(conn)
+            conn.close()
+            return
         self._last_used[conn] = time.monotonic()
         self.pool.putconn(conn)
 

@@ -142,6 +142,8 @@ class PostgresDriver(
         self._broken_at = 0.0
         self.max_size = max(2, pool_size)
         self._attempts = ConnectAttempts(self.outage)
+        # connections opened beside the pool while it waits out its reconnect back-off
+        self._bridged: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
         self.pool = RecentFirstPool(
             url,
             connection_class=self._attempts.connection_class(),
