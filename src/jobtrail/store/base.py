@@ -259,10 +259,8 @@ class Driver(Statements, DurableStatements, Reads, Search, abc.ABC):
             if existing is None:  # pragma: no cover - the conflicting row vanished (pruned)
                 raise RuntimeError("idempotency conflict on a row that no longer exists")
             return existing, False
-        row = inserted_row(new, *got, loads_payload(new.payload_json))
-        if not self.logs_in_statement:
-            self._log_created(tx, row, new)
-        return row, True
+        # its enqueued transition is on the row the insert wrote (0027, both dialects)
+        return inserted_row(new, *got, loads_payload(new.payload_json)), True
 
     def _insert_params(self, new: NewTask) -> dict[str, Any]:
         """The parameters of a task's insert (``controls.params`` adds the controls')."""
@@ -284,21 +282,6 @@ class Driver(Statements, DurableStatements, Reads, Search, abc.ABC):
             "actor": new.actor,
             "data": dumps(new.data),
         }
-
-    def _log_created(self, tx: Tx, row: Row, new: NewTask) -> None:
-        """Append the creating transition (``enqueued``) of ``new``, just inserted as ``row``."""
-        self.transition_insert(
-            tx,
-            row["id"],
-            1,
-            None,
-            new.state,
-            "enqueued",
-            new.actor,
-            attempt=0,
-            at=row["created_at"],
-            data=new.data,
-        )
 
     @abc.abstractmethod
     def _inserted(self, tx: Tx, params: dict[str, Any]) -> tuple[int, datetime, datetime] | None:

@@ -55,10 +55,7 @@ def insert(driver: Driver, tx: Tx, new: NewTask) -> tuple[Row, bool]:
                 return {**_row(driver, tx, task_id), "debounced": True}, False
         got = tx.one("task_insert_controlled", values)
         if got is not None:
-            row = _row(driver, tx, got["id"])
-            if not driver.logs_in_statement:
-                driver._log_created(tx, row, new)
-            return row, True
+            return _row(driver, tx, got["id"]), True
         if new.idempotency_key is None:
             continue  # the debounce key's open task was made meanwhile: debounce it
         existing = tx.one(

@@ -364,12 +364,6 @@ class SQLiteDriver(OffLoop, Driver):
         run_at = created_at if got[1] == got[0] else datetime.fromtimestamp(got[1], UTC)
         return task_id, created_at, run_at
 
-    def _log_created(self, tx: Tx, row: Row, new: NewTask) -> None:
-        # nothing to append: the enqueued transition is on the task row (0027; task_insert,
-        # task_insert_many and task_insert_controlled write it), read through the view
-        # jobtrail_transitions as the log's first entry
-        return None
-
     def encode_time(self, value: datetime) -> float:
         if value.tzinfo is None:
             raise ValueError("times must be timezone-aware (UTC)")
